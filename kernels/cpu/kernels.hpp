@@ -1,0 +1,98 @@
+// The CPU kernels: the readable reference for every layer of dptrain, and the
+// compute of a CPU device. Each has a CUDA twin with the same arguments in
+// kernels/cuda/ (plus a stream), and the GPU tests compare the two.
+//
+// Conventions (shared with the CUDA side):
+//  - arguments in the order outputs, inputs, weights, sizes;
+//  - tensors are NCHW float32, shapes in the comment beside each pointer;
+//  - backward kernels *accumulate* (+=) into parameter gradients, so clearing
+//    a replica's gradients is one memset of its flat gradient buffer;
+//    gradients with respect to activations are overwritten;
+//  - gradients are of the *sum* of the per-sample losses: the 1/B of the mean
+//    is applied once, in the SGD update, with B the global batch.
+//  - no kernel allocates: scratch space is passed in.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "shapes.hpp"
+
+namespace dpt::cpu {
+
+// C (m, n) = op(A) (m, k) . op(B) (k, n), or C += ... when accumulate is set.
+// Row-major; op(A) = A^T when trans_a (A is then stored (k, m)), likewise B.
+void gemm(float* c, const float* a, const float* b, int m, int n, int k,
+          bool trans_a, bool trans_b, bool accumulate);
+
+// Pixels of an image set gathered by index and scaled to [0, 1]: x (count, pixels),
+// labels_out (count). images (N, pixels) as stored in the IDX file.
+void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
+                    const uint8_t* labels, const uint32_t* index, int count,
+                    int pixels);
+
+// Unfolds one image (c, h, w) into col (c*kh*kw, oh*ow); zeros where a tap falls into padding.
+void im2col(float* col, const float* x, const ConvShape& s);
+// The adjoint of im2col: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow).
+void col2im(float* dx, const float* dcol, const ConvShape& s);
+
+// y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc).
+// col: scratch of s.col_rows() * s.col_cols() floats.
+void conv2d_forward(float* y, const float* x, const float* w, const float* b,
+                    const ConvShape& s, float* col);
+// dx (n, c, h, w) = gradient wrt the input, overwritten. dcol: scratch as above.
+void conv2d_backward_data(float* dx, const float* dy, const float* w,
+                          const ConvShape& s, float* dcol);
+// dw (oc, c, kh, kw) += ..., db (oc) += ... col: scratch as above.
+void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                            const ConvShape& s, float* col);
+
+// y (n, c, oh, ow) = mean or max over each window of x (n, c, h, w).
+void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s);
+// dx (n, c, h, w), overwritten. Max pooling sends each window's gradient to
+// the first position holding the maximum (x and y identify it).
+void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
+                     PoolKind kind, const PoolShape& s);
+
+// y (n, out) = x (n, in) . w^T + b, with w (out, in) and b (out).
+void dense_forward(float* y, const float* x, const float* w, const float* b,
+                   int n, int in, int out);
+// dw (out, in) += dy^T . x; db (out) += column sums of dy;
+// dx (n, in) = dy . w, overwritten; skipped when dx is null (first layer).
+void dense_backward(float* dx, float* dw, float* db, const float* dy,
+                    const float* x, const float* w, int n, int in, int out);
+
+// y = max(x, 0); y may alias x.
+void relu_forward(float* y, const float* x, size_t count);
+// dx = dy where y > 0, else 0; dx may alias dy. y is the forward output.
+void relu_backward(float* dx, const float* dy, const float* y, size_t count);
+
+// For each row of logits (n, classes): loss = logsumexp(row) - row[label],
+// computed stably (max subtracted). Returns the sum of the n losses;
+// dlogits (n, classes) = softmax(row) - onehot(label), the gradient of that sum.
+double softmax_cross_entropy(float* dlogits, const float* logits,
+                             const int32_t* labels, int n, int classes);
+// Number of rows whose largest logit is at the label (first maximum wins).
+int64_t count_correct(const float* logits, const int32_t* labels, int n, int classes);
+
+// params -= scale * grads, element-wise. dptrain passes scale = lr / B.
+void sgd_update(float* params, const float* grads, float scale, size_t count);
+
+// acc += parts[0] + parts[1] + ... element-wise, parts added in order;
+// parts[i] starts at staged + i * count. The sum step of the allreduce.
+void sum_into(float* acc, const float* staged, int parts, size_t count);
+
+// The layer kernels as one set, for the model code written once over any
+// backend (src/lenet.hpp: lenet::forward / lenet::backward).
+struct KernelSet {
+    static constexpr auto conv2d_forward = &cpu::conv2d_forward;
+    static constexpr auto conv2d_backward_data = &cpu::conv2d_backward_data;
+    static constexpr auto conv2d_backward_weight = &cpu::conv2d_backward_weight;
+    static constexpr auto pool2d_forward = &cpu::pool2d_forward;
+    static constexpr auto pool2d_backward = &cpu::pool2d_backward;
+    static constexpr auto dense_forward = &cpu::dense_forward;
+    static constexpr auto dense_backward = &cpu::dense_backward;
+    static constexpr auto relu_forward = &cpu::relu_forward;
+    static constexpr auto relu_backward = &cpu::relu_backward;
+};
+
+}  // namespace dpt::cpu

@@ -1,0 +1,41 @@
+// Shapes shared by the CPU kernels (kernels/cpu/) and their CUDA twins
+// (kernels/cuda/): both sides take the same structs, so a test can run one
+// shape through both and compare.
+#pragma once
+#include <cstddef>
+
+namespace dpt {
+
+// A 2-D convolution over a batch in NCHW layout: x (n, c, h, w) -> y (n, oc, oh, ow),
+// weights (oc, c, kh, kw), bias (oc).
+struct ConvShape {
+    int n, c, h, w;      // input
+    int oc, kh, kw;      // filters
+    int stride = 1, pad = 0;
+
+    int oh() const { return (h + 2 * pad - kh) / stride + 1; }
+    int ow() const { return (w + 2 * pad - kw) / stride + 1; }
+    // Rows of the im2col matrix (one per filter tap) and its columns (one per output pixel).
+    int col_rows() const { return c * kh * kw; }
+    int col_cols() const { return oh() * ow(); }
+    size_t in_size() const { return size_t(n) * c * h * w; }
+    size_t out_size() const { return size_t(n) * oc * oh() * ow(); }
+    size_t weight_size() const { return size_t(oc) * c * kh * kw; }
+};
+
+enum class PoolKind { avg, max };
+
+// Pooling over windows of k x k taken every `stride` pixels, NCHW; a window
+// that would cross the bottom or right edge is dropped (floor), as in the
+// tutorial's LeNet (9x9 -> 4x4).
+struct PoolShape {
+    int n, c, h, w;
+    int k = 2, stride = 2;
+
+    int oh() const { return (h - k) / stride + 1; }
+    int ow() const { return (w - k) / stride + 1; }
+    size_t in_size() const { return size_t(n) * c * h * w; }
+    size_t out_size() const { return size_t(n) * c * oh() * ow(); }
+};
+
+}  // namespace dpt

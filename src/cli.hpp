@@ -1,0 +1,15 @@
+// dptrain's command line: flags -> TrainConfig, with every check a user can
+// fail named by its option.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "trainer.hpp"
+
+namespace dpt {
+
+// The parsed configuration, or nothing when --help was asked for (and printed).
+// Throws InputError with a message naming the option and the problem.
+std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv);
+
+}  // namespace dpt

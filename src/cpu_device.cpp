@@ -1,0 +1,244 @@
+// CPU devices: a replica in ordinary memory and a worker thread that runs its
+// stream with the kernels of kernels/cpu/. Each worker computes with one core,
+// so N CPU devices compare with one the way N GPUs compare with one.
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "cpu/kernels.hpp"
+#include "cpu_stream.hpp"
+#include "device.hpp"
+#include "lenet.hpp"
+
+namespace dpt {
+
+const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }
+
+namespace {
+
+std::vector<int> allowed_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> cpus;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+class CpuDevice final : public Device {
+   public:
+    CpuDevice(int index, const ReplicaSetup& setup, int pin_to_cpu)
+        : index_(index),
+          setup_(setup),
+          params_(lenet::param_count),
+          grads_(lenet::param_count),
+          staging_(index == 0 ? size_t(setup.devices - 1) * lenet::param_count : 0),
+          activation_memory_(lenet::activation_floats(setup.capacity)),
+          act_(lenet::carve(activation_memory_.data(), setup.capacity)),
+          eval_index_(setup.capacity),
+          stream_([this](const Task& t) { run(t); }) {
+        if (pin_to_cpu >= 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(pin_to_cpu, &set);
+            pthread_setaffinity_np(stream_.native_handle(), sizeof set, &set);  // a hint: ignore failure
+        }
+    }
+
+    DeviceKind kind() const override { return DeviceKind::cpu; }
+    std::string name() const override { return "cpu:" + std::to_string(index_); }
+
+    void synchronize() override {
+        stream_.synchronize();
+        if (error_) std::rethrow_exception(error_);
+    }
+    void write_params(std::span<const float> host) override { write(params_, host); }
+    void read_params(std::span<float> host) override { read(host, params_); }
+    void write_grads(std::span<const float> host) override { write(grads_, host); }
+    void read_grads(std::span<float> host) override { read(host, grads_); }
+    int read_input(std::span<float> images, std::span<int32_t> labels) override {
+        synchronize();
+        const size_t pixels = setup_.train->pixels();
+        assert(images.size() >= loaded_ * pixels && labels.size() >= size_t(loaded_));
+        std::copy_n(act_.x, loaded_ * pixels, images.begin());
+        std::copy_n(act_.labels, loaded_, labels.begin());
+        return loaded_;
+    }
+    double take_loss_sum() override {
+        synchronize();
+        return std::exchange(loss_sum_, 0.0);
+    }
+    int64_t take_correct() override {
+        synchronize();
+        return std::exchange(correct_, 0);
+    }
+
+    void set_order(const uint32_t* order, size_t) override { enqueue({.op = Op::set_order, .ptr = order}); }
+    void load_train(size_t first, int count) override {
+        assert(count >= 0 && count <= setup_.capacity);
+        enqueue({.op = Op::load_train, .first = first, .count = count});
+    }
+    void forward_backward() override { enqueue({.op = Op::forward_backward}); }
+    void sgd_update(float scale) override { enqueue({.op = Op::sgd_update, .scale = scale}); }
+    void evaluate_test(size_t first, int count) override {
+        assert(count >= 0 && count <= setup_.capacity && first + count <= setup_.test->count);
+        enqueue({.op = Op::evaluate_test, .first = first, .count = count});
+    }
+
+    void mark() override { enqueue({.op = Op::mark, .target = ++marks_queued_}); }
+    void wait_for(Device& other) override {
+        CpuDevice& peer = cpu_peer(other);
+        enqueue({.op = Op::wait_for, .peer = &peer, .target = peer.marks_queued_});
+    }
+    void copy_grads_from(Device& peer, int slot) override {
+        assert(slot >= 0 && size_t(slot + 1) * lenet::param_count <= staging_.size());
+        enqueue({.op = Op::copy_grads_from, .count = slot, .peer = &cpu_peer(peer)});
+    }
+    void sum_staged_grads(int slots) override { enqueue({.op = Op::sum_staged_grads, .count = slots}); }
+    void copy_grads_to(Device& peer) override { enqueue({.op = Op::copy_grads_to, .peer = &cpu_peer(peer)}); }
+
+   private:
+    enum class Op : uint8_t {
+        set_order, load_train, forward_backward, sgd_update, evaluate_test,
+        mark, wait_for, copy_grads_from, sum_staged_grads, copy_grads_to,
+    };
+    struct Task {
+        Op op{};
+        size_t first = 0;
+        int count = 0;
+        float scale = 0.0f;
+        const uint32_t* ptr = nullptr;
+        CpuDevice* peer = nullptr;
+        uint64_t target = 0;
+    };
+
+    static CpuDevice& cpu_peer(Device& d) {
+        assert(d.kind() == DeviceKind::cpu);
+        return static_cast<CpuDevice&>(d);
+    }
+
+    void enqueue(const Task& t) { stream_.enqueue(t); }
+
+    void write(std::vector<float>& dst, std::span<const float> host) {
+        synchronize();
+        assert(host.size() == dst.size());
+        std::copy(host.begin(), host.end(), dst.begin());
+    }
+    void read(std::span<float> host, const std::vector<float>& src) {
+        synchronize();
+        assert(host.size() == src.size());
+        std::copy(src.begin(), src.end(), host.begin());
+    }
+
+    // Runs on the worker thread.
+    void run(const Task& t) {
+        if (error_) return;  // a failed device only passes its marks on (below)
+        try {
+            execute(t);
+        } catch (...) {
+            error_ = std::current_exception();
+            // Release every device that waits, or will wait, on this one.
+            marks_done_.store(std::numeric_limits<uint64_t>::max());
+            marks_done_.notify_all();
+        }
+    }
+
+    void execute(const Task& t) {
+        const lenet::Params p = lenet::views(params_.data());
+        switch (t.op) {
+            case Op::set_order:
+                order_ = t.ptr;
+                break;
+            case Op::load_train:
+                cpu::gather_samples(act_.x, act_.labels, setup_.train->images.data(), setup_.train->labels.data(),
+                                    order_ + t.first, t.count, setup_.train->pixels());
+                loaded_ = t.count;
+                break;
+            case Op::forward_backward: {
+                std::fill(grads_.begin(), grads_.end(), 0.0f);
+                if (loaded_ == 0) break;
+                cpu::KernelSet k;
+                lenet::forward(k, act_, p, setup_.pool, loaded_);
+                loss_sum_ += cpu::softmax_cross_entropy(act_.d_logits, act_.logits, act_.labels, loaded_,
+                                                        lenet::classes);
+                lenet::backward(k, act_, p, lenet::views(grads_.data()), setup_.pool, loaded_);
+                break;
+            }
+            case Op::sgd_update:
+                cpu::sgd_update(params_.data(), grads_.data(), t.scale, params_.size());
+                break;
+            case Op::evaluate_test: {
+                if (t.count == 0) break;
+                for (int i = 0; i < t.count; ++i) eval_index_[i] = uint32_t(t.first + i);
+                cpu::gather_samples(act_.x, act_.labels, setup_.test->images.data(), setup_.test->labels.data(),
+                                    eval_index_.data(), t.count, setup_.test->pixels());
+                cpu::KernelSet k;
+                lenet::forward(k, act_, p, setup_.pool, t.count);
+                correct_ += cpu::count_correct(act_.logits, act_.labels, t.count, lenet::classes);
+                break;
+            }
+            case Op::mark:
+                marks_done_.store(t.target);
+                marks_done_.notify_all();
+                break;
+            case Op::wait_for:
+                for (uint64_t seen = t.peer->marks_done_.load(); seen < t.target; seen = t.peer->marks_done_.load())
+                    t.peer->marks_done_.wait(seen);
+                break;
+            case Op::copy_grads_from:
+                std::copy(t.peer->grads_.begin(), t.peer->grads_.end(),
+                          staging_.begin() + size_t(t.count) * lenet::param_count);
+                break;
+            case Op::sum_staged_grads:
+                cpu::sum_into(grads_.data(), staging_.data(), t.count, grads_.size());
+                break;
+            case Op::copy_grads_to:
+                std::copy(grads_.begin(), grads_.end(), t.peer->grads_.begin());
+                break;
+        }
+    }
+
+    const int index_;
+    const ReplicaSetup setup_;
+    std::vector<float> params_, grads_;  // the replica: one flat buffer each
+    std::vector<float> staging_;         // device 0: the peers' gradients during the allreduce
+    std::vector<float> activation_memory_;
+    lenet::Activations act_;
+    std::vector<uint32_t> eval_index_;  // 0, 1, 2, ... for gathering test samples in order
+
+    // Touched only by the worker thread; the host reads them after synchronize().
+    const uint32_t* order_ = nullptr;
+    int loaded_ = 0;
+    double loss_sum_ = 0.0;
+    int64_t correct_ = 0;
+    std::exception_ptr error_;
+
+    uint64_t marks_queued_ = 0;             // host side
+    std::atomic<uint64_t> marks_done_{0};   // worker side, read by peers' workers
+
+    CpuStream<Task> stream_;  // last: the worker starts after the members above exist
+};
+
+}  // namespace
+
+int usable_cores() { return std::max<int>(1, int(allowed_cpus().size())); }
+
+std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup) {
+    const std::vector<int> cpus = allowed_cpus();
+    std::vector<std::unique_ptr<Device>> devices;
+    for (int i = 0; i < count; ++i) {
+        const int pin = cpus.empty() ? -1 : cpus[size_t(i) % cpus.size()];
+        devices.push_back(std::make_unique<CpuDevice>(i, setup, pin));
+    }
+    return devices;
+}
+
+}  // namespace dpt

@@ -1,0 +1,84 @@
+// A CPU device's stream: one worker thread that runs queued tasks in order.
+// Tasks are small records copied into a fixed ring (no allocation per task);
+// the host blocks only when the ring is full, or in synchronize().
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dpt {
+
+template <class Task>
+class CpuStream {
+   public:
+    using Executor = std::function<void(const Task&)>;
+
+    CpuStream(Executor execute, size_t capacity = 4096)
+        : execute_(std::move(execute)), ring_(capacity), worker_([this] { loop(); }) {}
+
+    ~CpuStream() {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        work_ready_.notify_one();
+        worker_.join();
+    }
+
+    CpuStream(const CpuStream&) = delete;
+    CpuStream& operator=(const CpuStream&) = delete;
+
+    std::thread::native_handle_type native_handle() { return worker_.native_handle(); }
+
+    void enqueue(const Task& task) {
+        {
+            std::unique_lock lock(mutex_);
+            // When full, let the worker drain half before queuing more, so the
+            // host wakes once per half ring rather than once per task.
+            if (queued_ - started_ == ring_.size())
+                progress_.wait(lock, [&] { return queued_ - started_ <= ring_.size() / 2; });
+            ring_[queued_ % ring_.size()] = task;
+            ++queued_;
+        }
+        work_ready_.notify_one();
+    }
+
+    void synchronize() {
+        std::unique_lock lock(mutex_);
+        progress_.wait(lock, [&] { return finished_ == queued_; });
+    }
+
+   private:
+    void loop() {
+        for (;;) {
+            Task task;
+            {
+                std::unique_lock lock(mutex_);
+                work_ready_.wait(lock, [&] { return stopping_ || started_ < queued_; });
+                if (started_ == queued_) return;  // stopping, nothing left
+                task = ring_[started_ % ring_.size()];
+                ++started_;
+            }
+            progress_.notify_all();
+            execute_(task);
+            {
+                std::lock_guard lock(mutex_);
+                ++finished_;
+            }
+            progress_.notify_all();
+        }
+    }
+
+    Executor execute_;
+    std::vector<Task> ring_;
+    uint64_t queued_ = 0, started_ = 0, finished_ = 0;
+    bool stopping_ = false;
+    std::mutex mutex_;
+    std::condition_variable work_ready_, progress_;
+    std::thread worker_;  // last: starts after, and is joined before, the members above
+};
+
+}  // namespace dpt

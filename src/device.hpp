@@ -1,0 +1,87 @@
+// A device holds one replica of LeNet (flat parameter and gradient buffers,
+// activations, a copy of the data set or access to it) and a *stream*: work
+// is queued by the host and runs in order on the device, while the host goes
+// on queuing. That is the CUDA model, and CPU devices follow it too (one
+// worker thread each), so the training loop in parallel.cpp is the same code
+// for both: the host issues a whole epoch of steps without waiting, and
+// synchronises once, at the end, as the tutorial's `nd.waitall()`.
+//
+// Ordering *between* devices uses marks (CUDA: events): a.mark() queues a
+// point on a's stream; b.wait_for(a) makes b's stream wait until a's stream
+// has passed the mark most recently queued on a.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dataset.hpp"
+#include "shapes.hpp"
+
+namespace dpt {
+
+enum class DeviceKind { cpu, cuda };
+const char* to_string(DeviceKind kind);
+
+// What every replica of a run is built from.
+struct ReplicaSetup {
+    const Dataset* train = nullptr;  // must outlive the devices
+    const Dataset* test = nullptr;
+    int capacity = 0;                // most samples one part can hold: ceil(B / N)
+    PoolKind pool = PoolKind::avg;
+    int devices = 1;                 // N; device 0 keeps N-1 staging buffers for the allreduce
+};
+
+class Device {
+   public:
+    virtual ~Device() = default;
+    virtual DeviceKind kind() const = 0;
+    virtual std::string name() const = 0;  // "cpu:0", "cuda:1"
+
+    // --- Synchronous: each first waits for the device's queued work. ---
+    virtual void synchronize() = 0;
+    virtual void write_params(std::span<const float> host) = 0;
+    virtual void read_params(std::span<float> host) = 0;
+    virtual void write_grads(std::span<const float> host) = 0;
+    virtual void read_grads(std::span<float> host) = 0;
+    // The part last loaded: images (count, 784) in [0, 1] and labels. Returns count.
+    virtual int read_input(std::span<float> images, std::span<int32_t> labels) = 0;
+    // Sum of training losses / number of correct test predictions since the last take.
+    virtual double take_loss_sum() = 0;
+    virtual int64_t take_correct() = 0;
+
+    // --- Asynchronous: queued on the device's stream. ---
+    // The epoch's sample order; `order` is host memory that must stay unchanged
+    // until the next synchronize().
+    virtual void set_order(const uint32_t* order, size_t count) = 0;
+    // Input <- training samples order[first : first + count); count may be 0.
+    virtual void load_train(size_t first, int count) = 0;
+    // Gradients <- sum over the loaded part of d(loss)/d(params); the part's
+    // loss is added to the loss sum. An empty part leaves zero gradients.
+    virtual void forward_backward() = 0;
+    // params -= scale * gradients.
+    virtual void sgd_update(float scale) = 0;
+    // Forward over test samples [first, first + count) (count <= capacity),
+    // adding the number of correct predictions to the device's count.
+    virtual void evaluate_test(size_t first, int count) = 0;
+
+    // --- Asynchronous: the pieces of the allreduce. ---
+    virtual void mark() = 0;
+    virtual void wait_for(Device& other) = 0;
+    // This device's staging buffer `slot` <- peer's gradients.
+    virtual void copy_grads_from(Device& peer, int slot) = 0;
+    // Gradients += staging buffers 0..slots-1, in that order.
+    virtual void sum_staged_grads(int slots) = 0;
+    // Peer's gradients <- this device's gradients.
+    virtual void copy_grads_to(Device& peer) = 0;
+};
+
+// N CPU devices, one worker thread each, pinned to distinct cores where the
+// process may use that many.
+std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup);
+
+// Cores this process may run on.
+int usable_cores();
+
+}  // namespace dpt

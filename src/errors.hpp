@@ -1,0 +1,13 @@
+// Errors a user can cause: a bad command line or bad input data. main() turns
+// them into a message on stderr and exit status 2; anything else is exit 1.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace dpt {
+
+struct InputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+}  // namespace dpt

@@ -1,0 +1,35 @@
+// Data parallelism, as in the tutorial: split each batch across the devices,
+// let each compute the gradient of its part, sum the gradients (allreduce),
+// and apply the same SGD update on every replica.
+#pragma once
+#include <cstddef>
+#include <span>
+
+#include "device.hpp"
+
+namespace dpt {
+
+// Part i of a batch of `batch` samples over `devices` devices: contiguous, of
+// batch / devices samples each, the first batch % devices parts one more.
+struct Part {
+    int first;  // offset within the batch
+    int count;
+};
+Part part_of(int batch, int devices, int i);
+
+// The batch is samples [first, first + size) of the epoch's order (host side).
+// Queues on device i the load of part i. Nothing waits.
+void split_and_load(std::span<Device* const> devices, size_t first, int size);
+
+// The tutorial's naive allreduce: copy every device's gradient buffer to
+// device 0, sum there, copy the sum back to every device. Queued work only:
+// device 0 waits (on its stream) for each peer's backward with marks, and
+// each peer waits for the sum before its next use of its gradients.
+void allreduce_naive(std::span<Device* const> devices);
+
+// One SGD step on the batch [first, first + size) of the epoch's order:
+// split_and_load, forward+backward everywhere, allreduce, update everywhere
+// with lr / size. Queued work only.
+void train_step(std::span<Device* const> devices, size_t first, int size, float lr);
+
+}  // namespace dpt

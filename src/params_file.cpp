@@ -1,0 +1,102 @@
+#include "params_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "errors.hpp"
+#include "lenet.hpp"
+
+namespace dpt {
+
+static_assert(std::endian::native == std::endian::little, "the params file stores little-endian floats");
+
+namespace {
+
+constexpr const char* magic = "dptrain-params 1";
+
+std::string header() {
+    std::ostringstream h;
+    h << magic << '\n';
+    for (const TensorInfo& t : lenet::tensors) {
+        h << t.name;
+        for (int i = 0; i < t.rank; ++i) h << ' ' << t.shape[i];
+        h << '\n';
+    }
+    h << "data float32-le " << lenet::param_count << '\n';
+    return h.str();
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+        p += n;
+        size -= size_t(n);
+    }
+}
+
+}  // namespace
+
+void save_params(const std::string& path, std::span<const float> params) {
+    if (params.size() != lenet::param_count) throw std::logic_error("save_params: wrong parameter count");
+    const std::string text = header();
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = mkstemp(tmp.data());
+    if (fd < 0) throw InputError("--save " + path + ": cannot create a file there (" + std::strerror(errno) + ")");
+    try {
+        write_all(fd, text.data(), text.size(), tmp);
+        write_all(fd, params.data(), params.size_bytes(), tmp);
+        if (fsync(fd) != 0) throw std::runtime_error("cannot flush " + tmp + ": " + std::strerror(errno));
+        fchmod(fd, 0644);
+        ::close(fd);
+    } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw InputError("--save " + path + ": cannot replace the file (" + std::strerror(err) + ")");
+    }
+    // Make the rename itself durable.
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+std::vector<float> load_params(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError("--load " + path + ": cannot open (" + std::strerror(errno) + ")");
+    const std::string expected = header();
+    std::string got(expected.size(), '\0');
+    in.read(got.data(), std::streamsize(got.size()));
+    if (got.compare(0, std::strlen(magic), magic) != 0)
+        throw InputError("--load " + path + ": not a dptrain parameters file");
+    if (got != expected)
+        throw InputError("--load " + path + ": its tensors do not match this LeNet (names, shapes or count differ)");
+    std::vector<float> params(lenet::param_count);
+    in.read(reinterpret_cast<char*>(params.data()), std::streamsize(params.size() * sizeof(float)));
+    if (size_t(in.gcount()) != params.size() * sizeof(float))
+        throw InputError("--load " + path + ": truncated (" + std::to_string(in.gcount()) + " of " +
+                         std::to_string(params.size() * sizeof(float)) + " data bytes)");
+    if (in.peek() != std::char_traits<char>::eof())
+        throw InputError("--load " + path + ": unexpected bytes after the parameters");
+    return params;
+}
+
+}  // namespace dpt

@@ -1,0 +1,164 @@
+#include "trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+
+#include "errors.hpp"
+#include "lenet.hpp"
+#include "parallel.hpp"
+#include "params_file.hpp"
+#include "rng.hpp"
+
+namespace dpt {
+
+namespace {
+
+// Independent random streams drawn from one seed.
+constexpr uint64_t stream_init = 0, stream_order = 1;
+
+struct EpochStats {
+    int epoch;
+    double train_time_s, samples_per_s, train_loss, test_acc;
+};
+
+std::string with_commas(double value) {
+    std::string digits = std::to_string(int64_t(std::llround(value)));
+    for (int i = int(digits.size()) - 3; i > 0 && digits[i - 1] != '-'; i -= 3) digits.insert(size_t(i), ",");
+    return digits;
+}
+
+// Test accuracy of device 0's replica, evaluated in chunks that fit its buffers.
+double test_accuracy(Device& device, size_t test_count, int capacity) {
+    for (size_t first = 0; first < test_count; first += size_t(capacity))
+        device.evaluate_test(first, int(std::min<size_t>(capacity, test_count - first)));
+    return double(device.take_correct()) / double(test_count);
+}
+
+// Every step ends with the same update on every replica; a difference means a bug.
+void check_replicas_identical(std::span<Device* const> devices) {
+    std::vector<float> first(lenet::param_count), other(lenet::param_count);
+    devices[0]->read_params(first);
+    for (size_t i = 1; i < devices.size(); ++i) {
+        devices[i]->read_params(other);
+        if (std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) != 0)
+            throw std::runtime_error("replicas diverged: " + devices[i]->name() + " differs from " +
+                                     devices[0]->name() + " (a bug in dptrain; please report it)");
+    }
+}
+
+void print_epoch(const EpochStats& s) {
+    std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f\n", s.epoch, s.train_time_s,
+                with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
+    std::fflush(stdout);
+}
+
+void write_metrics(std::ofstream& out, const EpochStats& s, const TrainConfig& c) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
+                  "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g}\n",
+                  s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices,
+                  to_string(c.kind), c.batch, double(c.lr));
+    out << line << std::flush;
+}
+
+}  // namespace
+
+std::vector<float> init_params(InitKind init, uint64_t seed) {
+    Rng rng(seed, stream_init);
+    std::vector<float> params(lenet::param_count, 0.0f);
+    for (const TensorInfo& t : lenet::tensors) {
+        if (t.rank == 1) continue;  // biases start at zero
+        // Fans as PyTorch counts them: (in, out) channels times the kernel area.
+        const size_t receptive = t.rank == 4 ? size_t(t.shape[2]) * t.shape[3] : 1;
+        const double fan_in = double(t.shape[1] * receptive), fan_out = double(t.shape[0] * receptive);
+        const double bound = std::sqrt(6.0 / (fan_in + fan_out));
+        float* w = params.data() + t.offset;
+        for (size_t i = 0; i < t.size(); ++i)
+            w[i] = init == InitKind::normal ? float(0.01 * rng.normal()) : float(bound * (2.0 * rng.uniform() - 1.0));
+    }
+    return params;
+}
+
+std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
+    std::vector<uint32_t> order(count);
+    std::iota(order.begin(), order.end(), 0u);
+    Rng rng(seed, stream_order + 1000003ULL * uint64_t(epoch));
+    rng.shuffle(std::span<uint32_t>(order));
+    return order;
+}
+
+void train(const TrainConfig& c) {
+    const std::string dir = find_data_dir(c.data_dir);
+    const FashionMnist data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
+    if (size_t(c.batch) > data.train.count)
+        throw InputError("--batch " + std::to_string(c.batch) + " is larger than the training set (" +
+                         std::to_string(data.train.count) + " samples)");
+    std::ofstream metrics;
+    if (!c.metrics_path.empty()) {
+        metrics.open(c.metrics_path, std::ios::trunc);
+        if (!metrics) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
+    }
+    const std::vector<float> initial = c.load_path.empty() ? init_params(c.init, c.seed) : load_params(c.load_path);
+
+    const int n = c.devices;
+    const int capacity = (c.batch + n - 1) / n;
+    const ReplicaSetup setup{&data.train, &data.test, capacity, c.pool, n};
+    std::vector<std::unique_ptr<Device>> owned = make_cpu_devices(n, setup);
+    std::vector<Device*> devices;
+    for (auto& d : owned) devices.push_back(d.get());
+    for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
+
+    const std::string origin = !c.load_path.empty()          ? "parameters from " + c.load_path
+                               : c.init == InitKind::xavier ? "xavier init"
+                                                            : "normal init";
+    std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
+                c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
+                data.test.count);
+    const int cores = usable_cores();
+    std::printf("devices: %d CPU device%s, one worker thread each, %d usable core%s%s%s\n", n, n == 1 ? "" : "s",
+                cores, cores == 1 ? "" : "s", c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
+    if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
+    const std::string per_device =
+        std::to_string(c.batch / n) + (c.batch % n ? "-" + std::to_string(capacity) : std::string());
+    std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device.c_str(),
+                double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    std::fflush(stdout);
+
+    const size_t count = data.train.count;
+    for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+        const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
+        const auto start = std::chrono::steady_clock::now();
+        for (Device* d : devices) d->set_order(order.data(), order.size());
+        for (size_t first = 0; first < count; first += size_t(c.batch))
+            train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr);
+        for (Device* d : devices) d->synchronize();  // the tutorial's waitall: the epoch's time ends here
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+        double loss_sum = 0.0;
+        for (Device* d : devices) loss_sum += d->take_loss_sum();
+        const EpochStats stats{epoch, seconds, double(count) / seconds, loss_sum / double(count),
+                               test_accuracy(*devices[0], data.test.count, capacity)};
+        if (!std::isfinite(stats.train_loss))
+            throw std::runtime_error("training diverged in epoch " + std::to_string(epoch) +
+                                     " (the loss is not finite): try a smaller --lr");
+        check_replicas_identical(devices);
+        print_epoch(stats);
+        if (metrics.is_open()) write_metrics(metrics, stats, c);
+    }
+    if (c.epochs == 0)
+        std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
+
+    if (!c.save_path.empty()) {
+        std::vector<float> params(lenet::param_count);
+        devices[0]->read_params(params);
+        save_params(c.save_path, params);
+        std::printf("saved parameters to %s\n", c.save_path.c_str());
+    }
+}
+
+}  // namespace dpt

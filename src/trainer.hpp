@@ -1,0 +1,45 @@
+// The training run behind `dptrain`: load the data, build N replicas with the
+// same initial parameters, train epoch by epoch with data parallelism, and
+// report time, throughput, loss and test accuracy after each epoch.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device.hpp"
+
+namespace dpt {
+
+enum class InitKind { normal, xavier };
+
+struct TrainConfig {
+    DeviceKind kind = DeviceKind::cpu;
+    int devices = 1;
+    std::string devices_note;  // why this kind and count, when not asked for explicitly
+    int batch = 256;
+    float lr = 0.3f;
+    int epochs = 5;
+    uint64_t seed = 0;
+    std::string data_dir;      // empty: the default search
+    size_t limit_train = 0;    // 0: all
+    size_t limit_test = 0;
+    std::string metrics_path, save_path, load_path;
+    PoolKind pool = PoolKind::avg;
+    InitKind init = InitKind::xavier;
+};
+
+// Initial LeNet parameters from the seed: weights N(0, 0.01^2) (the
+// tutorial's) or Xavier-uniform (U(-a, a), a = sqrt(6 / (fan_in + fan_out))),
+// biases zero. The same on every platform.
+std::vector<float> init_params(InitKind init, uint64_t seed);
+
+// The order of the training samples in epoch `epoch` (1-based): a shuffle
+// determined by the seed and the epoch alone, whatever the device count.
+std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);
+
+// Runs the whole training, printing to stdout. Throws InputError for bad
+// input (exit 2), other exceptions for other failures (exit 1).
+void train(const TrainConfig& config);
+
+}  // namespace dpt

@@ -1,7 +1,12 @@
 // CPU devices: a replica in ordinary memory and a worker thread that runs its
 // stream with the kernels of kernels/cpu/. Each worker computes with one core,
 // so N CPU devices compare with one the way N GPUs compare with one.
-#include <pthread.h>
+//
+// A device runs its part through forward and backward in chunks of at most
+// `chunk_samples`: backward accumulates into the gradients, so the result is
+// the same sum (in another order), while the activations of a chunk (conv1's
+// output alone is 54 KiB a sample) stay in cache instead of streaming through
+// memory. Measured on a 2-core EPYC: 256 at once 100 ms, chunks of 32 90 ms.
 #include <sched.h>
 
 #include <algorithm>
@@ -23,35 +28,23 @@ const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" 
 
 namespace {
 
-std::vector<int> allowed_cpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    std::vector<int> cpus;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE; ++c)
-            if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    return cpus;
-}
+constexpr int chunk_samples = 32;
 
 class CpuDevice final : public Device {
    public:
-    CpuDevice(int index, const ReplicaSetup& setup, int pin_to_cpu)
+    CpuDevice(int index, const ReplicaSetup& setup)
         : index_(index),
           setup_(setup),
           params_(lenet::param_count),
           grads_(lenet::param_count),
           staging_(index == 0 ? size_t(setup.devices - 1) * lenet::param_count : 0),
-          activation_memory_(lenet::activation_floats(setup.capacity)),
-          act_(lenet::carve(activation_memory_.data(), setup.capacity)),
+          chunk_(std::min(setup.capacity, chunk_samples)),
+          input_(size_t(setup.capacity) * setup.train->pixels()),
+          input_labels_(size_t(setup.capacity)),
+          activation_memory_(lenet::activation_floats(chunk_, scratch_floats(chunk_))),
+          act_(lenet::carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
           eval_index_(setup.capacity),
-          stream_([this](const Task& t) { run(t); }) {
-        if (pin_to_cpu >= 0) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(pin_to_cpu, &set);
-            pthread_setaffinity_np(stream_.native_handle(), sizeof set, &set);  // a hint: ignore failure
-        }
-    }
+          stream_([this](const Task& t) { run(t); }) {}
 
     DeviceKind kind() const override { return DeviceKind::cpu; }
     std::string name() const override { return "cpu:" + std::to_string(index_); }
@@ -68,8 +61,8 @@ class CpuDevice final : public Device {
         synchronize();
         const size_t pixels = setup_.train->pixels();
         assert(images.size() >= loaded_ * pixels && labels.size() >= size_t(loaded_));
-        std::copy_n(act_.x, loaded_ * pixels, images.begin());
-        std::copy_n(act_.labels, loaded_, labels.begin());
+        std::copy_n(input_.begin(), loaded_ * pixels, images.begin());
+        std::copy_n(input_labels_.begin(), loaded_, labels.begin());
         return loaded_;
     }
     double take_loss_sum() override {
@@ -120,6 +113,16 @@ class CpuDevice final : public Device {
         uint64_t target = 0;
     };
 
+    // The activations, pointed at samples [first, first + chunk_) of the input.
+    lenet::Activations chunk_of(int first) const {
+        lenet::Activations a = act_;
+        a.x = const_cast<float*>(input_.data()) + size_t(first) * setup_.train->pixels();
+        a.labels = const_cast<int32_t*>(input_labels_.data()) + first;
+        return a;
+    }
+
+    static size_t scratch_floats(int capacity) { return lenet::scratch_floats<cpu::KernelSet>(capacity); }
+
     static CpuDevice& cpu_peer(Device& d) {
         assert(d.kind() == DeviceKind::cpu);
         return static_cast<CpuDevice&>(d);
@@ -158,31 +161,36 @@ class CpuDevice final : public Device {
                 order_ = t.ptr;
                 break;
             case Op::load_train:
-                cpu::gather_samples(act_.x, act_.labels, setup_.train->images.data(), setup_.train->labels.data(),
-                                    order_ + t.first, t.count, setup_.train->pixels());
+                cpu::gather_samples(input_.data(), input_labels_.data(), setup_.train->images.data(),
+                                    setup_.train->labels.data(), order_ + t.first, t.count, setup_.train->pixels());
                 loaded_ = t.count;
                 break;
             case Op::forward_backward: {
                 std::fill(grads_.begin(), grads_.end(), 0.0f);
-                if (loaded_ == 0) break;
-                cpu::KernelSet k;
-                lenet::forward(k, act_, p, setup_.pool, loaded_);
-                loss_sum_ += cpu::softmax_cross_entropy(act_.d_logits, act_.logits, act_.labels, loaded_,
-                                                        lenet::classes);
-                lenet::backward(k, act_, p, lenet::views(grads_.data()), setup_.pool, loaded_);
+                const lenet::Params g = lenet::views(grads_.data());
+                for (int first = 0; first < loaded_; first += chunk_) {
+                    const int n = std::min(chunk_, loaded_ - first);
+                    lenet::Activations a = chunk_of(first);
+                    lenet::forward(kernels_, a, p, setup_.pool, n);
+                    loss_sum_ += cpu::softmax_cross_entropy(a.d_logits, a.logits, a.labels, n, lenet::classes);
+                    lenet::backward(kernels_, a, p, g, setup_.pool, n);
+                }
                 break;
             }
             case Op::sgd_update:
                 cpu::sgd_update(params_.data(), grads_.data(), t.scale, params_.size());
                 break;
             case Op::evaluate_test: {
-                if (t.count == 0) break;
                 for (int i = 0; i < t.count; ++i) eval_index_[i] = uint32_t(t.first + i);
-                cpu::gather_samples(act_.x, act_.labels, setup_.test->images.data(), setup_.test->labels.data(),
-                                    eval_index_.data(), t.count, setup_.test->pixels());
-                cpu::KernelSet k;
-                lenet::forward(k, act_, p, setup_.pool, t.count);
-                correct_ += cpu::count_correct(act_.logits, act_.labels, t.count, lenet::classes);
+                cpu::gather_samples(input_.data(), input_labels_.data(), setup_.test->images.data(),
+                                    setup_.test->labels.data(), eval_index_.data(), t.count, setup_.test->pixels());
+                for (int first = 0; first < t.count; first += chunk_) {
+                    const int n = std::min(chunk_, t.count - first);
+                    lenet::Activations a = chunk_of(first);
+                    lenet::forward(kernels_, a, p, setup_.pool, n);
+                    correct_ += cpu::count_correct(a.logits, a.labels, n, lenet::classes);
+                }
+                loaded_ = 0;  // the input buffer now holds test samples
                 break;
             }
             case Op::mark:
@@ -210,8 +218,12 @@ class CpuDevice final : public Device {
     const ReplicaSetup setup_;
     std::vector<float> params_, grads_;  // the replica: one flat buffer each
     std::vector<float> staging_;         // device 0: the peers' gradients during the allreduce
+    const int chunk_;                    // samples per forward/backward pass
+    std::vector<float> input_;           // the loaded part (capacity, 784), in [0, 1]
+    std::vector<int32_t> input_labels_;  // (capacity)
     std::vector<float> activation_memory_;
-    lenet::Activations act_;
+    lenet::Activations act_;             // for chunk_ samples; x and labels set per chunk
+    cpu::KernelSet kernels_;
     std::vector<uint32_t> eval_index_;  // 0, 1, 2, ... for gathering test samples in order
 
     // Touched only by the worker thread; the host reads them after synchronize().
@@ -229,15 +241,17 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-int usable_cores() { return std::max<int>(1, int(allowed_cpus().size())); }
+int usable_cores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
+}
 
+// Workers are not pinned to cores: two dptrain runs side by side (as in a
+// class comparing 1 and 2 devices) would then pin onto the same cores.
 std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup) {
-    const std::vector<int> cpus = allowed_cpus();
     std::vector<std::unique_ptr<Device>> devices;
-    for (int i = 0; i < count; ++i) {
-        const int pin = cpus.empty() ? -1 : cpus[size_t(i) % cpus.size()];
-        devices.push_back(std::make_unique<CpuDevice>(i, setup, pin));
-    }
+    for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<CpuDevice>(i, setup));
     return devices;
 }
 

@@ -65,10 +65,13 @@ Dataset load_split(const std::string& images_path, const std::string& labels_pat
 FashionMnist load_fashion_mnist(const std::string& dir, size_t limit_train, size_t limit_test) {
     FashionMnist f;
     f.dir = dir;
-    f.train = load_split(data_file(dir, "train-images-idx3-ubyte"), data_file(dir, "train-labels-idx1-ubyte"),
-                         limit_train);
-    f.test = load_split(data_file(dir, "t10k-images-idx3-ubyte"), data_file(dir, "t10k-labels-idx1-ubyte"),
-                        limit_test);
+    // One statement per file, so the first missing one is the one reported.
+    const std::string train_images = data_file(dir, "train-images-idx3-ubyte");
+    const std::string train_labels = data_file(dir, "train-labels-idx1-ubyte");
+    const std::string test_images = data_file(dir, "t10k-images-idx3-ubyte");
+    const std::string test_labels = data_file(dir, "t10k-labels-idx1-ubyte");
+    f.train = load_split(train_images, train_labels, limit_train);
+    f.test = load_split(test_images, test_labels, limit_test);
     return f;
 }
 

@@ -77,8 +77,7 @@ class Device {
     virtual void copy_grads_to(Device& peer) = 0;
 };
 
-// N CPU devices, one worker thread each, pinned to distinct cores where the
-// process may use that many.
+// N CPU devices, one worker thread each.
 std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup);
 
 // Cores this process may run on.

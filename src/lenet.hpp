@@ -99,28 +99,33 @@ struct Activations {
     float *c2, *p2;           // (n, 50, 9, 9) conv2 after ReLU, (n, 800) pooled
     float *h3, *logits;       // (n, 128) dense1 after ReLU, (n, 10)
     float *d_logits, *d_h3, *d_p2, *d_c2, *d_p1, *d_c1;  // gradients, same shapes
-    float *col;               // im2col scratch for one sample of the larger conv
+    float *scratch;           // the conv kernels' working space (size from the kernel set)
 };
 
+// Scratch floats the kernel set K needs for either conv at this capacity.
+template <class K>
+size_t scratch_floats(int capacity) {
+    const Shapes s = shapes(capacity);
+    return std::max(K::conv2d_scratch_floats(s.conv1), K::conv2d_scratch_floats(s.conv2));
+}
+
 // Sizes of the Activations fields, in the order above (labels counted as floats).
-inline std::array<size_t, 15> activation_sizes(int capacity) {
+inline std::array<size_t, 15> activation_sizes(int capacity, size_t scratch) {
     const Shapes s = shapes(capacity);
     const size_t n = size_t(capacity);
-    const size_t col = std::max(size_t(s.conv1.col_rows()) * s.conv1.col_cols(),
-                                size_t(s.conv2.col_rows()) * s.conv2.col_cols());
     return {s.conv1.in_size(), n, s.conv1.out_size(), s.pool1.out_size(), s.conv2.out_size(),
             s.pool2.out_size(), n * hidden, n * classes,
             n * classes, n * hidden, s.pool2.out_size(), s.conv2.out_size(), s.pool1.out_size(),
-            s.conv1.out_size(), col};
+            s.conv1.out_size(), scratch};
 }
-inline size_t activation_floats(int capacity) {
+inline size_t activation_floats(int capacity, size_t scratch) {
     size_t total = 0;
-    for (size_t s : activation_sizes(capacity)) total += s;
+    for (size_t s : activation_sizes(capacity, scratch)) total += s;
     return total;
 }
-// Points every field into `memory` (activation_floats(capacity) floats).
-inline Activations carve(float* memory, int capacity) {
-    const auto sz = activation_sizes(capacity);
+// Points every field into `memory` (activation_floats(capacity, scratch) floats).
+inline Activations carve(float* memory, int capacity, size_t scratch) {
+    const auto sz = activation_sizes(capacity, scratch);
     float* p = memory;
     auto take = [&](size_t i) { float* r = p; p += sz[i]; return r; };
     Activations a;
@@ -128,7 +133,7 @@ inline Activations carve(float* memory, int capacity) {
     a.labels = reinterpret_cast<int32_t*>(take(1));
     a.c1 = take(2); a.p1 = take(3); a.c2 = take(4); a.p2 = take(5); a.h3 = take(6); a.logits = take(7);
     a.d_logits = take(8); a.d_h3 = take(9); a.d_p2 = take(10); a.d_c2 = take(11); a.d_p1 = take(12);
-    a.d_c1 = take(13); a.col = take(14);
+    a.d_c1 = take(13); a.scratch = take(14);
     return a;
 }
 
@@ -137,10 +142,10 @@ inline Activations carve(float* memory, int capacity) {
 template <class K>
 void forward(K& k, Activations& a, const Params& p, PoolKind pool, int n) {
     const Shapes s = shapes(n);
-    k.conv2d_forward(a.c1, a.x, p.conv1_w, p.conv1_b, s.conv1, a.col);
+    k.conv2d_forward(a.c1, a.x, p.conv1_w, p.conv1_b, s.conv1, a.scratch);
     k.relu_forward(a.c1, a.c1, s.conv1.out_size());
     k.pool2d_forward(a.p1, a.c1, pool, s.pool1);
-    k.conv2d_forward(a.c2, a.p1, p.conv2_w, p.conv2_b, s.conv2, a.col);
+    k.conv2d_forward(a.c2, a.p1, p.conv2_w, p.conv2_b, s.conv2, a.scratch);
     k.relu_forward(a.c2, a.c2, s.conv2.out_size());
     k.pool2d_forward(a.p2, a.c2, pool, s.pool2);
     k.dense_forward(a.h3, a.p2, p.dense1_w, p.dense1_b, n, flat, hidden);
@@ -158,12 +163,12 @@ void backward(K& k, Activations& a, const Params& p, const Params& g, PoolKind p
     k.dense_backward(a.d_p2, g.dense1_w, g.dense1_b, a.d_h3, a.p2, p.dense1_w, n, flat, hidden);
     k.pool2d_backward(a.d_c2, a.d_p2, a.c2, a.p2, pool, s.pool2);
     k.relu_backward(a.d_c2, a.d_c2, a.c2, s.conv2.out_size());
-    k.conv2d_backward_weight(g.conv2_w, g.conv2_b, a.d_c2, a.p1, s.conv2, a.col);
-    k.conv2d_backward_data(a.d_p1, a.d_c2, p.conv2_w, s.conv2, a.col);
+    k.conv2d_backward_weight(g.conv2_w, g.conv2_b, a.d_c2, a.p1, s.conv2, a.scratch);
+    k.conv2d_backward_data(a.d_p1, a.d_c2, p.conv2_w, s.conv2, a.scratch);
     k.pool2d_backward(a.d_c1, a.d_p1, a.c1, a.p1, pool, s.pool1);
     k.relu_backward(a.d_c1, a.d_c1, a.c1, s.conv1.out_size());
     // The input needs no gradient: conv1 computes only its weight gradient.
-    k.conv2d_backward_weight(g.conv1_w, g.conv1_b, a.d_c1, a.x, s.conv1, a.col);
+    k.conv2d_backward_weight(g.conv1_w, g.conv1_b, a.d_c1, a.x, s.conv1, a.scratch);
 }
 
 }  // namespace lenet

@@ -40,14 +40,16 @@ TEST_CASE("conv2d backward matches finite differences for stride, padding and od
                                  ConvShape{2, 2, 9, 9, 3, 5, 5, 2, 2},     // stride 2
                                  ConvShape{1, 3, 8, 7, 5, 2, 3, 2, 1},     // non-square kernel
                                  ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0},  // LeNet conv1
-                                 ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0}  // LeNet conv2
+                                 ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0}, // LeNet conv2
+                                 ConvShape{9, 2, 9, 9, 3, 3, 3, 1, 0},     // 9 samples: two GEMM groups, the last short
+                                 ConvShape{40, 1, 4, 4, 2, 1, 1, 1, 0}     // 1x1 taps over one channel, many samples
     );
     CAPTURE(s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride, s.pad);
 
     auto x = testing::random_vector(s.in_size(), 1), w = testing::random_vector(s.weight_size(), 2);
     auto b = testing::random_vector(size_t(s.oc), 3);
     const auto r = testing::random_vector(s.out_size(), 4);  // dy
-    std::vector<float> y(s.out_size()), col(size_t(s.col_rows()) * s.col_cols());
+    std::vector<float> y(s.out_size()), col(cpu::conv2d_scratch_floats(s));
     auto loss = [&] {
         cpu::conv2d_forward(y.data(), x.data(), w.data(), b.data(), s, col.data());
         return project(y, r);
@@ -197,8 +199,9 @@ TEST_CASE("the whole LeNet backward matches finite differences of the loss", "[l
     const PoolKind pool = GENERATE(PoolKind::avg, PoolKind::max);
     CAPTURE(int(pool));
     const int n = 3;
-    std::vector<float> memory(lenet::activation_floats(n));
-    lenet::Activations a = lenet::carve(memory.data(), n);
+    const size_t scratch = lenet::scratch_floats<cpu::KernelSet>(n);
+    std::vector<float> memory(lenet::activation_floats(n, scratch));
+    lenet::Activations a = lenet::carve(memory.data(), n, scratch);
     const auto images = testing::random_vector(size_t(n) * 784, 11, 0.0f, 1.0f);
     std::copy(images.begin(), images.end(), a.x);
     for (int i = 0; i < n; ++i) a.labels[i] = (3 * i + 1) % 10;

@@ -17,16 +17,11 @@
 #include <cstring>
 #include <memory>
 
+#include "gemm_driver.hpp"
 #include "kernels.hpp"
 
 namespace dpt::cpu {
-namespace {
-
-constexpr int MR = 6;     // rows of the register tile
-constexpr int NR = 16;    // columns of the register tile (two 8-float vectors)
-constexpr int KC = 256;   // depth of a packed block: a 6x256 A panel and a 256x16 B panel fit L1
-constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 144 KiB, fits L2)
-constexpr int NC = 2048;  // columns of a packed B block (2 MiB, meant for L3)
+namespace detail {
 
 using v8f = float __attribute__((vector_size(32)));
 
@@ -36,6 +31,9 @@ inline v8f load8(const float* p) {
     return v;
 }
 inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+// All eight lanes = x. (Not v8f{} + x: adding +0 is no identity for -0, so
+// the compiler would keep a scalar add in the inner loop.)
+inline v8f splat(float x) { return v8f{x, x, x, x, x, x, x, x}; }
 
 // Packing buffers, one pair per thread (each CPU device runs on its own thread),
 // allocated on first use and reused: no allocation per call.
@@ -47,23 +45,25 @@ PackBuffers& pack_buffers() {
     thread_local PackBuffers buffers;
     return buffers;
 }
-
-// op(A)(i, k) for A stored (m, k), or (k, m) when transposed.
-inline float elem(const float* a, bool trans, int rows, int cols, int i, int k) {
-    return trans ? a[size_t(k) * rows + i] : a[size_t(i) * cols + k];
-}
+float* pack_buffer_a() { return pack_buffers().a.get(); }
+float* pack_buffer_b() { return pack_buffers().b.get(); }
 
 // Packs op(A)[i0 : i0+mc, k0 : k0+kc] as consecutive MR-row panels, each stored
 // column by column (MR floats per k), rows past mc zero-filled.
 void pack_a(float* dst, const float* a, bool trans, int m, int k, int i0, int mc,
             int k0, int kc) {
-    for (int ip = 0; ip < mc; ip += MR) {
+    for (int ip = 0; ip < mc; ip += MR, dst += MR * kc) {
         const int rows = std::min(MR, mc - ip);
-        for (int kk = 0; kk < kc; ++kk) {
-            for (int r = 0; r < rows; ++r)
-                dst[r] = elem(a, trans, m, k, i0 + ip + r, k0 + kk);
-            for (int r = rows; r < MR; ++r) dst[r] = 0.0f;
-            dst += MR;
+        if (trans) {  // rows of op(A) are columns of A: each k reads MR neighbours
+            for (int kk = 0; kk < kc; ++kk) {
+                const float* src = a + size_t(k0 + kk) * m + i0 + ip;
+                for (int r = 0; r < MR; ++r) dst[kk * MR + r] = r < rows ? src[r] : 0.0f;
+            }
+        } else {  // walk each row of A along k (MR sequential streams)
+            for (int r = 0; r < MR; ++r) {
+                const float* src = a + size_t(i0 + ip + r) * k + k0;
+                for (int kk = 0; kk < kc; ++kk) dst[kk * MR + r] = r < rows ? src[kk] : 0.0f;
+            }
         }
     }
 }
@@ -72,17 +72,21 @@ void pack_a(float* dst, const float* a, bool trans, int m, int k, int i0, int mc
 // stored row by row (NR floats per k), columns past nc zero-filled.
 void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc,
             int j0, int nc) {
-    for (int jp = 0; jp < nc; jp += NR) {
+    for (int jp = 0; jp < nc; jp += NR, dst += NR * kc) {
         const int cols = std::min(NR, nc - jp);
-        for (int kk = 0; kk < kc; ++kk) {
-            if (!trans && cols == NR) {
-                std::memcpy(dst, b + size_t(k0 + kk) * n + j0 + jp, NR * sizeof(float));
-            } else {
-                for (int c = 0; c < cols; ++c)
-                    dst[c] = elem(b, trans, k, n, k0 + kk, j0 + jp + c);
-                for (int c = cols; c < NR; ++c) dst[c] = 0.0f;
+        if (trans) {  // columns of op(B) are rows of B: walk each along k
+            for (int c = 0; c < NR; ++c) {
+                const float* src = b + size_t(j0 + jp + c) * k + k0;
+                for (int kk = 0; kk < kc; ++kk) dst[kk * NR + c] = c < cols ? src[kk] : 0.0f;
             }
-            dst += NR;
+        } else {  // each k is a contiguous run of NR floats
+            for (int kk = 0; kk < kc; ++kk) {
+                const float* src = b + size_t(k0 + kk) * n + j0 + jp;
+                if (cols == NR)
+                    std::memcpy(dst + kk * NR, src, NR * sizeof(float));
+                else
+                    for (int c = 0; c < NR; ++c) dst[kk * NR + c] = c < cols ? src[c] : 0.0f;
+            }
         }
     }
 }
@@ -95,7 +99,7 @@ void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc,
     for (int kk = 0; kk < kc; ++kk) {
         const v8f b0 = load8(b), b1 = load8(b + 8);
         for (int r = 0; r < MR; ++r) {
-            const v8f ar = v8f{} + a[r];  // broadcast
+            const v8f ar = splat(a[r]);
             acc[r][0] += ar * b0;
             acc[r][1] += ar * b1;
         }
@@ -125,37 +129,15 @@ void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc,
             c[size_t(r) * ldc + j] = (accumulate ? c[size_t(r) * ldc + j] : 0.0f) + tile[r][j];
 }
 
-}  // namespace
+}  // namespace detail
 
 void gemm(float* c, const float* a, const float* b, int m, int n, int k,
           bool trans_a, bool trans_b, bool accumulate) {
-    if (m <= 0 || n <= 0) return;
-    if (k <= 0) {
-        if (!accumulate) std::fill(c, c + size_t(m) * n, 0.0f);
-        return;
-    }
-    PackBuffers& buf = pack_buffers();
-    for (int j0 = 0; j0 < n; j0 += NC) {
-        const int nc = std::min(NC, n - j0);
-        for (int k0 = 0; k0 < k; k0 += KC) {
-            const int kc = std::min(KC, k - k0);
-            // The first depth block writes C (unless accumulating); later ones add to it.
-            const bool acc = accumulate || k0 > 0;
-            pack_b(buf.b.get(), b, trans_b, k, n, k0, kc, j0, nc);
-            for (int i0 = 0; i0 < m; i0 += MC) {
-                const int mc = std::min(MC, m - i0);
-                pack_a(buf.a.get(), a, trans_a, m, k, i0, mc, k0, kc);
-                for (int jp = 0; jp < nc; jp += NR) {
-                    const float* bp = buf.b.get() + size_t(jp) * kc;
-                    for (int ip = 0; ip < mc; ip += MR) {
-                        micro_kernel(c + size_t(i0 + ip) * n + j0 + jp, n,
-                                     buf.a.get() + size_t(ip) * kc, bp, kc,
-                                     std::min(MR, mc - ip), std::min(NR, nc - jp), acc);
-                    }
-                }
-            }
-        }
-    }
+    detail::gemm_driver(c, a, trans_a, m, n, k,
+                        [&](float* dst, int k0, int kc, int j0, int nc) {
+                            detail::pack_b(dst, b, trans_b, k, n, k0, kc, j0, nc);
+                        },
+                        accumulate);
 }
 
 }  // namespace dpt::cpu

@@ -30,21 +30,26 @@ void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
                     const uint8_t* labels, const uint32_t* index, int count,
                     int pixels);
 
-// Unfolds one image (c, h, w) into col (c*kh*kw, oh*ow); zeros where a tap falls into padding.
-void im2col(float* col, const float* x, const ConvShape& s);
-// The adjoint of im2col: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow).
-void col2im(float* dx, const float* dcol, const ConvShape& s);
+// Unfolds one image (c, h, w) into col (c*kh*kw rows of oh*ow, row stride ld);
+// zeros where a tap falls into padding.
+void im2col(float* col, const float* x, const ConvShape& s, int ld);
+// The adjoint of im2col: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow; row stride ld).
+void col2im(float* dx, const float* dcol, const ConvShape& s, int ld);
+
+// Samples unfolded together for one GEMM, and the scratch floats the three
+// conv2d kernels need for shape s (no more for a smaller s.n).
+int conv_group_size(const ConvShape& s);
+size_t conv2d_scratch_floats(const ConvShape& s);
 
 // y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc).
-// col: scratch of s.col_rows() * s.col_cols() floats.
 void conv2d_forward(float* y, const float* x, const float* w, const float* b,
-                    const ConvShape& s, float* col);
-// dx (n, c, h, w) = gradient wrt the input, overwritten. dcol: scratch as above.
+                    const ConvShape& s, float* scratch);
+// dx (n, c, h, w) = gradient wrt the input, overwritten.
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
-                          const ConvShape& s, float* dcol);
-// dw (oc, c, kh, kw) += ..., db (oc) += ... col: scratch as above.
+                          const ConvShape& s, float* scratch);
+// dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                            const ConvShape& s, float* col);
+                            const ConvShape& s, float* scratch);
 
 // y (n, c, oh, ow) = mean or max over each window of x (n, c, h, w).
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s);
@@ -93,6 +98,7 @@ struct KernelSet {
     static constexpr auto dense_backward = &cpu::dense_backward;
     static constexpr auto relu_forward = &cpu::relu_forward;
     static constexpr auto relu_backward = &cpu::relu_backward;
+    static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
 };
 
 }  // namespace dpt::cpu

@@ -1,59 +1,90 @@
 // 2-D average and max pooling on the CPU. CUDA twin: kernels/cuda/pool.cu.
+//
+// One generic loop serves any window and stride; the pooling kind is a
+// template parameter so no branch on it runs per pixel, and the compiler
+// specialises the 2x2 stride-2 windows of LeNet (the common case) fully.
 #include <cstring>
 
 #include "kernels.hpp"
 
 namespace dpt::cpu {
+namespace {
 
-void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) {
-    const int oh = s.oh(), ow = s.ow();
-    const float inv_area = 1.0f / float(s.k * s.k);
+template <PoolKind kind, int K, int S>  // K, S = 0: window and stride from the shape
+void forward(float* y, const float* x, const PoolShape& s) {
+    const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
+    const float inv_area = 1.0f / float(k * k);
     for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
         const float* xp = x + plane * s.h * s.w;
         float* yp = y + plane * oh * ow;
         for (int oy = 0; oy < oh; ++oy)
             for (int ox = 0; ox < ow; ++ox) {
-                const float* win = xp + (oy * s.stride) * s.w + ox * s.stride;
+                const float* win = xp + oy * stride * s.w + ox * stride;
                 float acc = kind == PoolKind::max ? win[0] : 0.0f;
-                for (int i = 0; i < s.k; ++i)
-                    for (int j = 0; j < s.k; ++j) {
+                for (int i = 0; i < k; ++i)
+                    for (int j = 0; j < k; ++j) {
                         const float v = win[i * s.w + j];
-                        acc = kind == PoolKind::max ? (v > acc ? v : acc) : acc + v;
+                        if constexpr (kind == PoolKind::max) acc = v > acc ? v : acc;
+                        else acc += v;
                     }
                 yp[oy * ow + ox] = kind == PoolKind::max ? acc : acc * inv_area;
             }
     }
 }
 
-void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
-                     PoolKind kind, const PoolShape& s) {
-    const int oh = s.oh(), ow = s.ow();
-    const float inv_area = 1.0f / float(s.k * s.k);
+template <PoolKind kind, int K, int S>
+void backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
+    const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
+    const float inv_area = 1.0f / float(k * k);
     std::memset(dx, 0, s.in_size() * sizeof(float));
     for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
         const float* xp = x + plane * s.h * s.w;
         float* dxp = dx + plane * s.h * s.w;
-        const size_t out0 = plane * oh * ow;
+        const float* dyp = dy + plane * oh * ow;
+        const float* yp = y + plane * oh * ow;
         for (int oy = 0; oy < oh; ++oy)
             for (int ox = 0; ox < ow; ++ox) {
-                const float g = dy[out0 + oy * ow + ox];
-                const int base = (oy * s.stride) * s.w + ox * s.stride;
-                if (kind == PoolKind::avg) {
-                    for (int i = 0; i < s.k; ++i)
-                        for (int j = 0; j < s.k; ++j) dxp[base + i * s.w + j] += g * inv_area;
-                    continue;
+                const float g = dyp[oy * ow + ox];
+                const int base = oy * stride * s.w + ox * stride;
+                if constexpr (kind == PoolKind::avg) {
+                    for (int i = 0; i < k; ++i)
+                        for (int j = 0; j < k; ++j) dxp[base + i * s.w + j] += g * inv_area;
+                } else {
+                    // The whole gradient goes to the first tap equal to the max.
+                    const float m = yp[oy * ow + ox];
+                    int at = -1;
+                    for (int i = k - 1; i >= 0; --i)
+                        for (int j = k - 1; j >= 0; --j)
+                            if (xp[base + i * s.w + j] == m) at = i * s.w + j;
+                    dxp[base + at] += g;
                 }
-                // Max: the whole gradient goes to the first tap equal to the max.
-                const float m = y[out0 + oy * ow + ox];
-                bool done = false;
-                for (int i = 0; i < s.k && !done; ++i)
-                    for (int j = 0; j < s.k && !done; ++j)
-                        if (xp[base + i * s.w + j] == m) {
-                            dxp[base + i * s.w + j] += g;
-                            done = true;
-                        }
             }
     }
+}
+
+template <PoolKind kind>
+void forward_any(float* y, const float* x, const PoolShape& s) {
+    if (s.k == 2 && s.stride == 2) forward<kind, 2, 2>(y, x, s);
+    else forward<kind, 0, 0>(y, x, s);
+}
+
+template <PoolKind kind>
+void backward_any(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
+    if (s.k == 2 && s.stride == 2) backward<kind, 2, 2>(dx, dy, x, y, s);
+    else backward<kind, 0, 0>(dx, dy, x, y, s);
+}
+
+}  // namespace
+
+void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) {
+    if (kind == PoolKind::avg) forward_any<PoolKind::avg>(y, x, s);
+    else forward_any<PoolKind::max>(y, x, s);
+}
+
+void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
+                     PoolKind kind, const PoolShape& s) {
+    if (kind == PoolKind::avg) backward_any<PoolKind::avg>(dx, dy, x, y, s);
+    else backward_any<PoolKind::max>(dx, dy, x, y, s);
 }
 
 }  // namespace dpt::cpu

@@ -1,0 +1,60 @@
+// The blocked GEMM's driver, shared by gemm() (kernels/cpu/gemm.cpp) and the
+// implicit-GEMM convolutions (kernels/cpu/conv.cpp), which differ only in how
+// the B operand is packed: from a matrix, or gathered straight from images.
+// See gemm.cpp for the blocking scheme.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+namespace dpt::cpu::detail {
+
+constexpr int MR = 6;     // rows of the register tile
+constexpr int NR = 16;    // columns of the register tile (two 8-float vectors)
+constexpr int KC = 256;   // depth of a packed block: a 6x256 A panel and a 256x16 B panel fit L1
+constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 144 KiB, fits L2)
+constexpr int NC = 2048;  // columns of a packed B block (2 MiB, meant for L3)
+
+// This thread's packing buffers: MC*KC floats for A, KC*NC for B.
+float* pack_buffer_a();
+float* pack_buffer_b();
+
+// Packs op(A)[i0 : i0+mc, k0 : k0+kc] as MR-row panels, zero-filled past mc.
+void pack_a(float* dst, const float* a, bool trans, int m, int k, int i0, int mc, int k0, int kc);
+
+// C[0:rows, 0:cols] (row stride ldc) = or += an MR-row A panel times an
+// NR-column B panel, both of depth kc.
+void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc, int rows, int cols, bool accumulate);
+
+// C (m, n) = or += op(A) (m, k) . B (k, n), where pack_b(dst, k0, kc, j0, nc)
+// writes B[k0 : k0+kc, j0 : j0+nc] as consecutive NR-column panels, each row
+// by row (NR floats per k), columns past nc zero-filled.
+template <class PackB>
+void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, PackB&& pack_b, bool accumulate) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {
+        if (!accumulate) std::fill(c, c + size_t(m) * n, 0.0f);
+        return;
+    }
+    float* const packed_a = pack_buffer_a();
+    float* const packed_b = pack_buffer_b();
+    for (int j0 = 0; j0 < n; j0 += NC) {
+        const int nc = std::min(NC, n - j0);
+        for (int k0 = 0; k0 < k; k0 += KC) {
+            const int kc = std::min(KC, k - k0);
+            // The first depth block writes C (unless accumulating); later ones add to it.
+            const bool acc = accumulate || k0 > 0;
+            pack_b(packed_b, k0, kc, j0, nc);
+            for (int i0 = 0; i0 < m; i0 += MC) {
+                const int mc = std::min(MC, m - i0);
+                pack_a(packed_a, a, trans_a, m, k, i0, mc, k0, kc);
+                for (int jp = 0; jp < nc; jp += NR)
+                    for (int ip = 0; ip < mc; ip += MR)
+                        micro_kernel(c + size_t(i0 + ip) * n + j0 + jp, n, packed_a + size_t(ip) * kc,
+                                     packed_b + size_t(jp) * kc, kc, std::min(MR, mc - ip), std::min(NR, nc - jp),
+                                     acc);
+            }
+        }
+    }
+}
+
+}  // namespace dpt::cpu::detail

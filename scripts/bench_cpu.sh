@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CPU benchmark: one full Fashion-MNIST epoch of LeNet at batch 256 on 1 and
+# 2 CPU devices, and, in the same run, the PyTorch peer
+# (../shared/bench/pytorch_lenet.py, same model, data held in memory) on
+# 1 and 2 threads. Each runs EPOCHS epochs (default 2); the figures are the
+# last epoch's, so start-up and first-touch costs stay out.
+# Prints a table: epoch time, samples/s, speedup of 2 devices over 1, and the
+# ratio of dptrain's epoch time to PyTorch's at the same core count.
+#   usage: scripts/bench_cpu.sh            (PEER=path/to/pytorch_lenet.py, PYTHON=python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+epochs=${EPOCHS:-2}
+peer=${PEER:-../shared/bench/pytorch_lenet.py}
+scripts/deps.sh
+scripts/build.sh >/dev/null
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+
+# "time samples_per_s" of the last epoch from dptrain's JSON Lines.
+dptrain_epoch() {
+    build/dptrain --cpus "$1" --batch 256 --lr 0.3 --epochs "$epochs" --metrics "$tmp/m$1.jsonl" >&2
+    tail -1 "$tmp/m$1.jsonl" | sed -E 's/.*"train_time_s": ([0-9.]+), "samples_per_s": ([0-9.]+).*/\1 \2/'
+}
+# The same from the peer's "epoch N time T s  R samples/s" lines.
+pytorch_epoch() {
+    "$python" "$peer" --threads "$1" --batch 256 --lr 0.3 --init xavier --epochs "$epochs" | tee /dev/stderr |
+        tail -1 | sed -E 's/.*time ([0-9.]+) s +([0-9,]+) samples.*/\1 \2/; s/,//g'
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
+read -r t1 r1 < <(dptrain_epoch 1)
+read -r t2 r2 < <(dptrain_epoch 2)
+
+python=${PYTHON:-}
+if [[ -z $python ]]; then  # Debian's python3-torch installs for /usr/bin/python3
+    for p in python3 /usr/bin/python3; do "$p" -c 'import torch' 2>/dev/null && { python=$p; break; }; done
+fi
+pt1="" pt2=""
+if [[ -n $python && -f $peer ]]; then
+    read -r pt1 _ < <(pytorch_epoch 1)
+    read -r pt2 _ < <(pytorch_epoch 2)
+else
+    echo "PyTorch peer skipped: no python with torch (apt-get install python3-torch) or no $peer" >&2
+fi
+
+ratio() { [[ -n $2 ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
+echo
+printf '%-22s %10s %12s %9s %16s\n' "LeNet, batch 256" "epoch (s)" "samples/s" "speedup" "vs PyTorch time"
+printf '%-22s %10.2f %12.0f %9s %16s\n' "dptrain --cpus 1" "$t1" "$r1" "1.00x" "$(ratio "$t1" "$pt1")"
+printf '%-22s %10.2f %12.0f %9s %16s\n' "dptrain --cpus 2" "$t2" "$r2" "$(ratio "$t1" "$t2")" "$(ratio "$t2" "$pt2")"
+[[ -n $pt1 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 1 thread" "$pt1" "$(awk -v t="$pt1" 'BEGIN{print 60000/t}')" "" || true
+[[ -n $pt2 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 2 threads" "$pt2" "$(awk -v t="$pt2" 'BEGIN{print 60000/t}')" "$(ratio "$pt1" "$pt2")" || true

@@ -1,9 +1,12 @@
 #include "trainer.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -26,9 +29,13 @@ struct EpochStats {
 };
 
 std::string with_commas(double value) {
-    std::string digits = std::to_string(int64_t(std::llround(value)));
-    for (int i = int(digits.size()) - 3; i > 0 && digits[i - 1] != '-'; i -= 3) digits.insert(size_t(i), ",");
-    return digits;
+    const std::string digits = std::to_string(std::llabs(std::llround(value)));
+    std::string out = value < 0 ? "-" : "";
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
 }
 
 // Test accuracy of device 0's replica, evaluated in chunks that fit its buffers.
@@ -48,6 +55,17 @@ void check_replicas_identical(std::span<Device* const> devices) {
             throw std::runtime_error("replicas diverged: " + devices[i]->name() + " differs from " +
                                      devices[0]->name() + " (a bug in dptrain; please report it)");
     }
+}
+
+// --save writes a temporary file beside FILE and renames it: the directory
+// must exist and be writable.
+void check_can_create(const std::string& path) {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    const std::string where = dir.empty() ? "." : dir.string();
+    if (!std::filesystem::is_directory(where))
+        throw InputError("--save " + path + ": directory " + where + " does not exist");
+    if (access(where.c_str(), W_OK) != 0)
+        throw InputError("--save " + path + ": cannot write in " + where + " (" + std::strerror(errno) + ")");
 }
 
 void print_epoch(const EpochStats& s) {
@@ -103,6 +121,7 @@ void train(const TrainConfig& c) {
         metrics.open(c.metrics_path, std::ios::trunc);
         if (!metrics) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
     }
+    if (!c.save_path.empty()) check_can_create(c.save_path);  // fail now, not after the training
     const std::vector<float> initial = c.load_path.empty() ? init_params(c.init, c.seed) : load_params(c.load_path);
 
     const int n = c.devices;
@@ -120,12 +139,12 @@ void train(const TrainConfig& c) {
                 c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
                 data.test.count);
     const int cores = usable_cores();
-    std::printf("devices: %d CPU device%s, one worker thread each, %d usable core%s%s%s\n", n, n == 1 ? "" : "s",
+    std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s%s\n", n, n == 1 ? "" : "s",
                 cores, cores == 1 ? "" : "s", c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
     if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
-    const std::string per_device =
-        std::to_string(c.batch / n) + (c.batch % n ? "-" + std::to_string(capacity) : std::string());
-    std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device.c_str(),
+    char per_device[32];  // "256", or "170-171" when the parts differ by one
+    std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
+    std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
     std::fflush(stdout);
 

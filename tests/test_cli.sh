@@ -42,6 +42,7 @@ errors)
     expect_error "--data $tmp/missing: no such directory" --data "$tmp/missing"
     expect_error "larger than the training set" --limit-train 100 --batch 101
     expect_error "--load $tmp/none" --load "$tmp/none" "${quick[@]}"
+    expect_error "--save $tmp/no/dir/p: directory $tmp/no/dir does not exist" --save "$tmp/no/dir/p" "${quick[@]}"
     mkdir -p "$tmp/bad" && head -c 5000 /dev/urandom >"$tmp/bad/train-images-idx3-ubyte.gz"
     for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do cp "$tmp/bad/train-images-idx3-ubyte.gz" "$tmp/bad/$f.gz"; done
     expect_error "$tmp/bad/train-images-idx3-ubyte.gz" --data "$tmp/bad"

@@ -115,10 +115,10 @@ class CpuDevice final : public Device {
     };
 
     // The activations, pointed at samples [first, first + chunk_) of the input.
-    lenet::Activations chunk_of(int first) const {
+    lenet::Activations chunk_of(int first) {
         lenet::Activations a = act_;
-        a.x = const_cast<float*>(input_.data()) + size_t(first) * setup_.train->pixels();
-        a.labels = const_cast<int32_t*>(input_labels_.data()) + first;
+        a.x = input_.data() + size_t(first) * setup_.train->pixels();
+        a.labels = input_labels_.data() + first;
         return a;
     }
 

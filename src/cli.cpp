@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "errors.hpp"
+#include "gpu.hpp"
 
 namespace dpt {
 namespace {
@@ -38,7 +39,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     // Numbers are taken as text and checked here, so a message can name the option.
     options.add_options("Devices")
         ("cpus", "train on N CPU devices, one worker thread (one core) each", cxxopts::value<std::string>(), "N")
-        ("gpus", "train on N GPU replicas", cxxopts::value<std::string>(), "N");
+        ("gpus", "train on N GPU replicas (more than the GPUs present share them round-robin)", cxxopts::value<std::string>(), "N")
+        ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)");
     options.add_options("Training")
         ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
@@ -71,12 +73,28 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     TrainConfig c;
     if (r.count("cpus") && r.count("gpus")) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
     if (r.count("gpus")) {
-        positive_int(r, "gpus", 1);  // a bad count is reported as such first
-        throw InputError("--gpus: this dptrain has no GPU backend yet; train on CPU devices with --cpus N");
+        c.devices = positive_int(r, "gpus", 1);
+        const GpuInventory gpus = probe_gpus();
+        if (gpus.count() == 0)
+            throw InputError("--gpus " + r["gpus"].as<std::string>() + ": " + gpus.why_none +
+                             "; train on CPU devices with --cpus N");
+        c.kind = DeviceKind::cuda;
+    } else if (r.count("cpus")) {
+        c.kind = DeviceKind::cpu;
+        c.devices = positive_int(r, "cpus", 1);
+    } else {
+        const GpuInventory gpus = probe_gpus();
+        if (gpus.count() > 0) {
+            c.kind = DeviceKind::cuda;
+            c.devices = gpus.count();
+            c.devices_note = "all visible GPUs (choose with --gpus N or --cpus N)";
+        } else {
+            c.kind = DeviceKind::cpu;
+            c.devices = 1;
+            c.devices_note = gpus.why_none + ", so 1 CPU device (choose with --cpus N)";
+        }
     }
-    c.kind = DeviceKind::cpu;
-    c.devices = positive_int(r, "cpus", 1);
-    if (!r.count("cpus")) c.devices_note = "no GPU backend in this build, so 1 CPU device (choose with --cpus N)";
+    c.graphs = !r.count("no-graphs");
 
     c.batch = positive_int(r, "batch", c.batch);
     c.lr = parse_number<float>("lr", r["lr"].as<std::string>(), std::numeric_limits<float>::min(),

@@ -137,19 +137,17 @@ inline Activations carve(float* memory, int capacity, size_t scratch) {
     return a;
 }
 
-// Forward pass over a.x[0:n] into a.logits. K is a kernel set (see
-// src/cpu_device.cpp for the CPU one): it forwards to kernels/cpu or kernels/cuda.
+// Forward pass over a.x[0:n] into a.logits. K is a kernel set: cpu::KernelSet
+// or cuda::KernelSet (bound to a stream). ReLU is fused into the layer before
+// it (bias+ReLU), and its backward into the pooling backward after it.
 template <class K>
 void forward(K& k, Activations& a, const Params& p, PoolKind pool, int n) {
     const Shapes s = shapes(n);
-    k.conv2d_forward(a.c1, a.x, p.conv1_w, p.conv1_b, s.conv1, a.scratch);
-    k.relu_forward(a.c1, a.c1, s.conv1.out_size());
+    k.conv2d_forward_relu(a.c1, a.x, p.conv1_w, p.conv1_b, s.conv1, a.scratch);
     k.pool2d_forward(a.p1, a.c1, pool, s.pool1);
-    k.conv2d_forward(a.c2, a.p1, p.conv2_w, p.conv2_b, s.conv2, a.scratch);
-    k.relu_forward(a.c2, a.c2, s.conv2.out_size());
+    k.conv2d_forward_relu(a.c2, a.p1, p.conv2_w, p.conv2_b, s.conv2, a.scratch);
     k.pool2d_forward(a.p2, a.c2, pool, s.pool2);
-    k.dense_forward(a.h3, a.p2, p.dense1_w, p.dense1_b, n, flat, hidden);
-    k.relu_forward(a.h3, a.h3, size_t(n) * hidden);
+    k.dense_forward_relu(a.h3, a.p2, p.dense1_w, p.dense1_b, n, flat, hidden);
     k.dense_forward(a.logits, a.h3, p.dense2_w, p.dense2_b, n, hidden, classes);
 }
 
@@ -161,12 +159,10 @@ void backward(K& k, Activations& a, const Params& p, const Params& g, PoolKind p
     k.dense_backward(a.d_h3, g.dense2_w, g.dense2_b, a.d_logits, a.h3, p.dense2_w, n, hidden, classes);
     k.relu_backward(a.d_h3, a.d_h3, a.h3, size_t(n) * hidden);
     k.dense_backward(a.d_p2, g.dense1_w, g.dense1_b, a.d_h3, a.p2, p.dense1_w, n, flat, hidden);
-    k.pool2d_backward(a.d_c2, a.d_p2, a.c2, a.p2, pool, s.pool2);
-    k.relu_backward(a.d_c2, a.d_c2, a.c2, s.conv2.out_size());
+    k.pool2d_backward_relu(a.d_c2, a.d_p2, a.c2, a.p2, pool, s.pool2);
     k.conv2d_backward_weight(g.conv2_w, g.conv2_b, a.d_c2, a.p1, s.conv2, a.scratch);
     k.conv2d_backward_data(a.d_p1, a.d_c2, p.conv2_w, s.conv2, a.scratch);
-    k.pool2d_backward(a.d_c1, a.d_p1, a.c1, a.p1, pool, s.pool1);
-    k.relu_backward(a.d_c1, a.d_c1, a.c1, s.conv1.out_size());
+    k.pool2d_backward_relu(a.d_c1, a.d_p1, a.c1, a.p1, pool, s.pool1);
     // The input needs no gradient: conv1 computes only its weight gradient.
     k.conv2d_backward_weight(g.conv1_w, g.conv1_b, a.d_c1, a.x, s.conv1, a.scratch);
 }

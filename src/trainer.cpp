@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "errors.hpp"
+#include "gpu.hpp"
 #include "lenet.hpp"
 #include "parallel.hpp"
 #include "params_file.hpp"
@@ -127,7 +128,8 @@ void train(const TrainConfig& c) {
     const int n = c.devices;
     const int capacity = (c.batch + n - 1) / n;
     const ReplicaSetup setup{&data.train, &data.test, capacity, c.pool, n};
-    std::vector<std::unique_ptr<Device>> owned = make_cpu_devices(n, setup);
+    std::vector<std::unique_ptr<Device>> owned =
+        c.kind == DeviceKind::cuda ? make_gpu_devices(n, setup) : make_cpu_devices(n, setup);
     std::vector<Device*> devices;
     for (auto& d : owned) devices.push_back(d.get());
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
@@ -138,10 +140,16 @@ void train(const TrainConfig& c) {
     std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
                 c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
                 data.test.count);
-    const int cores = usable_cores();
-    std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s%s\n", n, n == 1 ? "" : "s",
-                cores, cores == 1 ? "" : "s", c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
-    if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
+    if (c.kind == DeviceKind::cuda) {
+        std::printf("devices: %s; each replica has its own stream and memory%s%s\n", describe_gpu_replicas(n).c_str(),
+                    c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
+    } else {
+        const int cores = usable_cores();
+        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s%s\n", n,
+                    n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", c.devices_note.empty() ? "" : "; ",
+                    c.devices_note.c_str());
+        if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
+    }
     char per_device[32];  // "256", or "170-171" when the parts differ by one
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
     std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
@@ -149,12 +157,33 @@ void train(const TrainConfig& c) {
     std::fflush(stdout);
 
     const size_t count = data.train.count;
+    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
+    // An epoch's steps, queued on the devices' streams; the host does not wait.
+    const auto queue_epoch = [&] {
+        for (size_t first = 0; first < count; first += size_t(c.batch))
+            train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr);
+    };
+    // On GPUs the epoch is recorded once as a CUDA graph, before any clock
+    // starts: every epoch is then one launch instead of thousands.
+    std::unique_ptr<Recording> graph;
+    if (c.kind == DeviceKind::cuda && c.graphs && c.epochs > 0) {
+        const auto start = std::chrono::steady_clock::now();
+        std::string why;
+        graph = record_graph(devices, queue_epoch, why);
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (graph)
+            std::printf("CUDA graph: the epoch's %zu steps recorded in %.0f ms, replayed each epoch "
+                        "(--no-graphs queues them kernel by kernel)\n", steps, ms);
+        else
+            std::printf("note: CUDA graphs unavailable (%s), so each step is queued kernel by kernel\n", why.c_str());
+    }
+
     for (int epoch = 1; epoch <= c.epochs; ++epoch) {
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
-        for (size_t first = 0; first < count; first += size_t(c.batch))
-            train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr);
+        if (graph) graph->replay();
+        else queue_epoch();
         for (Device* d : devices) d->synchronize();  // the tutorial's waitall: the epoch's time ends here
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -27,6 +27,7 @@ struct TrainConfig {
     std::string metrics_path, save_path, load_path;
     PoolKind pool = PoolKind::avg;
     InitKind init = InitKind::xavier;
+    bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it
 };
 
 // Initial LeNet parameters from the seed: weights N(0, 0.01^2) (the

@@ -37,7 +37,9 @@ errors)
     expect_error "unexpected argument 'extra'" extra
     expect_error "cannot be combined" --cpus 1 --gpus 1
     expect_error "--gpus must be" --gpus 0
-    expect_error "--gpus: this dptrain has no GPU backend" --gpus 1
+    # With no GPU (hidden here, so this holds on GPU machines too): exit 2 and
+    # a pointer to --cpus, whether the build has CUDA or not.
+    CUDA_VISIBLE_DEVICES= expect_error "; train on CPU devices with --cpus N" --gpus 1
     expect_error "smaller than the number of devices" --cpus 4 --batch 3
     expect_error "--data $tmp/missing: no such directory" --data "$tmp/missing"
     expect_error "larger than the training set" --limit-train 100 --batch 101
@@ -49,6 +51,11 @@ errors)
     printf 'dptrain-params 1\nconv1.weight 3 3\n' >"$tmp/other.params"
     expect_error "do not match this LeNet" --load "$tmp/other.params" "${quick[@]}"
     "$dptrain" --help >"$tmp/out" 2>&1 && grep -q -- "--cpus N" "$tmp/out" || fail "--help does not describe --cpus"
+    # Neither --cpus nor --gpus, and no GPU: 1 CPU device, and the run says why.
+    CUDA_VISIBLE_DEVICES= "$dptrain" "${quick[@]}" --epochs 0 >"$tmp/out" 2>&1 || fail "no-GPU fallback run failed: $(cat "$tmp/out")"
+    grep -E "^devices: 1 CPU device.*(no CUDA GPU is usable|built without CUDA).*so 1 CPU device" "$tmp/out" \
+        && echo "ok: without a GPU, dptrain falls back to 1 CPU device and says why" \
+        || fail "no fallback notice: $(cat "$tmp/out")"
     ;;
 files)
     # Same arguments and seed -> byte-identical parameters (2 devices, a batch not divisible by 2).

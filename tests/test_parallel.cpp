@@ -8,6 +8,7 @@
 #include "lenet.hpp"
 #include "parallel.hpp"
 #include "rng.hpp"
+#include "synthetic.hpp"
 #include "testing.hpp"
 #include "trainer.hpp"
 
@@ -15,30 +16,13 @@ using namespace dpt;
 
 namespace {
 
-// A small stand-in for Fashion-MNIST: image i has every pixel equal to
-// i % 256 (so a loaded part shows which samples it holds), label i % 10.
-// With `random_pixels` the images are noise instead, for training tests.
-Dataset synthetic(size_t count, bool random_pixels = false) {
-    Dataset d;
-    d.count = count;
-    d.rows = d.cols = 28;
-    d.images.resize(count * 784);
-    d.labels.resize(count);
-    Rng rng(5, 5);
-    for (size_t i = 0; i < count; ++i) {
-        for (size_t p = 0; p < 784; ++p) d.images[i * 784 + p] = uint8_t(random_pixels ? rng.below(256) : i % 256);
-        d.labels[i] = uint8_t(i % 10);
-    }
-    return d;
-}
-
 struct Run {
     Dataset train, test;
     std::vector<std::unique_ptr<Device>> owned;
     std::vector<Device*> devices;
 
     Run(int n, int batch, size_t count, bool random_pixels = false)
-        : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
+        : train(testing::synthetic(count, random_pixels)), test(testing::synthetic(16, random_pixels)) {
         const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, n};
         owned = make_cpu_devices(n, setup);
         for (auto& d : owned) devices.push_back(d.get());

@@ -86,19 +86,40 @@ void sgd_update(float* params, const float* grads, float scale, size_t count);
 // parts[i] starts at staged + i * count. The sum step of the allreduce.
 void sum_into(float* acc, const float* staged, int parts, size_t count);
 
+// Fused forms, as the CUDA backend runs them (bias+ReLU in one pass, pooling
+// backward with ReLU's mask). On the CPU they are the plain composition, which
+// is also the reference the CUDA fusions are tested against.
+inline void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
+                                const ConvShape& s, float* scratch) {
+    conv2d_forward(y, x, w, b, s, scratch);
+    relu_forward(y, y, s.out_size());
+}
+inline void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
+                               int n, int in, int out) {
+    dense_forward(y, x, w, b, n, in, out);
+    relu_forward(y, y, size_t(n) * out);
+}
+// x is the ReLU output that was pooled: dx = 0 where x <= 0.
+inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
+                                 PoolKind kind, const PoolShape& s) {
+    pool2d_backward(dx, dy, x, y, kind, s);
+    relu_backward(dx, dx, x, s.in_size());
+}
+
 // The layer kernels as one set, for the model code written once over any
-// backend (src/lenet.hpp: lenet::forward / lenet::backward).
+// backend (src/lenet.hpp: lenet::forward / lenet::backward). The CUDA set
+// (kernels/cuda/kernels.hpp) has the same members, bound to a stream.
 struct KernelSet {
-    static constexpr auto conv2d_forward = &cpu::conv2d_forward;
+    static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
+    static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;
     static constexpr auto conv2d_backward_data = &cpu::conv2d_backward_data;
     static constexpr auto conv2d_backward_weight = &cpu::conv2d_backward_weight;
     static constexpr auto pool2d_forward = &cpu::pool2d_forward;
-    static constexpr auto pool2d_backward = &cpu::pool2d_backward;
+    static constexpr auto pool2d_backward_relu = &cpu::pool2d_backward_relu;
     static constexpr auto dense_forward = &cpu::dense_forward;
+    static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;
     static constexpr auto dense_backward = &cpu::dense_backward;
-    static constexpr auto relu_forward = &cpu::relu_forward;
     static constexpr auto relu_backward = &cpu::relu_backward;
-    static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
 };
 
 }  // namespace dpt::cpu

@@ -56,7 +56,7 @@ void backward(float* dx, const float* dy, const float* x, const float* y, const 
                     for (int i = k - 1; i >= 0; --i)
                         for (int j = k - 1; j >= 0; --j)
                             if (xp[base + i * s.w + j] == m) at = i * s.w + j;
-                    dxp[base + at] += g;
+                    if (at >= 0) dxp[base + at] += g;  // none when the window holds a NaN
                 }
             }
     }

@@ -1,0 +1,132 @@
+// The small kernels of a training step on the GPU: loading samples, ReLU,
+// softmax cross-entropy, accuracy, the SGD update and the allreduce's sum.
+// CPU twin: kernels/cpu/elementwise.cpp.
+#include "kernels.hpp"
+#include "tiles.cuh"
+
+namespace dpt::cuda {
+namespace {
+
+// Each thread of the grid visits i, i + grid size, ...
+#define FOR_EACH_INDEX(i, count) \
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (count); i += size_t(gridDim.x) * blockDim.x)
+
+__global__ void gather(float* x, int32_t* labels_out, const uint8_t* images, const uint8_t* labels,
+                       const uint32_t* index, int count, int pixels) {
+    const float scale = 1.0f / 255.0f;
+    FOR_EACH_INDEX(e, size_t(count) * pixels) {
+        const size_t i = e / pixels, p = e % pixels;
+        x[e] = float(images[size_t(index[i]) * pixels + p]) * scale;
+        if (p == 0) labels_out[i] = labels[index[i]];
+    }
+}
+
+__global__ void relu_fwd(float* y, const float* x, size_t count) {
+    FOR_EACH_INDEX(i, count) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void relu_bwd(float* dx, const float* dy, const float* y, size_t count) {
+    FOR_EACH_INDEX(i, count) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// One block: thread t takes rows t, t + 256, ...; the losses are summed in a
+// fixed order, so the reported loss is the same on every run.
+__global__ void softmax_xent(float* dlogits, double* loss_sum, const float* logits, const int32_t* labels, int n,
+                             int classes) {
+    double loss = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float* z = logits + size_t(i) * classes;
+        float* g = dlogits + size_t(i) * classes;
+        float zmax = z[0];
+        for (int j = 1; j < classes; ++j) zmax = fmaxf(zmax, z[j]);
+        float sum = 0.0f;
+        for (int j = 0; j < classes; ++j) {
+            g[j] = expf(z[j] - zmax);
+            sum += g[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < classes; ++j) g[j] *= inv;
+        g[labels[i]] -= 1.0f;
+        loss += double(logf(sum) + zmax - z[labels[i]]);
+    }
+    loss = tiled::block_sum(loss);
+    if (threadIdx.x == 0) *loss_sum += loss;
+}
+
+__global__ void correct_count(unsigned long long* correct, const float* logits, const int32_t* labels, int n,
+                              int classes) {
+    unsigned long long hits = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float* z = logits + size_t(i) * classes;
+        int best = 0;
+        for (int j = 1; j < classes; ++j)
+            if (z[j] > z[best]) best = j;
+        hits += best == labels[i];
+    }
+    hits = tiled::block_sum(hits);
+    if (threadIdx.x == 0) *correct += hits;
+}
+
+__global__ void sgd(float* params, const float* grads, float scale, size_t count) {
+    FOR_EACH_INDEX(i, count) params[i] -= scale * grads[i];
+}
+
+__global__ void sum_parts(float* acc, const float* staged, int parts, size_t count) {
+    FOR_EACH_INDEX(i, count) {
+        float v = acc[i];
+        for (int p = 0; p < parts; ++p) v += staged[size_t(p) * count + i];
+        acc[i] = v;
+    }
+}
+
+#undef FOR_EACH_INDEX
+
+}  // namespace
+
+void gather_samples(float* x, int32_t* labels_out, const uint8_t* images, const uint8_t* labels,
+                    const uint32_t* index, int count, int pixels, cudaStream_t stream) {
+    if (count <= 0) return;
+    gather<<<tiled::grid_for(size_t(count) * pixels), tiled::threads, 0, stream>>>(x, labels_out, images, labels,
+                                                                                  index, count, pixels);
+    CUDA_CHECK_LAUNCH("gather");
+}
+
+void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    relu_fwd<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(y, x, count);
+    CUDA_CHECK_LAUNCH("relu_fwd");
+}
+
+void relu_backward(float* dx, const float* dy, const float* y, size_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    relu_bwd<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(dx, dy, y, count);
+    CUDA_CHECK_LAUNCH("relu_bwd");
+}
+
+void softmax_cross_entropy(float* dlogits, double* loss_sum, const float* logits, const int32_t* labels, int n,
+                           int classes, cudaStream_t stream) {
+    if (n <= 0) return;
+    softmax_xent<<<1, tiled::threads, 0, stream>>>(dlogits, loss_sum, logits, labels, n, classes);
+    CUDA_CHECK_LAUNCH("softmax_xent");
+}
+
+void count_correct(unsigned long long* correct, const float* logits, const int32_t* labels, int n, int classes,
+                   cudaStream_t stream) {
+    if (n <= 0) return;
+    correct_count<<<1, tiled::threads, 0, stream>>>(correct, logits, labels, n, classes);
+    CUDA_CHECK_LAUNCH("correct_count");
+}
+
+void sgd_update(float* params, const float* grads, float scale, size_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    sgd<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(params, grads, scale, count);
+    CUDA_CHECK_LAUNCH("sgd");
+}
+
+void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStream_t stream) {
+    if (count == 0 || parts <= 0) return;
+    sum_parts<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(acc, staged, parts, count);
+    CUDA_CHECK_LAUNCH("sum_parts");
+}
+
+}  // namespace dpt::cuda

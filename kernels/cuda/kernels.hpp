@@ -1,0 +1,130 @@
+// The CUDA kernels: every layer of dptrain on the GPU. Each launcher is the
+// twin of the kernels/cpu/ function of the same name: same arguments, same
+// conventions (see kernels/cpu/kernels.hpp), plus the stream it is queued on.
+// The GPU tests (tests/gpu/) run both on the same inputs and compare.
+//
+// Two differences follow from running asynchronously: the loss and the count
+// of correct predictions are added to a device-side total instead of being
+// returned, and all pointers are device memory. Launchers never synchronise
+// and never allocate; a bad launch throws CudaError (check.hpp).
+//
+// The fused launchers (bias+ReLU in the convolution and dense epilogues,
+// pooling backward with ReLU's mask) save a pass over the activations; their
+// unfused composition on the CPU is the reference they are tested against.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shapes.hpp"
+
+namespace dpt::cuda {
+
+// C (m, n) = op(A) . op(B), or C += ... when accumulate is set (row-major;
+// A stored (k, m) when trans_a, B stored (n, k) when trans_b). The tiled
+// shared-memory SGEMM of tiles.cuh, which also runs the layers below.
+void gemm(float* c, const float* a, const float* b, int m, int n, int k,
+          bool trans_a, bool trans_b, bool accumulate, cudaStream_t stream);
+
+// x (count, pixels) = images[index[i]] / 255, labels_out (count) = labels[index[i]].
+void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
+                    const uint8_t* labels, const uint32_t* index, int count,
+                    int pixels, cudaStream_t stream);
+
+// Scratch floats the conv kernels need for shape s (no more for a smaller s.n):
+// partial sums of the weight gradient when it is split along the batch.
+size_t conv2d_scratch_floats(const ConvShape& s);
+
+// y (n, oc, oh, ow) = conv(x, w) + b; the _relu form stores max(., 0).
+void conv2d_forward(float* y, const float* x, const float* w, const float* b,
+                    const ConvShape& s, float* scratch, cudaStream_t stream);
+void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
+                         const ConvShape& s, float* scratch, cudaStream_t stream);
+// dx (n, c, h, w), overwritten.
+void conv2d_backward_data(float* dx, const float* dy, const float* w,
+                          const ConvShape& s, float* scratch, cudaStream_t stream);
+// dw (oc, c, kh, kw) += ..., db (oc) += ...
+void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                            const ConvShape& s, float* scratch, cudaStream_t stream);
+
+void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
+                    cudaStream_t stream);
+// dx (n, c, h, w), overwritten; max pooling credits the first maximal tap.
+void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
+                     PoolKind kind, const PoolShape& s, cudaStream_t stream);
+// pool2d_backward, then ReLU's backward mask (x is the ReLU output being pooled):
+// dx = 0 where x <= 0.
+void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
+                          PoolKind kind, const PoolShape& s, cudaStream_t stream);
+
+// y (n, out) = x (n, in) . w^T + b; the _relu form stores max(., 0).
+void dense_forward(float* y, const float* x, const float* w, const float* b,
+                   int n, int in, int out, cudaStream_t stream);
+void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
+                        int n, int in, int out, cudaStream_t stream);
+// dw += dy^T . x; db += column sums of dy; dx = dy . w (skipped when null).
+void dense_backward(float* dx, float* dw, float* db, const float* dy,
+                    const float* x, const float* w, int n, int in, int out,
+                    cudaStream_t stream);
+
+void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
+void relu_backward(float* dx, const float* dy, const float* y, size_t count,
+                   cudaStream_t stream);
+
+// dlogits as on the CPU; the sum of the n losses is added to *loss_sum.
+// One block, rows in a fixed order: the total is the same on every run.
+void softmax_cross_entropy(float* dlogits, double* loss_sum, const float* logits,
+                           const int32_t* labels, int n, int classes,
+                           cudaStream_t stream);
+// *correct += number of rows whose first largest logit is at the label.
+void count_correct(unsigned long long* correct, const float* logits,
+                   const int32_t* labels, int n, int classes, cudaStream_t stream);
+
+void sgd_update(float* params, const float* grads, float scale, size_t count,
+                cudaStream_t stream);
+void sum_into(float* acc, const float* staged, int parts, size_t count,
+              cudaStream_t stream);
+
+// The layer kernels bound to one stream, for lenet::forward / lenet::backward.
+struct KernelSet {
+    cudaStream_t stream;
+
+    static size_t conv2d_scratch_floats(const ConvShape& s) { return cuda::conv2d_scratch_floats(s); }
+    void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
+                             const ConvShape& s, float* scratch) const {
+        cuda::conv2d_forward_relu(y, x, w, b, s, scratch, stream);
+    }
+    void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s,
+                              float* scratch) const {
+        cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream);
+    }
+    void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                                const ConvShape& s, float* scratch) const {
+        cuda::conv2d_backward_weight(dw, db, dy, x, s, scratch, stream);
+    }
+    void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
+        cuda::pool2d_forward(y, x, kind, s, stream);
+    }
+    void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
+                              PoolKind kind, const PoolShape& s) const {
+        cuda::pool2d_backward_relu(dx, dy, x, y, kind, s, stream);
+    }
+    void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
+                       int out) const {
+        cuda::dense_forward(y, x, w, b, n, in, out, stream);
+    }
+    void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n,
+                            int in, int out) const {
+        cuda::dense_forward_relu(y, x, w, b, n, in, out, stream);
+    }
+    void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                        const float* w, int n, int in, int out) const {
+        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, stream);
+    }
+    void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {
+        cuda::relu_backward(dx, dy, y, count, stream);
+    }
+};
+
+}  // namespace dpt::cuda

@@ -1,0 +1,53 @@
+// GPU replicas as the rest of dptrain sees them: what GPUs there are, N
+// replicas on them, and CUDA graphs of queued work. The CUDA backend is
+// src/gpu_device.cpp; a build without CUDA (-Dcuda=disabled) links
+// src/gpu_none.cpp instead, which reports no GPUs and why.
+#pragma once
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "device.hpp"
+
+namespace dpt {
+
+struct GpuInventory {
+    std::vector<std::string> names;  // one per visible CUDA device, e.g. "NVIDIA H100 80GB HBM3"
+    std::string why_none;            // when there is none: the reason, as a user should read it
+    int count() const { return int(names.size()); }
+};
+
+// The CUDA devices this process can use (CUDA_VISIBLE_DEVICES applies).
+// Never throws: no driver, no device or a CPU-only build is an empty inventory.
+GpuInventory probe_gpus();
+
+// N replicas on the visible GPUs: replica i on GPU i % count, each with its
+// own stream, parameters, gradients and activations, and the data set
+// uploaded once per GPU. Enables peer access between GPUs where it exists.
+std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSetup& setup);
+
+// One line on where the replicas are: "4 replicas on 1 physical GPU (NVIDIA
+// H100 80GB HBM3)", and how the allreduce's copies travel between GPUs.
+std::string describe_gpu_replicas(int count);
+
+// Work queued on several GPU devices, recorded once as a CUDA graph and
+// replayed: one launch instead of a launch per kernel and copy. The recorded
+// work reads the same device buffers on every replay (their contents may
+// change in between, e.g. the epoch's sample order).
+class Recording {
+   public:
+    virtual ~Recording() = default;
+    // Queues the recorded work again, ordered after everything queued so far
+    // on every device, and before anything queued later.
+    virtual void replay() = 0;
+};
+
+// Records what `enqueue` queues on `devices` (GPU devices) without running
+// it. Returns null and sets `why` when the CUDA runtime cannot capture it;
+// the devices are then as before and the caller can queue the work directly.
+std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
+                                        std::string& why);
+
+}  // namespace dpt

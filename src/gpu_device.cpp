@@ -1,0 +1,434 @@
+// GPU devices: a replica in the memory of one CUDA GPU, and a CUDA stream on
+// which all of its work is queued with the launchers of kernels/cuda/. The
+// CPU twin is cpu_device.cpp; both implement device.hpp, so parallel.cpp
+// drives either without knowing which.
+//
+// What makes this fast, and what it teaches:
+//  - The data set is uploaded once per physical GPU (replicas on the same GPU
+//    share it); split_and_load is then a gather kernel that reads the epoch's
+//    sample order from device memory. No batch ever crosses PCIe.
+//  - Nothing here waits for the GPU except the synchronous calls of Device
+//    (read_params, take_loss_sum, ...), which the trainer makes once an epoch.
+//  - Devices order their work among themselves with CUDA events; the
+//    allreduce's copies are cudaMemcpyPeerAsync, direct over NVLink or PCIe
+//    where peer access is enabled, through host memory where it is not.
+//  - Several replicas may share one GPU, each with its own memory and stream,
+//    so the multi-GPU code path runs (and is tested) on a 1-GPU machine.
+#include <cuda_runtime_api.h>
+
+#include <cassert>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "cuda/check.hpp"
+#include "cuda/kernels.hpp"
+#include "gpu.hpp"
+#include "lenet.hpp"
+
+namespace dpt {
+
+namespace {
+
+// The oldest GPUs this build has machine code for (meson.build: sm_75 and up).
+constexpr int min_compute_capability = 75;
+
+// Device memory with the sizes in the message when it cannot be had.
+template <class T>
+T* device_alloc(size_t count, int gpu, const char* what) {
+    void* p = nullptr;
+    const size_t bytes = count * sizeof(T);
+    const cudaError_t status = cudaMalloc(&p, bytes ? bytes : 1);
+    if (status != cudaSuccess) {
+        size_t free_bytes = 0, total = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_bytes, &total);
+        char message[256];
+        std::snprintf(message, sizeof message, "cannot allocate %.1f MB on GPU %d for %s (%.1f MB free of %.1f MB): %s",
+                      double(bytes) / 1e6, gpu, what, double(free_bytes) / 1e6, double(total) / 1e6,
+                      cudaGetErrorString(status));
+        throw cuda::CudaError(status, message);
+    }
+    return static_cast<T*>(p);
+}
+
+void device_free(void* p) {
+    if (p) cudaFree(p);  // in destructors: an error here has nowhere to go
+}
+
+// The data set on one physical GPU, shared by the replicas there.
+struct GpuData {
+    int gpu;
+    uint8_t *train_images = nullptr, *train_labels = nullptr, *test_images = nullptr, *test_labels = nullptr;
+    uint32_t* test_index = nullptr;  // 0, 1, 2, ...: test samples are gathered in order
+
+    GpuData(int gpu_index, const Dataset& train, const Dataset& test) : gpu(gpu_index) {
+        CUDA_CHECK(cudaSetDevice(gpu));
+        train_images = upload(train.images, "the training images");
+        train_labels = upload(train.labels, "the training labels");
+        test_images = upload(test.images, "the test images");
+        test_labels = upload(test.labels, "the test labels");
+        std::vector<uint32_t> index(test.count);
+        for (size_t i = 0; i < index.size(); ++i) index[i] = uint32_t(i);
+        test_index = upload(index, "the test sample index");
+    }
+    ~GpuData() {
+        cudaSetDevice(gpu);
+        for (void* p : {(void*)train_images, (void*)train_labels, (void*)test_images, (void*)test_labels,
+                        (void*)test_index})
+            device_free(p);
+    }
+    GpuData(const GpuData&) = delete;
+    GpuData& operator=(const GpuData&) = delete;
+
+    template <class T>
+    T* upload(const std::vector<T>& host, const char* what) {
+        T* p = device_alloc<T>(host.size(), gpu, what);
+        CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+        return p;
+    }
+};
+
+class GpuDevice final : public Device {
+   public:
+    GpuDevice(int index, int gpu, std::shared_ptr<GpuData> data, const ReplicaSetup& setup)
+        : index_(index), gpu_(gpu), setup_(setup), data_(std::move(data)) {
+        CUDA_CHECK(cudaSetDevice(gpu_));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+        kernels_.stream = stream_;
+        const size_t p = lenet::param_count;
+        params_ = device_alloc<float>(p, gpu_, "parameters");
+        grads_ = device_alloc<float>(p, gpu_, "gradients");
+        if (index_ == 0 && setup.devices > 1)
+            staging_ = device_alloc<float>(size_t(setup.devices - 1) * p, gpu_, "the allreduce's staging buffers");
+        const size_t scratch = lenet::scratch_floats<cuda::KernelSet>(setup.capacity);
+        activations_ = device_alloc<float>(lenet::activation_floats(setup.capacity, scratch), gpu_,
+                                           "activations (lower --batch, or use more devices)");
+        act_ = lenet::carve(activations_, setup.capacity, scratch);
+        order_ = device_alloc<uint32_t>(setup.train->count, gpu_, "the epoch's sample order");
+        loss_sum_ = device_alloc<double>(1, gpu_, "the loss sum");
+        correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
+        CUDA_CHECK(cudaMemset(grads_, 0, p * sizeof(float)));
+        CUDA_CHECK(cudaMemset(loss_sum_, 0, sizeof(double)));
+        CUDA_CHECK(cudaMemset(correct_, 0, sizeof(unsigned long long)));
+    }
+
+    ~GpuDevice() override {
+        cudaSetDevice(gpu_);
+        cudaStreamSynchronize(stream_);
+        for (void* p : {(void*)params_, (void*)grads_, (void*)staging_, (void*)activations_, (void*)order_,
+                        (void*)loss_sum_, (void*)correct_})
+            device_free(p);
+        cudaEventDestroy(event_);
+        cudaStreamDestroy(stream_);
+    }
+
+    DeviceKind kind() const override { return DeviceKind::cuda; }
+    std::string name() const override { return "cuda:" + std::to_string(index_); }
+    int gpu() const { return gpu_; }
+    cudaStream_t stream() const { return stream_; }
+
+    void synchronize() override {
+        use();
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    void write_params(std::span<const float> host) override { write(params_, host); }
+    void read_params(std::span<float> host) override { read(host, params_); }
+    void write_grads(std::span<const float> host) override { write(grads_, host); }
+    void read_grads(std::span<float> host) override { read(host, grads_); }
+    int read_input(std::span<float> images, std::span<int32_t> labels) override {
+        synchronize();
+        const size_t pixels = setup_.train->pixels();
+        assert(images.size() >= size_t(loaded_) * pixels && labels.size() >= size_t(loaded_));
+        CUDA_CHECK(cudaMemcpy(images.data(), act_.x, size_t(loaded_) * pixels * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(labels.data(), act_.labels, size_t(loaded_) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        return loaded_;
+    }
+    double take_loss_sum() override {
+        synchronize();
+        double sum = 0.0;
+        CUDA_CHECK(cudaMemcpy(&sum, loss_sum_, sizeof sum, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemset(loss_sum_, 0, sizeof sum));
+        return sum;
+    }
+    int64_t take_correct() override {
+        synchronize();
+        unsigned long long correct = 0;
+        CUDA_CHECK(cudaMemcpy(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemset(correct_, 0, sizeof correct));
+        return int64_t(correct);
+    }
+
+    void set_order(const uint32_t* order, size_t count) override {
+        assert(count <= setup_.train->count);
+        use();
+        // From pageable memory the copy is staged before this returns, so the
+        // caller may reuse `order` at once (the contract asks for less).
+        CUDA_CHECK(cudaMemcpyAsync(order_, order, count * sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
+    }
+    void load_train(size_t first, int count) override {
+        assert(count >= 0 && count <= setup_.capacity);
+        use();
+        cuda::gather_samples(act_.x, act_.labels, data_->train_images, data_->train_labels, order_ + first, count,
+                             setup_.train->pixels(), stream_);
+        loaded_ = count;
+    }
+    void forward_backward() override {
+        use();
+        CUDA_CHECK(cudaMemsetAsync(grads_, 0, lenet::param_count * sizeof(float), stream_));
+        if (loaded_ == 0) return;
+        const lenet::Params p = lenet::views(params_), g = lenet::views(grads_);
+        lenet::forward(kernels_, act_, p, setup_.pool, loaded_);
+        cuda::softmax_cross_entropy(act_.d_logits, loss_sum_, act_.logits, act_.labels, loaded_, lenet::classes,
+                                    stream_);
+        lenet::backward(kernels_, act_, p, g, setup_.pool, loaded_);
+    }
+    void sgd_update(float scale) override {
+        use();
+        cuda::sgd_update(params_, grads_, scale, lenet::param_count, stream_);
+    }
+    void evaluate_test(size_t first, int count) override {
+        assert(count >= 0 && count <= setup_.capacity && first + size_t(count) <= setup_.test->count);
+        use();
+        cuda::gather_samples(act_.x, act_.labels, data_->test_images, data_->test_labels, data_->test_index + first,
+                             count, setup_.test->pixels(), stream_);
+        if (count > 0) {
+            lenet::forward(kernels_, act_, lenet::views(params_), setup_.pool, count);
+            cuda::count_correct(correct_, act_.logits, act_.labels, count, lenet::classes, stream_);
+        }
+        loaded_ = 0;  // the input buffer now holds test samples
+    }
+
+    void mark() override {
+        use();
+        CUDA_CHECK(cudaEventRecord(event_, stream_));
+    }
+    void wait_for(Device& other) override {
+        use();
+        CUDA_CHECK(cudaStreamWaitEvent(stream_, gpu_peer(other).event_, 0));
+    }
+    void copy_grads_from(Device& peer, int slot) override {
+        assert(slot >= 0 && slot < setup_.devices - 1);
+        use();
+        GpuDevice& from = gpu_peer(peer);
+        copy(staging_ + size_t(slot) * lenet::param_count, gpu_, from.grads_, from.gpu_);
+    }
+    void sum_staged_grads(int slots) override {
+        use();
+        cuda::sum_into(grads_, staging_, slots, lenet::param_count, stream_);
+    }
+    void copy_grads_to(Device& peer) override {
+        use();
+        GpuDevice& to = gpu_peer(peer);
+        copy(to.grads_, to.gpu_, grads_, gpu_);
+    }
+
+    static GpuDevice& gpu_peer(Device& d) {
+        assert(d.kind() == DeviceKind::cuda);
+        return static_cast<GpuDevice&>(d);
+    }
+
+   private:
+    // Kernels launch on the current device, which must be the stream's.
+    void use() const { CUDA_CHECK(cudaSetDevice(gpu_)); }
+
+    // One replica's worth of gradients, queued on this device's stream:
+    // between GPUs a peer copy, between replicas sharing a GPU a plain one.
+    void copy(float* dst, int dst_gpu, const float* src, int src_gpu) {
+        const size_t bytes = lenet::param_count * sizeof(float);
+        if (dst_gpu == src_gpu) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+        else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream_));
+    }
+
+    void write(float* dst, std::span<const float> host) {
+        synchronize();
+        assert(host.size() == lenet::param_count);
+        CUDA_CHECK(cudaMemcpy(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    void read(std::span<float> host, const float* src) {
+        synchronize();
+        assert(host.size() == lenet::param_count);
+        CUDA_CHECK(cudaMemcpy(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+
+    const int index_, gpu_;
+    const ReplicaSetup setup_;
+    std::shared_ptr<GpuData> data_;
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t event_ = nullptr;  // mark() records it; peers wait on its latest record
+    cuda::KernelSet kernels_{};
+    float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each
+    float* staging_ = nullptr;                    // device 0: the peers' gradients during the allreduce
+    float* activations_ = nullptr;
+    lenet::Activations act_{};                    // for setup.capacity samples
+    uint32_t* order_ = nullptr;                   // the epoch's sample order
+    double* loss_sum_ = nullptr;
+    unsigned long long* correct_ = nullptr;
+    int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
+};
+
+// Whether every pair of the GPUs in use can copy directly; enables it where it can.
+bool enable_peer_access(int gpus) {
+    bool direct = true;
+    for (int a = 0; a < gpus; ++a)
+        for (int b = 0; b < gpus; ++b) {
+            if (a == b) continue;
+            int can = 0;
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
+            if (!can) {
+                direct = false;
+                continue;
+            }
+            CUDA_CHECK(cudaSetDevice(a));
+            const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
+            if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+            else CUDA_CHECK(status);
+        }
+    return direct;
+}
+
+int physical_gpus() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+class GraphRecording final : public Recording {
+   public:
+    GraphRecording(std::vector<GpuDevice*> devices, cudaGraphExec_t exec) : devices_(std::move(devices)), exec_(exec) {}
+    ~GraphRecording() override { cudaGraphExecDestroy(exec_); }
+
+    void replay() override {
+        GpuDevice& root = *devices_[0];
+        join(root);  // e.g. the sample order, uploaded on each device's own stream
+        CUDA_CHECK(cudaSetDevice(root.gpu()));
+        CUDA_CHECK(cudaGraphLaunch(exec_, root.stream()));
+        fork(root);
+    }
+
+    // The other streams wait for root's work so far / root waits for theirs.
+    static void fork(GpuDevice& root, std::span<GpuDevice* const> devices) {
+        root.mark();
+        for (GpuDevice* d : devices)
+            if (d != &root) d->wait_for(root);
+    }
+    static void join(GpuDevice& root, std::span<GpuDevice* const> devices) {
+        for (GpuDevice* d : devices)
+            if (d != &root) {
+                d->mark();
+                root.wait_for(*d);
+            }
+    }
+
+   private:
+    void fork(GpuDevice& root) { fork(root, devices_); }
+    void join(GpuDevice& root) { join(root, devices_); }
+
+    std::vector<GpuDevice*> devices_;
+    cudaGraphExec_t exec_;
+};
+
+}  // namespace
+
+GpuInventory probe_gpus() {
+    GpuInventory inventory;
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        // Static cudart reports a missing driver as an insufficient one.
+        const std::string reason = status == cudaErrorInsufficientDriver
+                                       ? "no CUDA driver, or one older than this build's CUDA " +
+                                             std::to_string(CUDART_VERSION / 1000) + "." +
+                                             std::to_string(CUDART_VERSION % 1000 / 10) + " runtime"
+                                   : status == cudaErrorNoDevice ? "no CUDA GPU found"
+                                                                 : std::string(cudaGetErrorString(status));
+        inventory.why_none = "no CUDA GPU is usable: " + reason;
+        return inventory;
+    }
+    for (int i = 0; i < count; ++i) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+            cudaGetLastError();
+            continue;
+        }
+        inventory.names.push_back(prop.name);
+    }
+    if (inventory.names.empty()) inventory.why_none = "no CUDA GPU is visible";
+    return inventory;
+}
+
+std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSetup& setup) {
+    const int gpus = std::min(physical_gpus(), count);
+    if (gpus == 0) throw std::runtime_error("no CUDA GPU to put replicas on");
+    for (int g = 0; g < gpus; ++g) {
+        cudaDeviceProp prop{};
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, g));
+        if (prop.major * 10 + prop.minor < min_compute_capability)
+            throw std::runtime_error("GPU " + std::to_string(g) + " (" + prop.name + ") has compute capability " +
+                                     std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                                     "; this dptrain has code for 7.5 and newer: use --cpus N");
+    }
+    enable_peer_access(gpus);
+    std::vector<std::shared_ptr<GpuData>> data;
+    for (int g = 0; g < gpus; ++g) data.push_back(std::make_shared<GpuData>(g, *setup.train, *setup.test));
+    std::vector<std::unique_ptr<Device>> devices;
+    for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<GpuDevice>(i, i % gpus, data[i % gpus], setup));
+    return devices;
+}
+
+std::string describe_gpu_replicas(int count) {
+    const GpuInventory inventory = probe_gpus();
+    const int gpus = std::min(inventory.count(), count);
+    if (gpus == 0) return inventory.why_none;
+    std::map<std::string, int> models;
+    for (int g = 0; g < gpus; ++g) ++models[inventory.names[size_t(g)]];
+    std::string names;
+    for (const auto& [name, n] : models) names += (names.empty() ? "" : ", ") + (n > 1 ? std::to_string(n) + "x " : "") + name;
+    std::string line = std::to_string(count) + (count == 1 ? " replica" : " replicas") + " on " +
+                       std::to_string(gpus) + (gpus == 1 ? " physical GPU" : " physical GPUs") + " (" + names + ")";
+    if (count > gpus) line += ", sharing them round-robin";
+    if (gpus > 1) line += enable_peer_access(gpus) ? "; peer copies direct" : "; some peer copies go through host memory";
+    return line;
+}
+
+std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
+                                        std::string& why) {
+    std::vector<GpuDevice*> gpu_devices;
+    for (Device* d : devices) gpu_devices.push_back(&GpuDevice::gpu_peer(*d));
+    GpuDevice& root = *gpu_devices[0];
+    CUDA_CHECK(cudaSetDevice(root.gpu()));
+    CUDA_CHECK(cudaStreamBeginCapture(root.stream(), cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+        // The other streams join the capture by waiting on an event of root's
+        // stream, and leave it when root waits on theirs.
+        GraphRecording::fork(root, gpu_devices);
+        enqueue();
+        GraphRecording::join(root, gpu_devices);
+    } catch (const cuda::CudaError& e) {
+        why = e.what();
+        cudaSetDevice(root.gpu());
+        cudaStreamEndCapture(root.stream(), &graph);
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        return nullptr;
+    }
+    CUDA_CHECK(cudaSetDevice(root.gpu()));
+    cudaError_t status = cudaStreamEndCapture(root.stream(), &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (status == cudaSuccess) status = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        why = std::string("CUDA could not record the step as a graph: ") + cudaGetErrorString(status);
+        return nullptr;
+    }
+    return std::make_unique<GraphRecording>(std::move(gpu_devices), exec);
+}
+
+}  // namespace dpt

@@ -1,0 +1,24 @@
+// The GPU side of a build without CUDA (-Dcuda=disabled): there are no GPUs,
+// and the reason says how to get them. The CUDA build uses gpu_device.cpp.
+#include <stdexcept>
+
+#include "gpu.hpp"
+
+namespace dpt {
+
+GpuInventory probe_gpus() {
+    return {{}, "this dptrain was built without CUDA (meson -Dcuda=disabled, or no nvcc when it was built)"};
+}
+
+std::vector<std::unique_ptr<Device>> make_gpu_devices(int, const ReplicaSetup&) {
+    throw std::logic_error("make_gpu_devices: built without CUDA");
+}
+
+std::string describe_gpu_replicas(int) { return "no GPUs in this build"; }
+
+std::unique_ptr<Recording> record_graph(std::span<Device* const>, const std::function<void()>&, std::string& why) {
+    why = "built without CUDA";
+    return nullptr;
+}
+
+}  // namespace dpt

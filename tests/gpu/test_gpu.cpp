@@ -1,0 +1,418 @@
+// GPU tests: every CUDA kernel against its CPU twin, and GPU replicas against
+// CPU devices. Plain C++ with its own main (Catch2 stays out of nvcc's way and
+// Debian's v2 has no SKIP): with no usable CUDA device it says why and returns
+// 77, which meson reports as SKIP, here and in CI.
+//
+//   gpu_tests kernels    each launcher vs kernels/cpu on random inputs
+//   gpu_tests replicas   1, 2 and 3 GPU replicas (sharing GPUs round-robin)
+//                        vs CPU devices; graphs vs queued kernels
+//
+// Outputs are poisoned (all bits set: NaN) before every GPU run, so an
+// element a kernel forgets to write fails the comparison. Tolerances are
+// relative to the largest reference value and stated where they are used.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "cuda/check.hpp"
+#include "cuda/kernels.hpp"
+#include "gpu.hpp"
+#include "lenet.hpp"
+#include "parallel.hpp"
+#include "synthetic.hpp"
+#include "testing.hpp"
+#include "trainer.hpp"
+
+using namespace dpt;
+
+namespace {
+
+int failures = 0, checks = 0;
+
+void report(bool ok, const std::string& what, const std::string& detail = "") {
+    ++checks;
+    if (!ok) ++failures;
+    std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what.c_str(), detail.empty() ? "" : "  ", detail.c_str());
+}
+
+// Device memory for one test tensor.
+template <class T>
+struct Buffer {
+    T* p = nullptr;
+    size_t n;
+    explicit Buffer(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T))); }
+    explicit Buffer(const std::vector<T>& host) : Buffer(host.size()) { upload(host); }
+    ~Buffer() { cudaFree(p); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    void upload(const std::vector<T>& host) {
+        CUDA_CHECK(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
+    std::vector<T> download() const {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<T> host(n);
+        CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        return host;
+    }
+};
+
+// |got - want| <= tol * max(1, max |want|) everywhere, and no NaN in got.
+// tol = 0 asks for the same bits.
+void compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, double tol) {
+    double scale = 1.0, worst = 0.0;
+    size_t worst_at = 0, bad = 0;
+    for (float w : want) scale = std::max(scale, double(std::abs(w)));
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double d = std::isnan(got[i]) ? INFINITY : std::abs(double(got[i]) - double(want[i]));
+        if (d > worst) worst = d, worst_at = i;
+        if (tol == 0.0 ? std::memcmp(&got[i], &want[i], sizeof(float)) != 0 : d > tol * scale) ++bad;
+    }
+    char detail[200];
+    std::snprintf(detail, sizeof detail, "(%zu values, largest |diff| %.3g at %zu, %.3g of scale %.3g; bound %s)",
+                  want.size(), worst, worst_at, worst / scale, scale,
+                  tol == 0.0 ? "same bits" : (std::to_string(tol) + " of scale").c_str());
+    report(bad == 0, what, detail);
+}
+
+std::vector<float> random(size_t n, uint64_t seed) { return testing::random_vector(n, seed); }
+
+// Integers in [-3, 3]: many ties, for max pooling's and argmax's first-wins rules.
+std::vector<float> small_integers(size_t n, uint64_t seed) {
+    std::vector<float> v = random(n, seed);
+    for (float& x : v) x = std::round(3.0f * x);
+    return v;
+}
+
+std::string describe(const ConvShape& s) {
+    char b[120];
+    std::snprintf(b, sizeof b, "n%d c%d %dx%d -> oc%d k%dx%d stride %d pad %d", s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw,
+                  s.stride, s.pad);
+    return b;
+}
+
+// A GEMM of depth k sums k products in another order on each side, with FMAs
+// on the GPU: rounding differs by about sqrt(k) ulps of the result's scale.
+// 1e-5 of the largest value is ~80 ulps: room for k in the thousands, while a
+// wrong index or a missed tile is off by whole values.
+constexpr double gemm_tol = 1e-5;
+
+void test_gemm() {
+    const int sizes[] = {1, 17, 64, 65, 130};
+    for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb)
+            for (int m : sizes)
+                for (int n : {1, 63, 100})
+                    for (int k : {1, 16, 33, 300}) {
+                        const bool acc = (m + n + k) % 2 == 1;
+                        const auto a = random(size_t(m) * k, 1), b = random(size_t(k) * n, 2), c0 = random(size_t(m) * n, 3);
+                        std::vector<float> want = c0;
+                        cpu::gemm(want.data(), a.data(), b.data(), m, n, k, ta, tb, acc);
+                        Buffer<float> da(a), db(b), dc(c0);
+                        if (!acc) dc.poison();
+                        cuda::gemm(dc.p, da.p, db.p, m, n, k, ta, tb, acc, nullptr);
+                        char what[100];
+                        std::snprintf(what, sizeof what, "gemm m%d n%d k%d%s%s%s", m, n, k, ta ? " A^T" : "",
+                                      tb ? " B^T" : "", acc ? " +=" : "");
+                        compare(what, dc.download(), want, gemm_tol);
+                    }
+}
+
+void test_conv() {
+    const lenet::Shapes lenet_at_7 = lenet::shapes(7), lenet_at_64 = lenet::shapes(64);
+    const ConvShape shapes[] = {
+        {3, 2, 7, 9, 5, 3, 3, 1, 0},         // odd sizes, nothing a multiple of a tile
+        {2, 3, 8, 8, 4, 3, 3, 2, 1},         // stride and padding
+        {1, 1, 5, 5, 1, 5, 5, 1, 2},         // one channel, padding as wide as the image
+        lenet_at_7.conv1, lenet_at_7.conv2,  // LeNet's own
+        lenet_at_64.conv1, lenet_at_64.conv2,  // large enough that the weight gradient splits k
+    };
+    for (const ConvShape& s : shapes) {
+        const std::string name = describe(s);
+        const auto x = random(s.in_size(), 10), w = random(s.weight_size(), 11), b = random(size_t(s.oc), 12);
+        const auto dy = random(s.out_size(), 13);
+        const auto dw0 = random(s.weight_size(), 14), db0 = random(size_t(s.oc), 15);  // backward weight adds to these
+        std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s));
+        Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), scratch(cuda::conv2d_scratch_floats(s));
+        Buffer<float> y(s.out_size()), dx(s.in_size()), gw(dw0), gb(db0);
+
+        std::vector<float> want(s.out_size());
+        cpu::conv2d_forward(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+        y.poison();
+        cuda::conv2d_forward(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
+        compare("conv2d_forward " + name, y.download(), want, gemm_tol);
+
+        cpu::relu_forward(want.data(), want.data(), want.size());
+        y.poison();
+        cuda::conv2d_forward_relu(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
+        compare("conv2d_forward_relu (fused) " + name, y.download(), want, gemm_tol);
+
+        std::vector<float> want_dx(s.in_size());
+        cpu::conv2d_backward_data(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
+        dx.poison();
+        cuda::conv2d_backward_data(dx.p, ddy.p, dw_.p, s, scratch.p, nullptr);
+        compare("conv2d_backward_data " + name, dx.download(), want_dx, gemm_tol);
+
+        std::vector<float> want_dw = dw0, want_db = db0;
+        cpu::conv2d_backward_weight(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+        scratch.poison();
+        cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, scratch.p, nullptr);
+        compare("conv2d_backward_weight dw " + name, gw.download(), want_dw, gemm_tol);
+        compare("conv2d_backward_weight db " + name, gb.download(), want_db, gemm_tol);
+    }
+}
+
+void test_pool() {
+    const PoolShape shapes[] = {{2, 3, 9, 9, 2, 2}, {1, 2, 26, 26, 2, 2}, {2, 2, 7, 8, 3, 2}, {1, 1, 5, 5, 3, 1}};
+    for (const PoolShape& s : shapes)
+        for (PoolKind kind : {PoolKind::avg, PoolKind::max}) {
+            char name[100];
+            std::snprintf(name, sizeof name, "%s n%d c%d %dx%d k%d stride %d", kind == PoolKind::avg ? "avg" : "max",
+                          s.n, s.c, s.h, s.w, s.k, s.stride);
+            // Ties (small integers) for max: the first maximal tap must win on both sides.
+            const auto x = kind == PoolKind::max ? small_integers(s.in_size(), 20) : random(s.in_size(), 20);
+            const auto dy = random(s.out_size(), 21);
+            std::vector<float> want_y(s.out_size()), want_dx(s.in_size());
+            cpu::pool2d_forward(want_y.data(), x.data(), kind, s);
+            cpu::pool2d_backward(want_dx.data(), dy.data(), x.data(), want_y.data(), kind, s);
+            Buffer<float> dx_(x), ddy(dy), y(s.out_size()), dx(s.in_size());
+            y.poison();
+            cuda::pool2d_forward(y.p, dx_.p, kind, s, nullptr);
+            const auto got_y = y.download();
+            // Windows that do not overlap sum the same taps in the same order:
+            // the same bits. Overlapping ones may contract a multiply-add.
+            const bool overlap = s.k > s.stride;
+            compare(std::string("pool2d_forward ") + name, got_y, want_y, 0.0);
+            dx.poison();
+            cuda::pool2d_backward(dx.p, ddy.p, dx_.p, y.p, kind, s, nullptr);
+            compare(std::string("pool2d_backward ") + name, dx.download(), want_dx, overlap ? 1e-6 : 0.0);
+            cpu::relu_backward(want_dx.data(), want_dx.data(), x.data(), want_dx.size());
+            dx.poison();
+            cuda::pool2d_backward_relu(dx.p, ddy.p, dx_.p, y.p, kind, s, nullptr);
+            compare(std::string("pool2d_backward_relu (fused) ") + name, dx.download(), want_dx, overlap ? 1e-6 : 0.0);
+        }
+}
+
+void test_dense() {
+    struct Size { int n, in, out; };
+    for (const Size z : {Size{1, 1, 1}, Size{5, 17, 3}, Size{67, 800, 128}, Size{256, 128, 10}}) {
+        char name[80];
+        std::snprintf(name, sizeof name, "n%d in%d out%d", z.n, z.in, z.out);
+        const auto x = random(size_t(z.n) * z.in, 30), w = random(size_t(z.out) * z.in, 31), b = random(size_t(z.out), 32);
+        const auto dy = random(size_t(z.n) * z.out, 33), dw0 = random(w.size(), 34), db0 = random(b.size(), 35);
+        Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), y(size_t(z.n) * z.out), dx(x.size()), gw(dw0), gb(db0);
+
+        std::vector<float> want(size_t(z.n) * z.out);
+        cpu::dense_forward(want.data(), x.data(), w.data(), b.data(), z.n, z.in, z.out);
+        y.poison();
+        cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, nullptr);
+        compare(std::string("dense_forward ") + name, y.download(), want, gemm_tol);
+        cpu::relu_forward(want.data(), want.data(), want.size());
+        y.poison();
+        cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, nullptr);
+        compare(std::string("dense_forward_relu (fused) ") + name, y.download(), want, gemm_tol);
+
+        std::vector<float> want_dx(x.size()), want_dw = dw0, want_db = db0;
+        cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), z.n, z.in,
+                            z.out);
+        dx.poison();
+        cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, nullptr);
+        compare(std::string("dense_backward dx ") + name, dx.download(), want_dx, gemm_tol);
+        compare(std::string("dense_backward dw ") + name, gw.download(), want_dw, gemm_tol);
+        compare(std::string("dense_backward db ") + name, gb.download(), want_db, gemm_tol);
+    }
+}
+
+void test_elementwise() {
+    for (size_t count : {size_t(1), size_t(255), size_t(257), size_t(100003)}) {
+        const std::string n = " count " + std::to_string(count);
+        const auto x = random(count, 40), dy = random(count, 41);
+        Buffer<float> dx_(x), ddy(dy), out(count);
+        std::vector<float> want(count);
+        cpu::relu_forward(want.data(), x.data(), count);
+        out.poison();
+        cuda::relu_forward(out.p, dx_.p, count, nullptr);
+        compare("relu_forward" + n, out.download(), want, 0.0);
+        cpu::relu_backward(want.data(), dy.data(), x.data(), count);
+        out.poison();
+        cuda::relu_backward(out.p, ddy.p, dx_.p, count, nullptr);
+        compare("relu_backward" + n, out.download(), want, 0.0);
+
+        // params - scale * grads: one rounding with an FMA, two without; the
+        // CPU side contracts or not depending on -march: 1 ulp apart at most.
+        std::vector<float> params = x;
+        cpu::sgd_update(params.data(), dy.data(), 0.37f, count);
+        Buffer<float> p(x);
+        cuda::sgd_update(p.p, ddy.p, 0.37f, count, nullptr);
+        compare("sgd_update" + n, p.download(), params, 2.4e-7);
+
+        for (int parts = 1; parts <= 3; ++parts) {
+            const auto staged = random(count * size_t(parts), 42);
+            std::vector<float> acc = x;
+            cpu::sum_into(acc.data(), staged.data(), parts, count);
+            Buffer<float> a(x), st(staged);
+            cuda::sum_into(a.p, st.p, parts, count, nullptr);
+            compare("sum_into parts " + std::to_string(parts) + n, a.download(), acc, 0.0);
+        }
+    }
+
+    // gather_samples: bytes to [0, 1] and labels, by index.
+    const int count = 37, pixels = 784, stored = 100;
+    std::vector<uint8_t> images(size_t(stored) * pixels), labels(stored);
+    std::vector<uint32_t> index(count);
+    Rng rng(9, 9);
+    for (auto& v : images) v = uint8_t(rng.below(256));
+    for (auto& v : labels) v = uint8_t(rng.below(10));
+    for (auto& v : index) v = uint32_t(rng.below(stored));
+    std::vector<float> want_x(size_t(count) * pixels);
+    std::vector<int32_t> want_l(count);
+    cpu::gather_samples(want_x.data(), want_l.data(), images.data(), labels.data(), index.data(), count, pixels);
+    Buffer<uint8_t> di(images), dl(labels);
+    Buffer<uint32_t> dindex(index);
+    Buffer<float> x(want_x.size());
+    Buffer<int32_t> l{size_t(count)};
+    x.poison();
+    l.poison();
+    cuda::gather_samples(x.p, l.p, di.p, dl.p, dindex.p, count, pixels, nullptr);
+    compare("gather_samples images", x.download(), want_x, 0.0);
+    report(l.download() == want_l, "gather_samples labels");
+
+    for (int n : {1, 37, 300}) {  // 300: more rows than the kernel's 256 threads
+        const int classes = 10;
+        const auto logits = random(size_t(n) * classes, 50);
+        std::vector<int32_t> lab(static_cast<size_t>(n));
+        for (auto& v : lab) v = int32_t(rng.below(classes));
+        std::vector<float> want_d(logits.size());
+        const double want_loss = cpu::softmax_cross_entropy(want_d.data(), logits.data(), lab.data(), n, classes);
+        Buffer<float> dlog(logits), d(logits.size());
+        Buffer<int32_t> dlab(lab);
+        Buffer<double> loss(std::vector<double>{0.5});  // the kernel adds to what is there
+        d.poison();
+        cuda::softmax_cross_entropy(d.p, loss.p, dlog.p, dlab.p, n, classes, nullptr);
+        // expf/logf of CUDA and glibc differ by an ulp or two.
+        compare("softmax_cross_entropy dlogits n" + std::to_string(n), d.download(), want_d, 1e-6);
+        const double got_loss = loss.download()[0] - 0.5;
+        report(std::abs(got_loss - want_loss) <= 1e-6 * std::max(1.0, std::abs(want_loss)),
+               "softmax_cross_entropy loss n" + std::to_string(n),
+               std::to_string(got_loss) + " vs " + std::to_string(want_loss));
+
+        const auto tied = small_integers(size_t(n) * classes, 51);  // ties: the first maximum wins
+        Buffer<float> dt(tied);
+        Buffer<unsigned long long> correct(std::vector<unsigned long long>{7});
+        cuda::count_correct(correct.p, dt.p, dlab.p, n, classes, nullptr);
+        const int64_t want_correct = cpu::count_correct(tied.data(), lab.data(), n, classes);
+        report(int64_t(correct.download()[0]) - 7 == want_correct, "count_correct n" + std::to_string(n));
+    }
+}
+
+// --- replicas ---
+
+struct Trained {
+    std::vector<std::vector<float>> params;  // per replica
+    double loss_sum = 0.0;
+    int64_t correct = 0;
+};
+
+// One epoch of `count` synthetic samples in batches of `batch` on n devices,
+// then the test set evaluated on device 0.
+Trained train_epoch(DeviceKind kind, int n, int batch, bool graph) {
+    const size_t count = 150;  // 150 / 32: a short last batch
+    const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
+    const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, n};
+    auto owned = kind == DeviceKind::cuda ? make_gpu_devices(n, setup) : make_cpu_devices(n, setup);
+    std::vector<Device*> devices;
+    for (auto& d : owned) devices.push_back(d.get());
+    const auto init = init_params(InitKind::xavier, 4);
+    for (Device* d : devices) d->write_params(init);
+    const auto order = epoch_order(count, 4, 1);
+    const auto queue = [&] {
+        for (size_t first = 0; first < count; first += size_t(batch))
+            train_step(devices, first, int(std::min<size_t>(batch, count - first)), 0.1f);
+    };
+    for (Device* d : devices) d->set_order(order.data(), order.size());
+    std::unique_ptr<Recording> recording;
+    if (graph) {
+        std::string why;
+        recording = record_graph(devices, queue, why);
+        report(recording != nullptr, "the epoch records as a CUDA graph", why);
+        if (!recording) return {};
+        recording->replay();
+    } else {
+        queue();
+    }
+    Trained t;
+    for (Device* d : devices) {
+        t.params.emplace_back(lenet::param_count);
+        d->read_params(t.params.back());
+        t.loss_sum += d->take_loss_sum();
+    }
+    devices[0]->evaluate_test(0, std::min(64, setup.capacity));
+    t.correct = devices[0]->take_correct();
+    return t;
+}
+
+void test_replicas() {
+    const int batch = 32;
+    const Trained cpu = train_epoch(DeviceKind::cpu, 1, batch, false);
+    double scale = 0.0;
+    for (float w : cpu.params[0]) scale = std::max(scale, double(std::abs(w)));
+    for (int n : {1, 2, 3}) {
+        const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "");
+        const Trained gpu = train_epoch(DeviceKind::cuda, n, batch, false);
+        for (int i = 1; i < n; ++i)
+            report(std::memcmp(gpu.params[0].data(), gpu.params[size_t(i)].data(),
+                               lenet::param_count * sizeof(float)) == 0,
+                   name + ": replica " + std::to_string(i) + " has the same bits as replica 0");
+        // 5 steps of lr 0.1 from the same start: the kernels' rounding
+        // differences (gemm_tol) reach the weights scaled by lr, far below the
+        // 1e-5 of the largest weight that a lost or doubled sample would exceed.
+        compare(name + " vs 1 CPU device: parameters after one epoch", gpu.params[0], cpu.params[0], 1e-5);
+        report(std::abs(gpu.loss_sum - cpu.loss_sum) <= 1e-5 * std::abs(cpu.loss_sum),
+               name + ": the epoch's loss sum matches the CPU's",
+               std::to_string(gpu.loss_sum) + " vs " + std::to_string(cpu.loss_sum));
+        // Rounding can flip a prediction only where two logits nearly tie.
+        report(std::abs(gpu.correct - cpu.correct) <= 1, name + ": test predictions match the CPU's",
+               std::to_string(gpu.correct) + " vs " + std::to_string(cpu.correct) + " correct of the test part");
+
+        const Trained replayed = train_epoch(DeviceKind::cuda, n, batch, true);
+        if (!replayed.params.empty())
+            compare(name + ": the recorded graph gives the same bits as queued kernels", replayed.params[0],
+                    gpu.params[0], 0.0);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string what = argc > 1 ? argv[1] : "all";
+    if (what != "kernels" && what != "replicas" && what != "all") {
+        std::fprintf(stderr, "usage: gpu_tests [kernels|replicas|all]\n");
+        return 2;
+    }
+    const GpuInventory gpus = probe_gpus();
+    if (gpus.count() == 0) {
+        std::printf("SKIP: %s\n", gpus.why_none.c_str());
+        return 77;
+    }
+    std::printf("GPU 0: %s (%d visible)\n", gpus.names[0].c_str(), gpus.count());
+    try {
+        if (what != "replicas") {
+            test_gemm();
+            test_conv();
+            test_pool();
+            test_dense();
+            test_elementwise();
+        }
+        if (what != "kernels") test_replicas();
+    } catch (const std::exception& e) {
+        report(false, "no CUDA error", e.what());
+    }
+    std::printf("%d of %d checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
+}

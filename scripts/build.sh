@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Configures (once) and builds dptrain in build/ (or $DPTRAIN_BUILD_DIR).
-# Extra arguments go to `meson setup`, e.g. -Dcuda=disabled.
+# Extra arguments go to `meson setup` (or `meson configure` once set up),
+# e.g. -Dcuda=disabled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# -Dcuda=auto builds the GPU backend when it finds nvcc: on PATH, or in the
+# CUDA toolkit's usual home.
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    export PATH=/usr/local/cuda/bin:$PATH
+fi
 dir=${DPTRAIN_BUILD_DIR:-build}
+# An offline bundle (scripts/bundle.sh) stands in for the Debian packages.
+setup_args=()
+[[ -d bundle/include ]] && setup_args+=(-Dbundle=bundle)
 if [[ ! -f $dir/build.ninja ]]; then
-    meson setup "$dir" --buildtype=release "$@"
+    meson setup "$dir" --buildtype=release "${setup_args[@]}" "$@"
 elif [[ $# -gt 0 ]]; then
     meson configure "$dir" "$@"
 fi

@@ -4,6 +4,13 @@
 # Sourced by run.sh and test.sh; safe to run again (it installs only what is missing).
 set -euo pipefail
 
+# An offline bundle (scripts/bundle.sh) replaces the packages: nothing to install.
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [[ -d $root/bundle/include ]]; then
+    if [[ ! -e $root/data/fashion-mnist ]]; then ln -s ../bundle/fashion-mnist "$root/data/fashion-mnist"; fi
+    exit 0
+fi
+
 packages=(g++ pkg-config meson ninja-build libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist)
 # --with-plot adds matplotlib for scripts/plot.py.
 [[ " $* " == *" --with-plot "* ]] && packages+=(python3-matplotlib)

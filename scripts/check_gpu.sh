@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Everything to run on a machine with a GPU, in one go: builds, runs every
+# test (the GPU suite included), then a short training under
+# compute-sanitizer's memcheck and racecheck, with 1 and 2 replicas.
+# Logs go to $LOGS (default build/gpu-check/).
+#   usage: scripts/check_gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${LOGS:-build/gpu-check}
+status=0
+mkdir -p "$logs"
+scripts/test.sh 2>&1 | tee "$logs/test.log" || status=1
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+short=(--epochs 1 --limit-train 1024 --limit-test 256 --batch 128)
+for tool in memcheck racecheck; do
+    for gpus in 1 2; do
+        echo "== compute-sanitizer --tool $tool: dptrain --gpus $gpus ${short[*]}"
+        "$sanitizer" --tool "$tool" --error-exitcode 9 build/dptrain --gpus "$gpus" "${short[@]}" \
+            >"$logs/$tool-$gpus.log" 2>&1 || status=1
+        tail -3 "$logs/$tool-$gpus.log"
+    done
+done
+exit $status

@@ -5,15 +5,24 @@
 #
 # When the build has the CUDA backend, the CPU tests run a second time in a
 # build without it (build-nocuda/), so both configurations stay green. The GPU
-# tests (suite gpu) report SKIP on machines without a usable GPU.
+# tests (suite gpu) report SKIP on machines without a usable GPU. Last, the
+# CPU tests run under AddressSanitizer and UndefinedBehaviorSanitizer
+# (build-sanitize/); any report fails them. DPTRAIN_SANITIZE=0 skips that.
+# Given arguments, only the main build's `meson test` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 dir=${DPTRAIN_BUILD_DIR:-build}
 scripts/build.sh
 meson test -C "$dir" --print-errorlogs "$@"
-if [[ -e $dir/tests/gpu/gpu_tests ]]; then
+if [[ $# -eq 0 && -e $dir/tests/gpu/gpu_tests ]]; then
     echo "== the same tests in a build without CUDA (-Dcuda=disabled) =="
     DPTRAIN_BUILD_DIR=$dir-nocuda scripts/build.sh -Dcuda=disabled
     meson test -C "$dir-nocuda" --print-errorlogs "$@"
+fi
+if [[ $# -eq 0 && ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
+    echo "== the CPU tests under ASan and UBSan (-Db_sanitize=address,undefined) =="
+    DPTRAIN_BUILD_DIR=$dir-sanitize scripts/build.sh -Dcuda=disabled -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all -Dcpp_link_args=-fno-sanitize-recover=all
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$dir-sanitize" --print-errorlogs "$@"
 fi

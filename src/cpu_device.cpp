@@ -16,7 +16,9 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "cpu_stream.hpp"
@@ -31,11 +33,20 @@ namespace {
 
 constexpr int chunk_samples = 32;
 
+class CpuDevice;
+
+// The devices of one run. A device's worker reads its peers' marks and
+// gradients, so no device may go while a peer still has work queued.
+struct CpuGroup {
+    std::vector<CpuDevice*> members;
+};
+
 class CpuDevice final : public Device {
    public:
-    CpuDevice(int index, const ReplicaSetup& setup)
+    CpuDevice(int index, const ReplicaSetup& setup, std::shared_ptr<CpuGroup> group)
         : index_(index),
           setup_(setup),
+          group_(std::move(group)),
           params_(lenet::param_count),
           grads_(lenet::param_count),
           staging_(index == 0 ? size_t(setup.devices - 1) * lenet::param_count : 0),
@@ -45,7 +56,16 @@ class CpuDevice final : public Device {
           activation_memory_(lenet::activation_floats(chunk_, scratch_floats(chunk_))),
           act_(lenet::carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
           eval_index_(setup.capacity),
-          stream_([this](const Task& t) { run(t); }) {}
+          stream_([this](const Task& t) { run(t); }) {
+        group_->members.push_back(this);
+    }
+
+    ~CpuDevice() override {
+        // Drain every stream of the group, this one included, before this
+        // device's memory goes: a peer's worker may be about to read it.
+        for (CpuDevice* d : group_->members) d->stream_.synchronize();
+        std::erase(group_->members, this);
+    }
 
     DeviceKind kind() const override { return DeviceKind::cpu; }
     std::string name() const override { return "cpu:" + std::to_string(index_); }
@@ -217,6 +237,7 @@ class CpuDevice final : public Device {
 
     const int index_;
     const ReplicaSetup setup_;
+    std::shared_ptr<CpuGroup> group_;
     std::vector<float> params_, grads_;  // the replica: one flat buffer each
     std::vector<float> staging_;         // device 0: the peers' gradients during the allreduce
     const int chunk_;                    // samples per forward/backward pass
@@ -252,7 +273,8 @@ int usable_cores() {
 // class comparing 1 and 2 devices) would then pin onto the same cores.
 std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup) {
     std::vector<std::unique_ptr<Device>> devices;
-    for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<CpuDevice>(i, setup));
+    const auto group = std::make_shared<CpuGroup>();
+    for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<CpuDevice>(i, setup, group));
     return devices;
 }
 

@@ -115,8 +115,13 @@ class GpuDevice final : public Device {
     }
 
     ~GpuDevice() override {
+        // A peer's stream may still copy from or into this replica's memory:
+        // let every GPU finish before any of it goes.
+        int gpus = 0;
+        cudaGetDeviceCount(&gpus);
+        for (int g = 0; g < gpus; ++g)
+            if (cudaSetDevice(g) == cudaSuccess) cudaDeviceSynchronize();
         cudaSetDevice(gpu_);
-        cudaStreamSynchronize(stream_);
         for (void* p : {(void*)params_, (void*)grads_, (void*)staging_, (void*)activations_, (void*)order_,
                         (void*)loss_sum_, (void*)correct_})
             device_free(p);

@@ -273,33 +273,29 @@ class GpuDevice final : public Device {
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
 };
 
-// Whether every pair of the GPUs in use can copy directly; enables it where it can.
-bool enable_peer_access(int gpus) {
-    bool direct = true;
+bool can_access_peer(int a, int b) {
+    int can = 0;
+    CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
+    return can != 0;
+}
+
+// Direct copies between every pair of the GPUs in use, where the hardware allows.
+void enable_peer_access(int gpus) {
     for (int a = 0; a < gpus; ++a)
         for (int b = 0; b < gpus; ++b) {
-            if (a == b) continue;
-            int can = 0;
-            CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
-            if (!can) {
-                direct = false;
-                continue;
-            }
+            if (a == b || !can_access_peer(a, b)) continue;
             CUDA_CHECK(cudaSetDevice(a));
             const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
             if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
             else CUDA_CHECK(status);
         }
-    return direct;
 }
 
-int physical_gpus() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return count;
+bool all_peer_copies_direct(int gpus) {
+    for (int a = 0; a < gpus; ++a)
+        for (int b = 0; b < gpus; ++b)
+            if (a != b && !can_access_peer(a, b)) return false;
+    return true;
 }
 
 class GraphRecording final : public Recording {
@@ -308,31 +304,25 @@ class GraphRecording final : public Recording {
     ~GraphRecording() override { cudaGraphExecDestroy(exec_); }
 
     void replay() override {
-        GpuDevice& root = *devices_[0];
-        join(root);  // e.g. the sample order, uploaded on each device's own stream
-        CUDA_CHECK(cudaSetDevice(root.gpu()));
-        CUDA_CHECK(cudaGraphLaunch(exec_, root.stream()));
-        fork(root);
+        join(devices_);  // e.g. the sample order, uploaded on each device's own stream
+        CUDA_CHECK(cudaSetDevice(devices_[0]->gpu()));
+        CUDA_CHECK(cudaGraphLaunch(exec_, devices_[0]->stream()));
+        fork(devices_);
     }
 
-    // The other streams wait for root's work so far / root waits for theirs.
-    static void fork(GpuDevice& root, std::span<GpuDevice* const> devices) {
-        root.mark();
-        for (GpuDevice* d : devices)
-            if (d != &root) d->wait_for(root);
+    // The other streams wait for device 0's work so far / device 0 waits for theirs.
+    static void fork(std::span<GpuDevice* const> devices) {
+        devices[0]->mark();
+        for (GpuDevice* d : devices.subspan(1)) d->wait_for(*devices[0]);
     }
-    static void join(GpuDevice& root, std::span<GpuDevice* const> devices) {
-        for (GpuDevice* d : devices)
-            if (d != &root) {
-                d->mark();
-                root.wait_for(*d);
-            }
+    static void join(std::span<GpuDevice* const> devices) {
+        for (GpuDevice* d : devices.subspan(1)) {
+            d->mark();
+            devices[0]->wait_for(*d);
+        }
     }
 
    private:
-    void fork(GpuDevice& root) { fork(root, devices_); }
-    void join(GpuDevice& root) { join(root, devices_); }
-
     std::vector<GpuDevice*> devices_;
     cudaGraphExec_t exec_;
 };
@@ -368,7 +358,7 @@ GpuInventory probe_gpus() {
 }
 
 std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSetup& setup) {
-    const int gpus = std::min(physical_gpus(), count);
+    const int gpus = std::min(probe_gpus().count(), count);
     if (gpus == 0) throw std::runtime_error("no CUDA GPU to put replicas on");
     for (int g = 0; g < gpus; ++g) {
         cudaDeviceProp prop{};
@@ -397,7 +387,7 @@ std::string describe_gpu_replicas(int count) {
     std::string line = std::to_string(count) + (count == 1 ? " replica" : " replicas") + " on " +
                        std::to_string(gpus) + (gpus == 1 ? " physical GPU" : " physical GPUs") + " (" + names + ")";
     if (count > gpus) line += ", sharing them round-robin";
-    if (gpus > 1) line += enable_peer_access(gpus) ? "; peer copies direct" : "; some peer copies go through host memory";
+    if (gpus > 1) line += all_peer_copies_direct(gpus) ? "; peer copies direct" : "; some peer copies go through host memory";
     return line;
 }
 
@@ -412,9 +402,9 @@ std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const 
     try {
         // The other streams join the capture by waiting on an event of root's
         // stream, and leave it when root waits on theirs.
-        GraphRecording::fork(root, gpu_devices);
+        GraphRecording::fork(gpu_devices);
         enqueue();
-        GraphRecording::join(root, gpu_devices);
+        GraphRecording::join(gpu_devices);
     } catch (const cuda::CudaError& e) {
         why = e.what();
         cudaSetDevice(root.gpu());

@@ -6,6 +6,7 @@
 #include <cxxopts.hpp>
 #include <limits>
 
+#include "checkpoint.hpp"
 #include "errors.hpp"
 #include "gpu.hpp"
 
@@ -26,6 +27,63 @@ int positive_int(const cxxopts::ParseResult& r, const std::string& option, int f
     if (!r.count(option)) return fallback;
     return parse_number<int>(option, r[option].as<std::string>(), 1, std::numeric_limits<int>::max(),
                              "a whole number of at least 1");
+}
+
+void require_gpus(const std::string& what) {
+    const GpuInventory gpus = probe_gpus();
+    if (gpus.count() == 0) throw InputError(what + ": " + gpus.why_none + "; train on CPU devices with --cpus N");
+}
+
+// --resume FILE: the run goes on with the checkpoint's settings. Options that
+// would change its trajectory are refused unless they repeat the saved value;
+// --epochs may raise the total; the devices may change (then the result
+// matches the uninterrupted run up to float summation order, not bit for bit).
+void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
+    c.resume_path = r["resume"].as<std::string>();
+    if (!c.load_path.empty())
+        throw InputError("--resume and --load cannot be combined: a checkpoint holds its own parameters");
+    Checkpoint k = load_checkpoint(c.resume_path);
+    const TrainConfig& saved = k.settings;
+    const auto keep = [&](const std::string& option, bool same, const std::string& saved_text) {
+        if (r.count(option) && !same)
+            throw InputError("--" + option + " " + r[option].as<std::string>() + " differs from the checkpoint's " +
+                             saved_text + ": a resumed run keeps the settings it started with (start a new run, "
+                             "perhaps with --load, to change them)");
+    };
+    keep("batch", c.batch == saved.batch, std::to_string(saved.batch));
+    char saved_lr[32];
+    std::snprintf(saved_lr, sizeof saved_lr, "%g", double(saved.lr));
+    keep("lr", c.lr == saved.lr, saved_lr);
+    keep("seed", c.seed == saved.seed, std::to_string(saved.seed));
+    keep("pool", c.pool == saved.pool, saved.pool == PoolKind::avg ? "avg" : "max");
+    keep("init", c.init == saved.init, saved.init == InitKind::xavier ? "xavier" : "normal");
+    keep("limit-train", c.limit_train == saved.limit_train, std::to_string(saved.limit_train));
+    keep("limit-test", c.limit_test == saved.limit_test, std::to_string(saved.limit_test));
+    c.batch = saved.batch;
+    c.lr = saved.lr;
+    c.seed = saved.seed;
+    c.pool = saved.pool;
+    c.init = saved.init;
+    c.limit_train = saved.limit_train;
+    c.limit_test = saved.limit_test;
+    if (!r.count("epochs")) c.epochs = saved.epochs;
+    if (!r.count("checkpoint")) c.checkpoint_path = c.resume_path;
+    if (!r.count("checkpoint-every")) c.checkpoint_every = saved.checkpoint_every;
+
+    const std::string saved_devices = std::to_string(saved.devices) +
+                                      (saved.kind == DeviceKind::cpu ? " CPU device" : " GPU replica") +
+                                      (saved.devices == 1 ? "" : "s");
+    if (!r.count("cpus") && !r.count("gpus")) {
+        c.kind = saved.kind;
+        c.devices = saved.devices;
+        if (c.kind == DeviceKind::cuda) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
+        c.devices_note = "as in the checkpoint";
+    } else if (c.kind != saved.kind || c.devices != saved.devices) {
+        c.devices_note = "the checkpoint's run had " + saved_devices +
+                         ", so this run matches it up to float summation order, not bit for bit";
+    }
+    c.start = k.position;
+    c.resume_params = std::move(k.params);
 }
 
 }  // namespace
@@ -56,6 +114,10 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("save", "write the trained parameters to FILE", cxxopts::value<std::string>(), "FILE")
         ("load", "start from the parameters in FILE instead of --init", cxxopts::value<std::string>(), "FILE")
         ("h,help", "show this help");
+    options.add_options("Checkpoints")
+        ("checkpoint", "write a checkpoint to FILE every K epochs, at the end, and when stopped by Ctrl-C (SIGINT) or SIGTERM", cxxopts::value<std::string>(), "FILE")
+        ("checkpoint-every", "epochs between checkpoints (default 1)", cxxopts::value<std::string>(), "K")
+        ("resume", "go on from the checkpoint in FILE with its settings and data order, as if never stopped; --epochs may raise the total; checkpoints keep going to FILE unless --checkpoint says otherwise", cxxopts::value<std::string>(), "FILE");
 
     cxxopts::ParseResult r;
     try {
@@ -64,7 +126,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         throw InputError(std::string(e.what()) + " (see dptrain --help)");
     }
     if (r.count("help")) {
-        std::fputs(options.help({"Devices", "Training", "Data and files"}).c_str(), stdout);
+        std::fputs(options.help({"Devices", "Training", "Data and files", "Checkpoints"}).c_str(), stdout);
         return std::nullopt;
     }
     if (!r.unmatched().empty())
@@ -74,14 +136,13 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     if (r.count("cpus") && r.count("gpus")) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
     if (r.count("gpus")) {
         c.devices = positive_int(r, "gpus", 1);
-        const GpuInventory gpus = probe_gpus();
-        if (gpus.count() == 0)
-            throw InputError("--gpus " + r["gpus"].as<std::string>() + ": " + gpus.why_none +
-                             "; train on CPU devices with --cpus N");
+        require_gpus("--gpus " + r["gpus"].as<std::string>());
         c.kind = DeviceKind::cuda;
     } else if (r.count("cpus")) {
         c.kind = DeviceKind::cpu;
         c.devices = positive_int(r, "cpus", 1);
+    } else if (r.count("resume")) {
+        // The checkpoint's devices, set in resume_from().
     } else {
         const GpuInventory gpus = probe_gpus();
         if (gpus.count() > 0) {
@@ -114,6 +175,11 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     if (r.count("metrics")) c.metrics_path = r["metrics"].as<std::string>();
     if (r.count("save")) c.save_path = r["save"].as<std::string>();
     if (r.count("load")) c.load_path = r["load"].as<std::string>();
+    if (r.count("checkpoint")) c.checkpoint_path = r["checkpoint"].as<std::string>();
+    if (r.count("checkpoint-every") && !r.count("checkpoint") && !r.count("resume"))
+        throw InputError("--checkpoint-every needs --checkpoint FILE");
+    c.checkpoint_every = positive_int(r, "checkpoint-every", 1);
+    if (r.count("resume")) resume_from(r, c);
 
     if (c.batch < c.devices)
         throw InputError("--batch " + std::to_string(c.batch) + " is smaller than the number of devices (" +

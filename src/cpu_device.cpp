@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -94,6 +95,16 @@ class CpuDevice final : public Device {
         synchronize();
         return std::exchange(correct_, 0);
     }
+    int32_t take_first_bad_step() override {
+        synchronize();
+        const int32_t step = std::exchange(first_bad_, no_bad_step);
+        return step == no_bad_step ? -1 : step;
+    }
+    void throttle(int steps) override {
+        for (uint64_t done = updates_done_.load(); updates_queued_ - done > uint64_t(steps);
+             done = updates_done_.load())
+            updates_done_.wait(done);
+    }
 
     void set_order(const uint32_t* order, size_t) override { enqueue({.op = Op::set_order, .ptr = order}); }
     void load_train(size_t first, int count) override {
@@ -101,7 +112,11 @@ class CpuDevice final : public Device {
         enqueue({.op = Op::load_train, .first = first, .count = count});
     }
     void forward_backward() override { enqueue({.op = Op::forward_backward}); }
-    void sgd_update(float scale) override { enqueue({.op = Op::sgd_update, .scale = scale}); }
+    void sgd_update(float scale) override {
+        ++updates_queued_;
+        enqueue({.op = Op::sgd_update, .scale = scale});
+    }
+    void check_gradients(int32_t step) override { enqueue({.op = Op::check_gradients, .count = step}); }
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + count <= setup_.test->count);
         enqueue({.op = Op::evaluate_test, .first = first, .count = count});
@@ -121,7 +136,7 @@ class CpuDevice final : public Device {
 
    private:
     enum class Op : uint8_t {
-        set_order, load_train, forward_backward, sgd_update, evaluate_test,
+        set_order, load_train, forward_backward, sgd_update, check_gradients, evaluate_test,
         mark, wait_for, copy_grads_from, sum_staged_grads, copy_grads_to,
     };
     struct Task {
@@ -172,6 +187,8 @@ class CpuDevice final : public Device {
             // Release every device that waits, or will wait, on this one.
             marks_done_.store(std::numeric_limits<uint64_t>::max());
             marks_done_.notify_all();
+            updates_done_.store(std::numeric_limits<uint64_t>::max() / 2);  // and the host in throttle()
+            updates_done_.notify_all();
         }
     }
 
@@ -200,6 +217,11 @@ class CpuDevice final : public Device {
             }
             case Op::sgd_update:
                 cpu::sgd_update(params_.data(), grads_.data(), t.scale, params_.size());
+                updates_done_.fetch_add(1);
+                updates_done_.notify_all();
+                break;
+            case Op::check_gradients:
+                cpu::note_nonfinite(&first_bad_, grads_.data(), grads_.size(), t.count);
                 break;
             case Op::evaluate_test: {
                 for (int i = 0; i < t.count; ++i) eval_index_[i] = uint32_t(t.first + i);
@@ -253,10 +275,14 @@ class CpuDevice final : public Device {
     int loaded_ = 0;
     double loss_sum_ = 0.0;
     int64_t correct_ = 0;
+    static constexpr int32_t no_bad_step = std::numeric_limits<int32_t>::max();
+    int32_t first_bad_ = no_bad_step;
     std::exception_ptr error_;
 
     uint64_t marks_queued_ = 0;             // host side
     std::atomic<uint64_t> marks_done_{0};   // worker side, read by peers' workers
+    uint64_t updates_queued_ = 0;            // host side, for throttle()
+    std::atomic<uint64_t> updates_done_{0};  // worker side, read by the host in throttle()
 
     CpuStream<Task> stream_;  // last: the worker starts after the members above exist
 };
@@ -271,10 +297,28 @@ int usable_cores() {
 
 // Workers are not pinned to cores: two dptrain runs side by side (as in a
 // class comparing 1 and 2 devices) would then pin onto the same cores.
+// A failed allocation is reported with the sizes asked for.
 std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup) {
     std::vector<std::unique_ptr<Device>> devices;
     const auto group = std::make_shared<CpuGroup>();
-    for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<CpuDevice>(i, setup, group));
+    try {
+        for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<CpuDevice>(i, setup, group));
+    } catch (const std::bad_alloc&) {
+        const int chunk = std::min(setup.capacity, chunk_samples);
+        const double mb = 1e6 / sizeof(float);
+        const double input = double(setup.capacity) * (setup.train->pixels() + 1) / mb;
+        const double replica = 2.0 * lenet::param_count / mb;
+        const double activations =
+            double(lenet::activation_floats(chunk, lenet::scratch_floats<cpu::KernelSet>(chunk))) / mb;
+        char message[400];
+        std::snprintf(message, sizeof message,
+                      "out of memory creating CPU device %zu of %d: each needs %.1f MB (input for %d samples "
+                      "%.1f MB, parameters and gradients %.1f MB, activations %.1f MB) and device 0 %.1f MB more "
+                      "for the allreduce; lower --batch or --cpus",
+                      devices.size(), count, input + replica + activations, setup.capacity, input, replica,
+                      activations, (count - 1) * replica / 2);
+        throw std::runtime_error(message);
+    }
     return devices;
 }
 

@@ -50,6 +50,16 @@ class Device {
     // Sum of training losses / number of correct test predictions since the last take.
     virtual double take_loss_sum() = 0;
     virtual int64_t take_correct() = 0;
+    // The earliest step given to check_gradients() that saw a NaN or an
+    // infinity since the last take, or -1.
+    virtual int32_t take_first_bad_step() = 0;
+
+    // --- Host side, without waiting for the device (GPUs), or briefly (CPU). ---
+    // Blocks while more than `steps` SGD updates are queued and unfinished, so
+    // that a stop request between steps takes effect within a step or two.
+    // CPU devices wait here (their queue could hold the whole epoch); GPUs
+    // return at once, since a GPU's launch queue holds only milliseconds of work.
+    virtual void throttle(int steps) = 0;
 
     // --- Asynchronous: queued on the device's stream. ---
     // The epoch's sample order; `order` is host memory that must stay unchanged
@@ -62,6 +72,9 @@ class Device {
     virtual void forward_backward() = 0;
     // params -= scale * gradients.
     virtual void sgd_update(float scale) = 0;
+    // Notes `step` as bad when the gradients hold a NaN or an infinity (the
+    // divergence watch; read back with take_first_bad_step()).
+    virtual void check_gradients(int32_t step) = 0;
     // Forward over test samples [first, first + count) (count <= capacity),
     // adding the number of correct predictions to the device's count.
     virtual void evaluate_test(size_t first, int count) = 0;

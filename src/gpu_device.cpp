@@ -18,6 +18,7 @@
 
 #include <cassert>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -109,6 +110,8 @@ class GpuDevice final : public Device {
         order_ = device_alloc<uint32_t>(setup.train->count, gpu_, "the epoch's sample order");
         loss_sum_ = device_alloc<double>(1, gpu_, "the loss sum");
         correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
+        first_bad_ = device_alloc<int32_t>(1, gpu_, "the divergence watch");
+        reset_first_bad();
         CUDA_CHECK(cudaMemset(grads_, 0, p * sizeof(float)));
         CUDA_CHECK(cudaMemset(loss_sum_, 0, sizeof(double)));
         CUDA_CHECK(cudaMemset(correct_, 0, sizeof(unsigned long long)));
@@ -123,7 +126,7 @@ class GpuDevice final : public Device {
             if (cudaSetDevice(g) == cudaSuccess) cudaDeviceSynchronize();
         cudaSetDevice(gpu_);
         for (void* p : {(void*)params_, (void*)grads_, (void*)staging_, (void*)activations_, (void*)order_,
-                        (void*)loss_sum_, (void*)correct_})
+                        (void*)loss_sum_, (void*)correct_, (void*)first_bad_})
             device_free(p);
         cudaEventDestroy(event_);
         cudaStreamDestroy(stream_);
@@ -165,6 +168,15 @@ class GpuDevice final : public Device {
         return int64_t(correct);
     }
 
+    int32_t take_first_bad_step() override {
+        synchronize();
+        int32_t step = 0;
+        CUDA_CHECK(cudaMemcpy(&step, first_bad_, sizeof step, cudaMemcpyDeviceToHost));
+        reset_first_bad();
+        return step == no_bad_step ? -1 : step;
+    }
+    void throttle(int) override {}
+
     void set_order(const uint32_t* order, size_t count) override {
         assert(count <= setup_.train->count);
         use();
@@ -192,6 +204,10 @@ class GpuDevice final : public Device {
     void sgd_update(float scale) override {
         use();
         cuda::sgd_update(params_, grads_, scale, lenet::param_count, stream_);
+    }
+    void check_gradients(int32_t step) override {
+        use();
+        cuda::note_nonfinite(first_bad_, grads_, lenet::param_count, step, stream_);
     }
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + size_t(count) <= setup_.test->count);
@@ -246,6 +262,11 @@ class GpuDevice final : public Device {
         else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream_));
     }
 
+    static constexpr int32_t no_bad_step = std::numeric_limits<int32_t>::max();
+    void reset_first_bad() {
+        CUDA_CHECK(cudaMemcpy(first_bad_, &no_bad_step, sizeof no_bad_step, cudaMemcpyHostToDevice));
+    }
+
     void write(float* dst, std::span<const float> host) {
         synchronize();
         assert(host.size() == lenet::param_count);
@@ -270,6 +291,7 @@ class GpuDevice final : public Device {
     uint32_t* order_ = nullptr;                   // the epoch's sample order
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;
+    int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
 };
 

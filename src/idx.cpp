@@ -5,7 +5,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -16,9 +18,26 @@ namespace {
 
 constexpr uint8_t type_ubyte = 0x08;
 constexpr int max_rank = 4;
+// Fashion-MNIST's largest file holds 47 MB; anything past 1 GiB is damage
+// (or a gzip bomb), refused before it is read into memory.
+constexpr uint64_t max_data_bytes = uint64_t(1) << 30;
 
 uint32_t be32(const uint8_t* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+}
+
+// Header plus data plus one, once the header has been read and looks like an
+// IDX header; SIZE_MAX before that; the bytes so far when the header is bad
+// (parse_idx then says what is wrong).
+size_t announced_size(std::span<const uint8_t> bytes) {
+    if (bytes.size() < 4) return SIZE_MAX;
+    const int rank = bytes[3];
+    if (bytes[0] != 0 || bytes[1] != 0 || rank < 1 || rank > max_rank) return bytes.size();
+    const size_t header = 4 + 4 * size_t(rank);
+    if (bytes.size() < header) return SIZE_MAX;
+    uint64_t data = 1;
+    for (int i = 0; i < rank && data <= max_data_bytes; ++i) data *= be32(&bytes[4 + 4 * i]);
+    return data > max_data_bytes ? bytes.size() : header + size_t(data) + 1;
 }
 
 }  // namespace
@@ -38,14 +57,14 @@ IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& name) {
     for (int i = 0; i < rank; ++i) {
         out.dims.push_back(be32(&bytes[4 + 4 * i]));
         expected *= out.dims.back();
-        if (expected > (uint64_t(1) << 36)) fail("dimensions are implausibly large");
+        if (expected > max_data_bytes) fail("dimensions are implausibly large (over 1 GiB of data)");
     }
     const uint64_t actual = bytes.size() - header;
     if (actual < expected)
         fail("truncated: the header promises " + std::to_string(expected) + " bytes of data, the file has " +
              std::to_string(actual));
     if (actual > expected)
-        fail(std::to_string(actual - expected) + " unexpected bytes after the data");
+        fail("unexpected bytes after the " + std::to_string(expected) + " bytes of data its header announces");
     out.data.assign(bytes.begin() + header, bytes.end());
     return out;
 }
@@ -56,10 +75,14 @@ IdxArray read_idx(const std::string& path) {
     std::unique_ptr<gzFile_s, int (*)(gzFile)> file(raw, gzclose);
     gzbuffer(raw, 1 << 17);
 
+    // Reads until the end, or one byte past what the header announces (enough
+    // for parse_idx to report extra bytes), whichever comes first.
     std::vector<uint8_t> bytes;
-    constexpr size_t chunk = 1 << 20;
-    for (;;) {
+    size_t limit = SIZE_MAX;
+    for (size_t chunk = size_t(1) << 16;; chunk = std::min(2 * chunk, size_t(1) << 24)) {
         const size_t old = bytes.size();
+        if (old >= limit) break;
+        chunk = std::min(chunk, limit - old);
         bytes.resize(old + chunk);
         const int got = gzread(raw, bytes.data() + old, unsigned(chunk));
         if (got < 0) {
@@ -69,6 +92,7 @@ IdxArray read_idx(const std::string& path) {
         }
         bytes.resize(old + size_t(got));
         if (got == 0) break;
+        if (limit == SIZE_MAX) limit = announced_size(bytes);
     }
     // A gzip stream cut short reads as a clean end of file with an error set.
     int code = 0;

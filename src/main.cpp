@@ -1,7 +1,9 @@
 // dptrain: data-parallel LeNet training. Exit status: 0 success, 2 bad command
-// line or bad input data, 1 any other failure.
+// line or bad input data, 1 any other failure (divergence included), 130 / 143
+// stopped by SIGINT / SIGTERM.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli.hpp"
 #include "errors.hpp"
@@ -10,11 +12,13 @@
 int main(int argc, char** argv) {
     try {
         const auto config = dpt::parse_command_line(argc, argv);
-        if (config) dpt::train(*config);
-        return 0;
+        return config ? dpt::train(*config) : 0;
     } catch (const dpt::InputError& e) {
         std::fprintf(stderr, "dptrain: %s\n", e.what());
         return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "dptrain: error: out of memory (lower --batch, or --limit-train and --limit-test)\n");
+        return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dptrain: error: %s\n", e.what());
         return 1;

@@ -35,10 +35,11 @@ void allreduce_naive(std::span<Device* const> devices) {
     for (int i = 1; i < n; ++i) devices[i]->wait_for(root);
 }
 
-void train_step(std::span<Device* const> devices, size_t first, int size, float lr) {
+void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step) {
     split_and_load(devices, first, size);
     for (Device* d : devices) d->forward_backward();
     allreduce_naive(devices);
+    devices[0]->check_gradients(step);  // after the allreduce: every device's part is in the sum
     const float scale = lr / float(size);
     for (Device* d : devices) d->sgd_update(scale);
 }

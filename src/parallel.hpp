@@ -27,9 +27,10 @@ void split_and_load(std::span<Device* const> devices, size_t first, int size);
 // each peer waits for the sum before its next use of its gradients.
 void allreduce_naive(std::span<Device* const> devices);
 
-// One SGD step on the batch [first, first + size) of the epoch's order:
-// split_and_load, forward+backward everywhere, allreduce, update everywhere
-// with lr / size. Queued work only.
-void train_step(std::span<Device* const> devices, size_t first, int size, float lr);
+// Step `step` of an epoch, on the batch [first, first + size) of the epoch's
+// order: split_and_load, forward+backward everywhere, allreduce, the
+// divergence watch on device 0's summed gradients, update everywhere with
+// lr / size. Queued work only.
+void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step);
 
 }  // namespace dpt

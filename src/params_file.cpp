@@ -24,15 +24,7 @@ namespace {
 constexpr const char* magic = "dptrain-params 1";
 
 std::string header() {
-    std::ostringstream h;
-    h << magic << '\n';
-    for (const TensorInfo& t : lenet::tensors) {
-        h << t.name;
-        for (int i = 0; i < t.rank; ++i) h << ' ' << t.shape[i];
-        h << '\n';
-    }
-    h << "data float32-le " << lenet::param_count << '\n';
-    return h.str();
+    return std::string(magic) + '\n' + tensor_lines() + "data float32-le " + std::to_string(lenet::param_count) + '\n';
 }
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
@@ -48,15 +40,22 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
 
 }  // namespace
 
-void save_params(const std::string& path, std::span<const float> params) {
-    if (params.size() != lenet::param_count) throw std::logic_error("save_params: wrong parameter count");
-    const std::string text = header();
+std::string tensor_lines() {
+    std::ostringstream lines;
+    for (const TensorInfo& t : lenet::tensors) {
+        lines << t.name;
+        for (int i = 0; i < t.rank; ++i) lines << ' ' << t.shape[i];
+        lines << '\n';
+    }
+    return lines.str();
+}
+
+void write_file_atomically(const std::string& path, std::span<const char> bytes, const std::string& option) {
     std::string tmp = path + ".tmp.XXXXXX";
     const int fd = mkstemp(tmp.data());
-    if (fd < 0) throw InputError("--save " + path + ": cannot create a file there (" + std::strerror(errno) + ")");
+    if (fd < 0) throw InputError(option + " " + path + ": cannot create a file there (" + std::strerror(errno) + ")");
     try {
-        write_all(fd, text.data(), text.size(), tmp);
-        write_all(fd, params.data(), params.size_bytes(), tmp);
+        write_all(fd, bytes.data(), bytes.size(), tmp);
         if (fsync(fd) != 0) throw std::runtime_error("cannot flush " + tmp + ": " + std::strerror(errno));
         fchmod(fd, 0644);
         ::close(fd);
@@ -68,7 +67,7 @@ void save_params(const std::string& path, std::span<const float> params) {
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        throw InputError("--save " + path + ": cannot replace the file (" + std::strerror(err) + ")");
+        throw InputError(option + " " + path + ": cannot replace the file (" + std::strerror(err) + ")");
     }
     // Make the rename itself durable.
     const std::string dir = std::filesystem::path(path).parent_path().string();
@@ -77,6 +76,13 @@ void save_params(const std::string& path, std::span<const float> params) {
         fsync(dfd);
         ::close(dfd);
     }
+}
+
+void save_params(const std::string& path, std::span<const float> params) {
+    if (params.size() != lenet::param_count) throw std::logic_error("save_params: wrong parameter count");
+    std::string bytes = header();
+    bytes.append(reinterpret_cast<const char*>(params.data()), params.size_bytes());
+    write_file_atomically(path, bytes, "--save");
 }
 
 std::vector<float> load_params(const std::string& path) {

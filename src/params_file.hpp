@@ -20,6 +20,17 @@ namespace dpt {
 // Writes atomically: a temporary file in the same directory, fsync, rename.
 void save_params(const std::string& path, std::span<const float> params);
 
+// The model's tensors, one line each: "conv1.weight 20 1 3 3\n" ... Both the
+// parameters file and the checkpoint carry them, so a file from another
+// model is recognised as such.
+std::string tensor_lines();
+
+// Replaces `path` with `bytes` so that a crash at any moment leaves either
+// the old file or the new one, whole: a temporary file in the same directory,
+// written, fsync'ed, renamed over `path`, then the directory fsync'ed.
+// `option` ("--save") starts the messages of the InputErrors it throws.
+void write_file_atomically(const std::string& path, std::span<const char> bytes, const std::string& option);
+
 // Reads and checks a file written by save_params for this model; throws
 // InputError naming the file and the problem.
 std::vector<float> load_params(const std::string& path);

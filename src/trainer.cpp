@@ -10,12 +10,14 @@
 #include <fstream>
 #include <numeric>
 
+#include "checkpoint.hpp"
 #include "errors.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
 #include "parallel.hpp"
 #include "params_file.hpp"
 #include "rng.hpp"
+#include "signals.hpp"
 
 namespace dpt {
 
@@ -58,21 +60,43 @@ void check_replicas_identical(std::span<Device* const> devices) {
     }
 }
 
-// --save writes a temporary file beside FILE and renames it: the directory
-// must exist and be writable.
-void check_can_create(const std::string& path) {
+// --save and --checkpoint write a temporary file beside FILE and rename it:
+// the directory must exist and be writable.
+void check_can_create(const std::string& option, const std::string& path) {
     const std::filesystem::path dir = std::filesystem::path(path).parent_path();
     const std::string where = dir.empty() ? "." : dir.string();
     if (!std::filesystem::is_directory(where))
-        throw InputError("--save " + path + ": directory " + where + " does not exist");
+        throw InputError(option + " " + path + ": directory " + where + " does not exist");
     if (access(where.c_str(), W_OK) != 0)
-        throw InputError("--save " + path + ": cannot write in " + where + " (" + std::strerror(errno) + ")");
+        throw InputError(option + " " + path + ": cannot write in " + where + " (" + std::strerror(errno) + ")");
 }
 
-void print_epoch(const EpochStats& s) {
-    std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f\n", s.epoch, s.train_time_s,
+// resumed_at > 0: the epoch was resumed after that many steps, so its time
+// and samples/s cover only the steps run since.
+void print_epoch(const EpochStats& s, size_t resumed_at) {
+    std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f", s.epoch, s.train_time_s,
                 with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
+    if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
+    std::printf("\n");
     std::fflush(stdout);
+}
+
+// Step `bad_step` (0-based, -1: unknown) of `epoch` produced a NaN or an
+// infinity. The advice names the learning rate the tutorial's linear scaling
+// rule gives for this batch: 0.3 at 256, in proportion.
+std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step, size_t steps) {
+    char text[512];
+    const std::string where = bad_step >= 0 ? " at step " + std::to_string(bad_step + 1) + " of " +
+                                                  std::to_string(steps) : "";
+    const double rule = 0.3 * double(c.batch) / 256.0;
+    std::snprintf(text, sizeof text,
+                  "training diverged in epoch %d%s: the loss or the gradients are no longer finite (NaN or "
+                  "infinity) with --lr %g. Try a smaller --lr; for --batch %d the linear scaling rule (lr 0.3 "
+                  "at batch 256, growing with the batch%s) suggests --lr %g.%s",
+                  epoch, where.c_str(), double(c.lr), c.batch,
+                  c.devices > 1 ? ", as when going from 1 device to N" : "", rule,
+                  c.checkpoint_path.empty() ? "" : " No checkpoint was written for this epoch.");
+    return text;
 }
 
 void write_metrics(std::ofstream& out, const EpochStats& s, const TrainConfig& c) {
@@ -111,19 +135,31 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
     return order;
 }
 
-void train(const TrainConfig& c) {
+int train(const TrainConfig& c) {
     const std::string dir = find_data_dir(c.data_dir);
     const FashionMnist data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
     if (size_t(c.batch) > data.train.count)
         throw InputError("--batch " + std::to_string(c.batch) + " is larger than the training set (" +
                          std::to_string(data.train.count) + " samples)");
+    const size_t count = data.train.count;
+    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
+    const bool resuming = !c.resume_path.empty();
+    if (resuming && c.start.step >= steps)
+        throw InputError("--resume " + c.resume_path + ": it stopped at step " + std::to_string(c.start.step) +
+                         " of an epoch, but an epoch here has " + std::to_string(steps) +
+                         " steps (is this the data set it was trained on?)");
     std::ofstream metrics;
     if (!c.metrics_path.empty()) {
-        metrics.open(c.metrics_path, std::ios::trunc);
+        // A resumed run goes on with the metrics of the run it continues.
+        metrics.open(c.metrics_path, resuming ? std::ios::app : std::ios::trunc);
         if (!metrics) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
     }
-    if (!c.save_path.empty()) check_can_create(c.save_path);  // fail now, not after the training
-    const std::vector<float> initial = c.load_path.empty() ? init_params(c.init, c.seed) : load_params(c.load_path);
+    // Fail now, not after the training.
+    if (!c.save_path.empty()) check_can_create("--save", c.save_path);
+    if (!c.checkpoint_path.empty()) check_can_create("--checkpoint", c.checkpoint_path);
+    const std::vector<float> initial = resuming                ? c.resume_params
+                                       : !c.load_path.empty() ? load_params(c.load_path)
+                                                              : init_params(c.init, c.seed);
 
     const int n = c.devices;
     const int capacity = (c.batch + n - 1) / n;
@@ -134,7 +170,8 @@ void train(const TrainConfig& c) {
     for (auto& d : owned) devices.push_back(d.get());
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
 
-    const std::string origin = !c.load_path.empty()          ? "parameters from " + c.load_path
+    const std::string origin = resuming                     ? "parameters from the checkpoint " + c.resume_path
+                               : !c.load_path.empty()       ? "parameters from " + c.load_path
                                : c.init == InitKind::xavier ? "xavier init"
                                                             : "normal init";
     std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
@@ -154,22 +191,25 @@ void train(const TrainConfig& c) {
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
     std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    if (resuming)
+        std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
+    if (!c.checkpoint_path.empty())
+        std::printf("checkpoint: %s, every %d epoch%s and when stopped by SIGINT or SIGTERM\n",
+                    c.checkpoint_path.c_str(), c.checkpoint_every, c.checkpoint_every == 1 ? "" : "s");
     std::fflush(stdout);
 
-    const size_t count = data.train.count;
-    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-    // An epoch's steps, queued on the devices' streams; the host does not wait.
-    const auto queue_epoch = [&] {
-        for (size_t first = 0; first < count; first += size_t(c.batch))
-            train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr);
+    // Step `step` of the epoch, queued on the devices' streams; the host does not wait.
+    const auto queue_step = [&](size_t step) {
+        const size_t first = step * size_t(c.batch);
+        train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr, int32_t(step));
     };
     // On GPUs the epoch is recorded once as a CUDA graph, before any clock
     // starts: every epoch is then one launch instead of thousands.
     std::unique_ptr<Recording> graph;
-    if (c.kind == DeviceKind::cuda && c.graphs && c.epochs > 0) {
+    if (c.kind == DeviceKind::cuda && c.graphs && c.epochs >= c.start.epoch) {
         const auto start = std::chrono::steady_clock::now();
         std::string why;
-        graph = record_graph(devices, queue_epoch, why);
+        graph = record_graph(devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(s); }, why);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         if (graph)
             std::printf("CUDA graph: the epoch's %zu steps recorded in %.0f ms, replayed each epoch "
@@ -178,27 +218,69 @@ void train(const TrainConfig& c) {
             std::printf("note: CUDA graphs unavailable (%s), so each step is queued kernel by kernel\n", why.c_str());
     }
 
-    for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+    const auto write_checkpoint = [&](const Position& at) {
+        Checkpoint k{c, at, std::vector<float>(lenet::param_count)};
+        devices[0]->read_params(k.params);
+        save_checkpoint(c.checkpoint_path, k);
+    };
+    // After a stop request: say where the run stopped and how to go on.
+    const auto stopped = [&](int signal, const Position& at, bool checkpoint_written) {
+        if (!c.checkpoint_path.empty() && !checkpoint_written) write_checkpoint(at);
+        const std::string where = at.step == 0 ? "after epoch " + std::to_string(at.epoch - 1)
+                                               : "in epoch " + std::to_string(at.epoch) + " after step " +
+                                                     std::to_string(at.step) + " of " + std::to_string(steps);
+        if (c.checkpoint_path.empty())
+            std::fprintf(stderr,
+                         "dptrain: stopped by %s %s; no checkpoint was written (run with --checkpoint FILE to be "
+                         "able to resume)\n", signal_name(signal), where.c_str());
+        else
+            std::fprintf(stderr, "dptrain: stopped by %s %s; checkpoint in %s (continue with: dptrain --resume %s)\n",
+                         signal_name(signal), where.c_str(), c.checkpoint_path.c_str(), c.checkpoint_path.c_str());
+        return 128 + signal;
+    };
+
+    StopRequests stop;  // from here on, SIGINT and SIGTERM stop the run between two steps
+    for (int epoch = c.start.epoch; epoch <= c.epochs; ++epoch) {
+        const bool resumed = epoch == c.start.epoch && c.start.step > 0;
+        const size_t first_step = resumed ? c.start.step : 0;
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
-        if (graph) graph->replay();
-        else queue_epoch();
+        size_t done = first_step;  // steps of this epoch queued
+        if (graph && first_step == 0) {
+            graph->replay();  // a stop request waits for the end of the epoch (one launch)
+            done = steps;
+        } else {
+            for (; done < steps && stop.signal() == 0; ++done) {
+                queue_step(done);
+                for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
+            }
+        }
         for (Device* d : devices) d->synchronize();  // the tutorial's waitall: the epoch's time ends here
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-        double loss_sum = 0.0;
+        double loss_sum = epoch == c.start.epoch ? c.start.loss_sum : 0.0;
         for (Device* d : devices) loss_sum += d->take_loss_sum();
-        const EpochStats stats{epoch, seconds, double(count) / seconds, loss_sum / double(count),
+        const int32_t bad_step = devices[0]->take_first_bad_step();
+        if (bad_step >= 0 || !std::isfinite(loss_sum)) throw std::runtime_error(divergence_message(c, epoch, bad_step, steps));
+        if (done < steps) return stopped(stop.signal(), Position{epoch, done, loss_sum}, false);
+
+        const size_t samples = count - std::min(count, first_step * size_t(c.batch));
+        const EpochStats stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
                                test_accuracy(*devices[0], data.test.count, capacity)};
-        if (!std::isfinite(stats.train_loss))
-            throw std::runtime_error("training diverged in epoch " + std::to_string(epoch) +
-                                     " (the loss is not finite): try a smaller --lr");
         check_replicas_identical(devices);
-        print_epoch(stats);
+        print_epoch(stats, resumed ? first_step : 0);
         if (metrics.is_open()) write_metrics(metrics, stats, c);
+        const bool checkpoint_due =
+            !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);
+        if (checkpoint_due) write_checkpoint(Position{epoch + 1, 0, 0.0});
+        if (stop.signal() != 0 && epoch < c.epochs)
+            return stopped(stop.signal(), Position{epoch + 1, 0, 0.0}, checkpoint_due);
     }
-    if (c.epochs == 0)
+    if (c.start.epoch > c.epochs && resuming)
+        std::printf("nothing to train: the checkpoint is at the end of epoch %d and --epochs is %d "
+                    "(give a larger --epochs to go on)\n", c.start.epoch - 1, c.epochs);
+    if (c.epochs == 0 || c.start.epoch > c.epochs)
         std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
 
     if (!c.save_path.empty()) {
@@ -207,6 +289,7 @@ void train(const TrainConfig& c) {
         save_params(c.save_path, params);
         std::printf("saved parameters to %s\n", c.save_path.c_str());
     }
+    return 0;
 }
 
 }  // namespace dpt

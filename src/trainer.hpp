@@ -13,6 +13,13 @@ namespace dpt {
 
 enum class InitKind { normal, xavier };
 
+// Where a run stands between two steps: what a checkpoint restores.
+struct Position {
+    int epoch = 1;          // the epoch to run next (1-based)
+    size_t step = 0;        // of its steps, those already done
+    double loss_sum = 0.0;  // their training losses, summed
+};
+
 struct TrainConfig {
     DeviceKind kind = DeviceKind::cpu;
     int devices = 1;
@@ -28,6 +35,13 @@ struct TrainConfig {
     PoolKind pool = PoolKind::avg;
     InitKind init = InitKind::xavier;
     bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it
+    std::string checkpoint_path;  // empty: no checkpoints
+    int checkpoint_every = 1;     // epochs
+    // --resume: the checkpoint's file, position and parameters (its settings
+    // are already in the fields above).
+    std::string resume_path;
+    Position start;
+    std::vector<float> resume_params;
 };
 
 // Initial LeNet parameters from the seed: weights N(0, 0.01^2) (the
@@ -39,8 +53,11 @@ std::vector<float> init_params(InitKind init, uint64_t seed);
 // determined by the seed and the epoch alone, whatever the device count.
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);
 
-// Runs the whole training, printing to stdout. Throws InputError for bad
-// input (exit 2), other exceptions for other failures (exit 1).
-void train(const TrainConfig& config);
+// Runs the whole training, printing to stdout, and returns the exit status:
+// 0, or 130 / 143 when SIGINT / SIGTERM stopped it between two steps (after
+// writing the checkpoint, when there is one). Throws InputError for bad
+// input (exit 2), other exceptions for other failures, divergence included
+// (exit 1).
+int train(const TrainConfig& config);
 
 }  // namespace dpt

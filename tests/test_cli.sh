@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
-# that a short run learns. Usage: test_cli.sh DPTRAIN {errors|files|learning}
+# that a short run learns, checkpoints, signals and divergence, and running
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|resources}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -92,6 +93,109 @@ learning)
     loss=$(grep -o 'loss [0-9.]*' "$tmp/out" | tail -1 | cut -d' ' -f2)
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.60) }' && echo "ok: test accuracy $acc >= 0.60" || fail "test accuracy $acc < 0.60"
     awk -v l="$loss" 'BEGIN { exit !(l <= 0.9) }' && echo "ok: training loss $loss <= 0.9" || fail "training loss $loss > 0.9"
+    ;;
+checkpoints)
+    # Resume is exact: 3 epochs in one run, or 1 epoch then a resume to 3,
+    # give byte-identical parameters; the same run twice, identical checkpoints.
+    ck=(--cpus 2 --limit-train 2048 --limit-test 256 --batch 64 --seed 3)
+    "$dptrain" "${ck[@]}" --epochs 3 --save "$tmp/whole.params" --checkpoint "$tmp/whole.ck" >/dev/null || fail "uninterrupted run failed"
+    "$dptrain" "${ck[@]}" --epochs 3 --checkpoint "$tmp/again.ck" >/dev/null || fail "second uninterrupted run failed"
+    cmp "$tmp/whole.ck" "$tmp/again.ck" && echo "ok: the same run twice writes byte-identical checkpoints" || fail "checkpoints of identical runs differ"
+    "$dptrain" "${ck[@]}" --epochs 1 --checkpoint "$tmp/one.ck" >/dev/null || fail "1-epoch run failed"
+    cp "$tmp/one.ck" "$tmp/one.saved"
+    "$dptrain" --resume "$tmp/one.ck" --epochs 3 --save "$tmp/resumed.params" >"$tmp/out" || fail "resume failed: $(cat "$tmp/out")"
+    grep -q "^resuming at epoch 2, step 0 of 32" "$tmp/out" || fail "resume does not say where it starts: $(cat "$tmp/out")"
+    cmp "$tmp/whole.params" "$tmp/resumed.params" && echo "ok: 1 epoch + resume to 3 == 3 epochs, byte for byte" || fail "resumed parameters differ"
+    cmp "$tmp/whole.ck" "$tmp/one.ck" && echo "ok: the resumed run's last checkpoint equals the uninterrupted run's" || fail "final checkpoints differ"
+
+    # A crash while the checkpoint is being written leaves the previous one
+    # whole: a file-size limit kills the writer (SIGXFSZ) half-way through.
+    cp "$tmp/one.saved" "$tmp/crash.ck"
+    (ulimit -f 200; exec "$dptrain" --resume "$tmp/crash.ck" --epochs 2 >/dev/null 2>&1)
+    rc=$?
+    [[ $rc -ge 128 ]] && echo "ok: the writer was killed mid-write (exit $rc)" || fail "the size-limited run was not killed (exit $rc)"
+    cmp "$tmp/one.saved" "$tmp/crash.ck" && echo "ok: the previous checkpoint is intact after the crash" || fail "a crash mid-write damaged the checkpoint"
+    rm -f "$tmp"/crash.ck.tmp.*
+
+    # Damaged checkpoints: exit 2 and a message, whatever the damage.
+    size=$(stat -c %s "$tmp/one.saved")
+    for cut in 0 19 200 400 $((size / 2)) $((size - 1)); do
+        head -c "$cut" "$tmp/one.saved" >"$tmp/cut.ck"
+        expect_error "--resume $tmp/cut.ck: truncated" --resume "$tmp/cut.ck"
+    done
+    cp "$tmp/one.saved" "$tmp/flip.ck"
+    printf '\x55' | dd of="$tmp/flip.ck" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+    expect_error "corrupted (its CRC-32 does not match" --resume "$tmp/flip.ck"
+    sed '1s/^dptrain-checkpoint 1$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
+    expect_error "checkpoint format version 7; this dptrain reads version 1" --resume "$tmp/v7.ck"
+    if command -v python3 >/dev/null; then  # another model, checksum made right
+        python3 - "$tmp/one.saved" "$tmp/model.ck" <<'PY'
+import sys, zlib
+data = open(sys.argv[1], 'rb').read()
+body = data[:data.rindex(b'crc32 ')].replace(b'dense1.weight 128 800', b'dense1.weight 256 800', 1)
+open(sys.argv[2], 'wb').write(body + b'crc32 %08x\n' % zlib.crc32(body))
+PY
+        expect_error "written for another model" --resume "$tmp/model.ck"
+    fi
+    expect_error "is a parameters file" --resume "$tmp/whole.params"
+    expect_error "--resume $tmp: is a directory" --resume "$tmp"
+    expect_error "--lr 0.5 differs from the checkpoint's 0.3" --resume "$tmp/one.saved" --lr 0.5
+    expect_error "--resume and --load cannot be combined" --resume "$tmp/one.saved" --load "$tmp/whole.params"
+    expect_error "--checkpoint-every needs --checkpoint" --checkpoint-every 2
+
+    # Divergence: exit 1 within the epoch, naming it and the step, advising a
+    # smaller lr, and the checkpoint from before untouched.
+    cp "$tmp/one.saved" "$tmp/diverge.ck"
+    "$dptrain" "${ck[@]}" --lr 1e6 --checkpoint "$tmp/diverge.ck" >/dev/null 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 1 ]] || fail "--lr 1e6 exited $rc, not 1"
+    grep -qE "training diverged in epoch 1 at step [0-9]+ of 32" "$tmp/err" && grep -q "smaller --lr" "$tmp/err" \
+        && echo "ok: --lr 1e6 -> 1: $(cat "$tmp/err")" || fail "divergence message: $(cat "$tmp/err")"
+    cmp "$tmp/one.saved" "$tmp/diverge.ck" && echo "ok: the last good checkpoint is untouched" || fail "divergence overwrote the checkpoint"
+
+    # Signals: SIGINT mid-epoch finishes the step, writes the checkpoint, says
+    # where it stopped and exits 130; resuming gives the uninterrupted result.
+    long=(--cpus 2 --limit-train 4096 --limit-test 256 --batch 64 --seed 5 --epochs 2)
+    "$dptrain" "${long[@]}" --save "$tmp/long.params" >/dev/null || fail "uninterrupted long run failed"
+    # start_and_signal SIGNAL args...: runs dptrain, sends SIGNAL during epoch 2, sets rc.
+    start_and_signal() {
+        local signal=$1; shift
+        "$dptrain" "$@" >"$tmp/out" 2>"$tmp/err" &
+        local pid=$! waited=0
+        until grep -q "^epoch 1 " "$tmp/out" || [[ $waited -ge 600 ]]; do sleep 0.1; waited=$((waited + 1)); done
+        sleep 0.3
+        kill -s "$signal" "$pid"
+        wait "$pid"
+        rc=$?
+    }
+    start_and_signal INT "${long[@]}" --checkpoint "$tmp/int.ck"
+    [[ $rc -eq 130 ]] || fail "SIGINT: exit $rc, not 130 ($(cat "$tmp/err"))"
+    grep -qE "stopped by SIGINT (in epoch 2 after step [0-9]+ of 64|after epoch [12]); checkpoint in $tmp/int.ck" "$tmp/err" \
+        && echo "ok: SIGINT -> 130: $(tail -1 "$tmp/err")" || fail "SIGINT message: $(cat "$tmp/err")"
+    "$dptrain" --resume "$tmp/int.ck" --save "$tmp/int.params" >/dev/null || fail "resume after SIGINT failed"
+    cmp "$tmp/long.params" "$tmp/int.params" && echo "ok: resumed after SIGINT == uninterrupted, byte for byte" || fail "resume after SIGINT differs"
+    start_and_signal TERM "${long[@]}"
+    [[ $rc -eq 143 ]] || fail "SIGTERM: exit $rc, not 143"
+    grep -q "stopped by SIGTERM.*no checkpoint was written (run with --checkpoint FILE" "$tmp/err" \
+        && echo "ok: SIGTERM without --checkpoint -> 143: $(tail -1 "$tmp/err")" || fail "SIGTERM message: $(cat "$tmp/err")"
+    # A second Ctrl-C exits at once: with steps of ~1 s (one device, batch
+    # 2048), the second signal comes while the first is still being honoured.
+    "$dptrain" --cpus 1 --limit-train 8192 --limit-test 256 --batch 2048 --checkpoint "$tmp/twice.ck" >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    sleep 2
+    kill -INT "$pid"; sleep 0.2; kill -INT "$pid"
+    wait "$pid"
+    rc=$?
+    [[ $rc -eq 130 ]] && grep -q "second signal, exiting at once" "$tmp/err" \
+        && echo "ok: a second SIGINT exits at once (130)" || fail "second SIGINT: exit $rc: $(cat "$tmp/err")"
+    ;;
+resources)
+    # A failed allocation is a message with the sizes and exit 1, not an abort.
+    # (Not under AddressSanitizer, which needs far more address space.)
+    (ulimit -v 250000; exec "$dptrain" --cpus 2 --batch 60000 --epochs 1 --limit-test 100 >/dev/null 2>"$tmp/err")
+    rc=$?
+    [[ $rc -eq 1 ]] && grep -qE "out of memory .* each needs [0-9.]+ MB \(input for 30000 samples" "$tmp/err" \
+        && echo "ok: out of memory -> 1: $(cat "$tmp/err")" || fail "out of memory: exit $rc: $(cat "$tmp/err")"
     ;;
 *) echo "unknown mode $mode"; exit 1 ;;
 esac

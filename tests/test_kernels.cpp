@@ -10,6 +10,8 @@
 // sums a few thousand of those, so differences stay below ~1e-4. A check of
 // 1e-3 * (1 + |g|) sits above that, and far below the O(1) error that a wrong
 // index, sign or missing term produces with inputs and dy drawn from [-1, 1].
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "cpu/kernels.hpp"
@@ -193,6 +195,26 @@ TEST_CASE("sgd_update and sum_into compute exactly what they say", "[sgd][allred
     std::vector<float> acc = {1, 2, 3}, staged = {10, 20, 30, 100, 200, 300};
     cpu::sum_into(acc.data(), staged.data(), 2, 3);
     CHECK(acc == std::vector<float>{111, 222, 333});
+}
+
+TEST_CASE("note_nonfinite marks the earliest step that saw a NaN or an infinity", "[sgd]") {
+    std::vector<float> x(1000, 0.5f);
+    x[0] = -3.0e38f;  // large but finite
+    int32_t mark = 100;
+    cpu::note_nonfinite(&mark, x.data(), x.size(), 7);
+    CHECK(mark == 100);
+    for (float special : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+        for (size_t at : {size_t(0), size_t(500), size_t(999)}) {
+            std::vector<float> bad = x;
+            bad[at] = special;
+            mark = 100;
+            cpu::note_nonfinite(&mark, bad.data(), bad.size(), 7);
+            CHECK(mark == 7);
+            cpu::note_nonfinite(&mark, bad.data(), bad.size(), 9);  // a later step keeps the earlier mark
+            CHECK(mark == 7);
+        }
+    }
 }
 
 TEST_CASE("the whole LeNet backward matches finite differences of the loss", "[lenet]") {

@@ -124,9 +124,9 @@ TEST_CASE("after k training steps all replicas are bit-identical", "[replicas]")
     for (Device* d : run.devices) d->write_params(init);
     const std::vector<uint32_t> order = epoch_order(200, 1, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
-    for (int step = 0; step < 5; ++step) train_step(run.devices, size_t(step) * batch, batch, 0.1f);
+    for (int step = 0; step < 5; ++step) train_step(run.devices, size_t(step) * batch, batch, 0.1f, step);
     // And a short batch with fewer samples than devices: empty parts.
-    train_step(run.devices, 190, n - 1, 0.1f);
+    train_step(run.devices, 190, n - 1, 0.1f, 5);
 
     const auto p0 = run.params(0);
     const bool trained = p0 != init;
@@ -146,7 +146,7 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
         for (Device* d : run.devices) d->write_params(init);
         const std::vector<uint32_t> order = epoch_order(2000, 2, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        for (int step = 0; step < steps; ++step) train_step(run.devices, size_t(step) * batch, batch, 0.1f);
+        for (int step = 0; step < steps; ++step) train_step(run.devices, size_t(step) * batch, batch, 0.1f, step);
         return run.params(0);
     };
     const auto one = train(1);
@@ -171,4 +171,32 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
     // ~1e-2 (a whole part's gradient times lr / B).
     CAPTURE(worst, scale);
     CHECK(worst <= 1e-5 * scale);
+}
+
+TEST_CASE("the divergence watch names the first step whose summed gradients are not finite", "[replicas]") {
+    const int n = GENERATE(1, 2), batch = 32;
+    CAPTURE(n);
+    auto first_bad = [&](float lr, int steps) {
+        Run run(n, batch, 400, true);
+        const auto init = init_params(InitKind::xavier, 3);
+        for (Device* d : run.devices) d->write_params(init);
+        const std::vector<uint32_t> order = epoch_order(400, 3, 1);
+        for (Device* d : run.devices) d->set_order(order.data(), order.size());
+        for (int step = 0; step < steps; ++step) {
+            train_step(run.devices, size_t(step) * batch, batch, lr, step);
+            for (Device* d : run.devices) d->throttle(1);
+        }
+        const int32_t bad = run.devices[0]->take_first_bad_step();
+        CHECK(run.devices[0]->take_first_bad_step() == -1);  // taking it resets the watch
+        return bad;
+    };
+    CHECK(first_bad(0.1f, 10) == -1);
+    // lr 1e9 throws the weights to ~1e9 after one step; the logits overflow and
+    // the gradients turn to NaN within a few steps, never at step 0 (the initial
+    // weights are finite).
+    const int32_t bad = first_bad(1e9f, 10);
+    CHECK(bad >= 1);
+    CHECK(bad < 10);
+    // The watch is per step: the same run stopped just before that step saw nothing.
+    CHECK(first_bad(1e9f, bad) == -1);
 }

@@ -1,6 +1,7 @@
 // The small kernels of a training step on the CPU: loading samples, ReLU,
 // softmax cross-entropy, the SGD update and the allreduce's sum.
 // CUDA twin: kernels/cuda/elementwise.cu.
+#include <cstring>
 #include <cmath>
 
 #include "kernels.hpp"
@@ -68,6 +69,18 @@ void sum_into(float* acc, const float* staged, int parts, size_t count) {
         const float* part = staged + size_t(p) * count;
         for (size_t i = 0; i < count; ++i) acc[i] += part[i];
     }
+}
+
+void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step) {
+    // Exponent bits all ones: an infinity or a NaN. Integer compares, so no
+    // floating-point mode (fast-math included) can hide a NaN.
+    bool bad = false;
+    for (size_t i = 0; i < count; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, x + i, sizeof bits);
+        bad |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    if (bad && step < *first_bad) *first_bad = step;
 }
 
 }  // namespace dpt::cpu

@@ -86,6 +86,11 @@ void sgd_update(float* params, const float* grads, float scale, size_t count);
 // parts[i] starts at staged + i * count. The sum step of the allreduce.
 void sum_into(float* acc, const float* staged, int parts, size_t count);
 
+// Divergence watch: when x holds a NaN or an infinity and step < *first_bad,
+// *first_bad = step. The trainer runs it on the summed gradients of every
+// step and reads *first_bad once an epoch, so the check costs no host wait.
+void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step);
+
 // Fused forms, as the CUDA backend runs them (bias+ReLU in one pass, pooling
 // backward with ReLU's mask). On the CPU they are the plain composition, which
 // is also the reference the CUDA fusions are tested against.

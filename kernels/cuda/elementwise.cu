@@ -79,6 +79,15 @@ __global__ void sum_parts(float* acc, const float* staged, int parts, size_t cou
     }
 }
 
+// Each thread looks at its elements; the few that find a NaN or an infinity
+// lower *first_bad. atomicMin on an integer gives the same result in any
+// order, so this stays deterministic.
+__global__ void nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step) {
+    bool bad = false;
+    FOR_EACH_INDEX(i, count) bad |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+    if (bad) atomicMin(first_bad, step);
+}
+
 #undef FOR_EACH_INDEX
 
 }  // namespace
@@ -127,6 +136,12 @@ void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStre
     if (count == 0 || parts <= 0) return;
     sum_parts<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(acc, staged, parts, count);
     CUDA_CHECK_LAUNCH("sum_parts");
+}
+
+void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step, cudaStream_t stream) {
+    if (count == 0) return;
+    nonfinite<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(first_bad, x, count, step);
+    CUDA_CHECK_LAUNCH("nonfinite");
 }
 
 }  // namespace dpt::cuda

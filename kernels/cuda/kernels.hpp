@@ -85,6 +85,9 @@ void sgd_update(float* params, const float* grads, float scale, size_t count,
                 cudaStream_t stream);
 void sum_into(float* acc, const float* staged, int parts, size_t count,
               cudaStream_t stream);
+// When x holds a NaN or an infinity: *first_bad = min(*first_bad, step).
+void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step,
+                    cudaStream_t stream);
 
 // The layer kernels bound to one stream, for lenet::forward / lenet::backward.
 struct KernelSet {

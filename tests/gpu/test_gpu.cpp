@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -260,6 +261,29 @@ void test_elementwise() {
             cuda::sum_into(a.p, st.p, parts, count, nullptr);
             compare("sum_into parts " + std::to_string(parts) + n, a.download(), acc, 0.0);
         }
+
+        // The divergence watch: a NaN, +inf or -inf anywhere (first, last, middle
+        // element) lowers the mark to the step, never raises it; finite data leaves it.
+        const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity()};
+        for (size_t at : {size_t(0), count / 2, count - 1}) {
+            for (float special : specials) {
+                for (int32_t before : {100, 3}) {
+                    std::vector<float> bad = x;
+                    bad[at] = special;
+                    int32_t want_mark = before;
+                    cpu::note_nonfinite(&want_mark, bad.data(), count, 5);
+                    Buffer<float> db(bad);
+                    Buffer<int32_t> mark(std::vector<int32_t>{before});
+                    cuda::note_nonfinite(mark.p, db.p, count, 5, nullptr);
+                    report(mark.download()[0] == want_mark && want_mark == std::min(before, 5),
+                           "note_nonfinite at " + std::to_string(at) + n);
+                }
+            }
+        }
+        Buffer<int32_t> mark(std::vector<int32_t>{100});
+        cuda::note_nonfinite(mark.p, dx_.p, count, 5, nullptr);
+        report(mark.download()[0] == 100, "note_nonfinite leaves finite data alone" + n);
     }
 
     // gather_samples: bytes to [0, 1] and labels, by index.
@@ -333,7 +357,7 @@ Trained train_epoch(DeviceKind kind, int n, int batch, bool graph) {
     const auto order = epoch_order(count, 4, 1);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
-            train_step(devices, first, int(std::min<size_t>(batch, count - first)), 0.1f);
+            train_step(devices, first, int(std::min<size_t>(batch, count - first)), 0.1f, int32_t(first / batch));
     };
     for (Device* d : devices) d->set_order(order.data(), order.size());
     std::unique_ptr<Recording> recording;

@@ -1,0 +1,63 @@
+// The checkpoint of --checkpoint / --resume: everything a stopped run needs
+// to go on as if it had never stopped. A text header, the flat parameter
+// buffer, and a CRC-32 of all that precedes it:
+//
+//   dptrain-checkpoint 1
+//   conv1.weight 20 1 3 3          the model's tensors, as in the params file
+//   ...
+//   devices cpu 2                  the run's settings
+//   batch 256
+//   lr 0.3
+//   seed 0                         the seed of every random draw (see below)
+//   pool avg
+//   init xavier
+//   limit-train 0
+//   limit-test 0
+//   epochs 5
+//   checkpoint-every 1
+//   next-epoch 3                   where the run stands
+//   next-step 0
+//   loss-sum 0
+//   data float32-le 129068
+//   <129068 * 4 bytes>
+//   crc32 89abcdef
+//
+// The RNG state: after the initial weights, dptrain's only random draws are
+// each epoch's shuffle, a function of (seed, epoch) alone (trainer.hpp). So
+// the seed, next-epoch and next-step are the whole state; no generator
+// words need storing. Numbers are written in their shortest exact form, so
+// lr and loss-sum read back bit for bit. There is no time or path inside:
+// the same run gives the same bytes.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainer.hpp"
+
+namespace dpt {
+
+struct Checkpoint {
+    TrainConfig settings;  // devices, batch, lr, seed, pool, init, limits, epochs, checkpoint-every
+    Position position;
+    std::vector<float> params;
+};
+
+// The file's bytes.
+std::string encode_checkpoint(const Checkpoint& checkpoint);
+
+// Checks and decodes a file's bytes. Throws InputError starting with `name`
+// for anything but a whole checkpoint of this model in this format version:
+// truncated, corrupted (checksum), another format version, another model, a
+// parameters file given instead.
+Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& name);
+
+// Writes atomically (params_file.hpp): a crash mid-write leaves the previous
+// checkpoint whole.
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// Reads and decodes `path`; messages start with "--resume PATH".
+Checkpoint load_checkpoint(const std::string& path);
+
+}  // namespace dpt

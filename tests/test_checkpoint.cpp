@@ -1,0 +1,147 @@
+// The checkpoint format: a round trip restores every field bit for bit, and
+// every kind of damage is caught with its own message (never a crash, never
+// a silently wrong run). tests/test_cli.sh drives the same promises through
+// the real binary: resume, signals, a crash mid-write.
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "checkpoint.hpp"
+#include "errors.hpp"
+#include "lenet.hpp"
+#include "trainer.hpp"
+
+using namespace dpt;
+
+namespace {
+
+Checkpoint example() {
+    Checkpoint k;
+    k.settings.kind = DeviceKind::cpu;
+    k.settings.devices = 3;
+    k.settings.batch = 511;
+    k.settings.lr = 0.1f + 0.2f;  // not the float nearest 0.3: must come back as these very bits
+    k.settings.seed = 18446744073709551615ULL;
+    k.settings.pool = PoolKind::max;
+    k.settings.init = InitKind::normal;
+    k.settings.limit_train = 12345;
+    k.settings.limit_test = 678;
+    k.settings.epochs = 9;
+    k.settings.checkpoint_every = 2;
+    k.position = {4, 17, 1234.5678901234567};
+    k.params = init_params(InitKind::xavier, 11);
+    k.params[0] = -0.0f;
+    k.params[1] = std::nextafter(0.0f, 1.0f);  // a denormal
+    return k;
+}
+
+std::span<const uint8_t> bytes_of(const std::string& s) {
+    return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The message decode_checkpoint gives, or "" when it accepts the bytes.
+std::string rejection(const std::string& bytes) {
+    try {
+        decode_checkpoint(bytes_of(bytes), "ck");
+        return "";
+    } catch (const InputError& e) {
+        return e.what();
+    }
+}
+
+// `bytes` with its checksum line recomputed, as if a well-behaved writer had made it.
+std::string resealed(std::string bytes) {
+    const size_t crc_at = bytes.rfind("crc32 ");
+    bytes.resize(crc_at);
+    char trailer[32];
+    std::snprintf(trailer, sizeof trailer, "crc32 %08lx\n",
+                  crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+    return bytes + trailer;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
+    const Checkpoint k = example();
+    const std::string bytes = encode_checkpoint(k);
+    const Checkpoint back = decode_checkpoint(bytes_of(bytes), "ck");
+    const TrainConfig &a = k.settings, &b = back.settings;
+    CHECK(b.kind == a.kind);
+    CHECK(b.devices == a.devices);
+    CHECK(b.batch == a.batch);
+    CHECK(std::memcmp(&b.lr, &a.lr, sizeof a.lr) == 0);
+    CHECK(b.seed == a.seed);
+    CHECK(b.pool == a.pool);
+    CHECK(b.init == a.init);
+    CHECK(b.limit_train == a.limit_train);
+    CHECK(b.limit_test == a.limit_test);
+    CHECK(b.epochs == a.epochs);
+    CHECK(b.checkpoint_every == a.checkpoint_every);
+    CHECK(back.position.epoch == 4);
+    CHECK(back.position.step == 17);
+    CHECK(std::memcmp(&back.position.loss_sum, &k.position.loss_sum, sizeof(double)) == 0);
+    REQUIRE(back.params.size() == lenet::param_count);
+    CHECK(std::memcmp(back.params.data(), k.params.data(), k.params.size() * sizeof(float)) == 0);
+    // Deterministic: the same checkpoint, the same bytes.
+    CHECK(encode_checkpoint(back) == bytes);
+}
+
+TEST_CASE("a checkpoint cut short anywhere is reported as truncated", "[checkpoint]") {
+    const std::string bytes = encode_checkpoint(example());
+    const size_t header = bytes.find("data float32-le");
+    // Every offset in the header, then every 997th byte of the data, then the trailer.
+    std::vector<size_t> cuts;
+    for (size_t at = 0; at < header + 40; ++at) cuts.push_back(at);
+    for (size_t at = header + 40; at < bytes.size(); at += 997) cuts.push_back(at);
+    for (size_t at = bytes.size() - 16; at < bytes.size(); ++at) cuts.push_back(at);
+    for (size_t at : cuts) {
+        CAPTURE(at);
+        const std::string why = rejection(bytes.substr(0, at));
+        CHECK(why.find("ck: truncated") == 0);
+    }
+}
+
+TEST_CASE("a changed byte anywhere in a checkpoint is caught", "[checkpoint]") {
+    const std::string bytes = encode_checkpoint(example());
+    const size_t first_line = bytes.find('\n');
+    for (size_t at = first_line + 1; at < bytes.size(); at += at < 1000 ? 1 : 1009) {
+        std::string damaged = bytes;
+        damaged[at] = char(damaged[at] ^ 0x10);
+        CAPTURE(at);
+        const std::string why = rejection(damaged);
+        // Most bytes are covered by the CRC; in the data line and the trailer,
+        // damage shows as a wrong length or a broken checksum line.
+        CHECK((why.find("ck: corrupted") == 0 || why.find("ck: truncated") == 0));
+    }
+    CHECK(rejection(bytes + "x").find("ck: corrupted (1 unexpected bytes after its end)") == 0);
+}
+
+TEST_CASE("a checkpoint of another format version, model or kind of file is named as such", "[checkpoint]") {
+    const std::string bytes = encode_checkpoint(example());
+    SECTION("another version") {
+        std::string v2 = bytes;
+        v2.replace(0, std::strlen("dptrain-checkpoint 1"), "dptrain-checkpoint 2");
+        CHECK(rejection(resealed(v2)) == "ck: checkpoint format version 2; this dptrain reads version 1");
+    }
+    SECTION("another model: a tensor of another shape, checksum intact") {
+        std::string other = bytes;
+        const size_t at = other.find("conv1.weight 20 ");
+        REQUIRE(at != std::string::npos);
+        other.replace(at, std::strlen("conv1.weight 20 "), "conv1.weight 16 ");
+        CHECK(rejection(resealed(other)).find("ck: written for another model") == 0);
+    }
+    SECTION("a parameters file, or anything else") {
+        CHECK(rejection("dptrain-params 1\nconv1.weight 20 1 3 3\n").find("is a parameters file") != std::string::npos);
+        CHECK(rejection("\x89PNG\r\n\x1a\n").find("not a dptrain checkpoint") != std::string::npos);
+    }
+    SECTION("a header value out of range, checksum intact") {
+        std::string bad = bytes;
+        const size_t at = bad.find("\nbatch 511\n");
+        REQUIRE(at != std::string::npos);
+        bad.replace(at, std::strlen("\nbatch 511\n"), "\nbatch 2\n");  // fewer samples than the 3 devices
+        CHECK(rejection(resealed(bad)).find("ck: corrupted header (batch '2' is not a valid value)") == 0);
+    }
+}

@@ -14,6 +14,8 @@ fi
 packages=(g++ pkg-config meson ninja-build libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist)
 # --with-plot adds matplotlib for scripts/plot.py.
 [[ " $* " == *" --with-plot "* ]] && packages+=(python3-matplotlib)
+# --with-fuzz adds clang and its libFuzzer runtime for scripts/fuzz.sh.
+[[ " $* " == *" --with-fuzz "* ]] && packages+=(clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -8,6 +8,8 @@
 # tests (suite gpu) report SKIP on machines without a usable GPU. Last, the
 # CPU tests run under AddressSanitizer and UndefinedBehaviorSanitizer
 # (build-sanitize/); any report fails them. DPTRAIN_SANITIZE=0 skips that.
+# Then scripts/fuzz.sh fuzzes the IDX and checkpoint readers for
+# $DPTRAIN_FUZZ seconds each (default 60; 0 skips it).
 # Given arguments, only the main build's `meson test` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +27,8 @@ if [[ $# -eq 0 && ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
     DPTRAIN_BUILD_DIR=$dir-sanitize scripts/build.sh -Dcuda=disabled -Db_sanitize=address,undefined \
         -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all -Dcpp_link_args=-fno-sanitize-recover=all
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$dir-sanitize" --print-errorlogs "$@"
+fi
+if [[ $# -eq 0 && ${DPTRAIN_FUZZ:-60} != 0 ]]; then
+    echo "== the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-60} s each =="
+    scripts/fuzz.sh "${DPTRAIN_FUZZ:-60}"
 fi

@@ -96,7 +96,17 @@ TEST_CASE("damaged IDX files are refused with a message naming the file and the 
     SECTION("trailing bytes") {
         auto b = good;
         b.push_back(7);
-        CHECK_THROWS_WITH(read_idx(dir.write("trailing", b)), Contains("1 unexpected bytes"));
+        CHECK_THROWS_WITH(read_idx(dir.write("trailing", b)), Contains("unexpected bytes after the 1568 bytes"));
+    }
+    SECTION("a gzip bomb: a small file announcing, or holding, far more than Fashion-MNIST") {
+        // 2,796,203 images of 28x28 (2.2 GB) announced: refused from the header.
+        const std::vector<uint8_t> huge = {0, 0, 8, 3, 0, 0x2a, 0xaa, 0xab, 0, 0, 0, 28, 0, 0, 0, 28};
+        CHECK_THROWS_WITH(read_idx(dir.write_gz("huge.gz", huge)), Contains("implausibly large"));
+        // 64 MB of zeros (64 KB packed) after a header announcing 1568 bytes:
+        // refused (and read only one byte past the announced data).
+        std::vector<uint8_t> b = good;
+        b.resize(size_t(64) << 20, 0);
+        CHECK_THROWS_WITH(read_idx(dir.write_gz("long.gz", b)), Contains("unexpected bytes after the 1568 bytes"));
     }
     SECTION("a gzip stream cut short") {
         const std::string whole = dir.write_gz("whole.gz", good);

@@ -1,0 +1,2 @@
+dptrain-params 1
+conv1.weight 20 1 3 3

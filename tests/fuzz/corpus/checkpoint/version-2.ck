@@ -1,0 +1,1 @@
+dptrain-checkpoint 2

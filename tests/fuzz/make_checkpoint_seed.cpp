@@ -1,0 +1,21 @@
+// Writes one valid checkpoint (516 KB, too big to keep in git) for the
+// checkpoint fuzzer's seed corpus: scripts/fuzz.sh runs it before fuzzing.
+#include <cstdio>
+#include <fstream>
+
+#include "checkpoint.hpp"
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: make_checkpoint_seed FILE\n");
+        return 2;
+    }
+    dpt::Checkpoint k;
+    k.settings.devices = 2;
+    k.settings.limit_train = 1000;
+    k.position = {2, 3, 123.25};
+    k.params = dpt::init_params(dpt::InitKind::xavier, 1);
+    const std::string bytes = dpt::encode_checkpoint(k);
+    std::ofstream(argv[1], std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+    return 0;
+}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything to run on a machine with a GPU, in one go: builds, runs every
-# test (the GPU suite included), then a short training under
-# compute-sanitizer's memcheck and racecheck, with 1 and 2 replicas.
+# test (the GPU suite included; not the fuzzers, which need clang), then a
+# short training under compute-sanitizer's memcheck and racecheck, with 1 and
+# 2 replicas, and the resume check on 2 replicas: 1 epoch, then --resume to 3,
+# against 3 epochs straight, byte for byte.
 # Logs go to $LOGS (default build/gpu-check/).
 #   usage: scripts/check_gpu.sh
 set -uo pipefail
@@ -9,7 +11,7 @@ cd "$(dirname "$0")/.."
 logs=${LOGS:-build/gpu-check}
 status=0
 mkdir -p "$logs"
-DPTRAIN_SANITIZE=0 scripts/test.sh 2>&1 | tee "$logs/test.log" || status=1
+DPTRAIN_SANITIZE=0 DPTRAIN_FUZZ=0 scripts/test.sh 2>&1 | tee "$logs/test.log" || status=1
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 short=(--epochs 1 --limit-train 1024 --limit-test 256 --batch 128)
 for tool in memcheck racecheck; do
@@ -19,5 +21,13 @@ for tool in memcheck racecheck; do
             >"$logs/$tool-$gpus.log" 2>&1 || status=1
         tail -3 "$logs/$tool-$gpus.log"
     done
+done
+ck=(--gpus 2 --limit-train 4096 --limit-test 512 --batch 128 --seed 3)
+for graphs in "" --no-graphs; do
+    echo "== resume on 2 GPU replicas ${graphs:-(graphs)}"
+    build/dptrain "${ck[@]}" $graphs --epochs 3 --save "$logs/whole.params" >"$logs/resume.log" 2>&1 || status=1
+    build/dptrain "${ck[@]}" $graphs --epochs 1 --checkpoint "$logs/one.ck" >>"$logs/resume.log" 2>&1 || status=1
+    build/dptrain --resume "$logs/one.ck" $graphs --epochs 3 --save "$logs/resumed.params" >>"$logs/resume.log" 2>&1 || status=1
+    if cmp "$logs/whole.params" "$logs/resumed.params"; then echo "ok: byte-identical"; else echo "FAIL: resumed parameters differ"; status=1; fi
 done
 exit $status

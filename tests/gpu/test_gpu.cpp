@@ -341,11 +341,12 @@ struct Trained {
     std::vector<std::vector<float>> params;  // per replica
     double loss_sum = 0.0;
     int64_t correct = 0;
+    int32_t first_bad_step = -1;  // the divergence watch
 };
 
 // One epoch of `count` synthetic samples in batches of `batch` on n devices,
 // then the test set evaluated on device 0.
-Trained train_epoch(DeviceKind kind, int n, int batch, bool graph) {
+Trained train_epoch(DeviceKind kind, int n, int batch, bool graph, float lr = 0.1f) {
     const size_t count = 150;  // 150 / 32: a short last batch
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
     const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, n};
@@ -357,7 +358,7 @@ Trained train_epoch(DeviceKind kind, int n, int batch, bool graph) {
     const auto order = epoch_order(count, 4, 1);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
-            train_step(devices, first, int(std::min<size_t>(batch, count - first)), 0.1f, int32_t(first / batch));
+            train_step(devices, first, int(std::min<size_t>(batch, count - first)), lr, int32_t(first / batch));
     };
     for (Device* d : devices) d->set_order(order.data(), order.size());
     std::unique_ptr<Recording> recording;
@@ -379,6 +380,7 @@ Trained train_epoch(DeviceKind kind, int n, int batch, bool graph) {
     for (size_t first = 0; first < test.count; first += size_t(setup.capacity))
         devices[0]->evaluate_test(first, int(std::min<size_t>(setup.capacity, test.count - first)));
     t.correct = devices[0]->take_correct();
+    t.first_bad_step = devices[0]->take_first_bad_step();
     return t;
 }
 
@@ -433,6 +435,14 @@ void test_replicas() {
         // Rounding can flip a prediction only where two logits nearly tie.
         report(std::abs(gpu.correct - cpu.correct) <= 1, name + ": test predictions match the CPU's",
                std::to_string(gpu.correct) + " vs " + std::to_string(cpu.correct) + " correct of 64");
+
+        report(gpu.first_bad_step == -1, name + ": the divergence watch stays quiet at lr 0.1");
+        // lr 1e9 blows the weights up; the logits overflow within a few steps.
+        const Trained cpu_blown = train_epoch(DeviceKind::cpu, n, batch, false, 1e9f);
+        const Trained gpu_blown = train_epoch(DeviceKind::cuda, n, batch, false, 1e9f);
+        report(gpu_blown.first_bad_step >= 1 && std::abs(gpu_blown.first_bad_step - cpu_blown.first_bad_step) <= 1,
+               name + ": at lr 1e9 the divergence watch names the CPU's step (within one)",
+               std::to_string(gpu_blown.first_bad_step) + " vs " + std::to_string(cpu_blown.first_bad_step));
 
         const Trained replayed = train_epoch(DeviceKind::cuda, n, batch, true);
         if (!replayed.params.empty())

@@ -105,7 +105,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("epochs", "passes over the training set (0: only evaluate)", cxxopts::value<std::string>()->default_value("5"), "E")
         ("seed", "seed for the initial weights and the data order", cxxopts::value<std::string>()->default_value("0"), "S")
         ("pool", "pooling: avg (the tutorial's) or max (the gluon version's)", cxxopts::value<std::string>()->default_value("avg"), "avg|max")
-        ("init", "weights: xavier (uniform) or normal (std 0.01, the tutorial's)", cxxopts::value<std::string>()->default_value("xavier"), "xavier|normal");
+        ("init", "weights: xavier (uniform) or normal (std 0.01, the tutorial's)", cxxopts::value<std::string>()->default_value("xavier"), "xavier|normal")
+        ("breakdown", "after each epoch, where the time went: split_and_load, forward+backward (mean and slowest device), waiting for peers, allreduce, SGD update");
     options.add_options("Data and files")
         ("data", "directory of the Fashion-MNIST IDX files (default: data/fashion-mnist/, then /usr/share/datasets/fashion-mnist/)", cxxopts::value<std::string>(), "DIR")
         ("limit-train", "use only the first N training samples", cxxopts::value<std::string>(), "N")
@@ -156,6 +157,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         }
     }
     c.graphs = !r.count("no-graphs");
+    c.breakdown = r.count("breakdown") > 0;
 
     c.batch = positive_int(r, "batch", c.batch);
     c.lr = parse_number<float>("lr", r["lr"].as<std::string>(), std::numeric_limits<float>::min(),

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cassert>
 #include <cstdio>
 #include <cstring>
@@ -100,6 +101,10 @@ class CpuDevice final : public Device {
         const int32_t step = std::exchange(first_bad_, no_bad_step);
         return step == no_bad_step ? -1 : step;
     }
+    PhaseTimes take_phase_times() override {
+        synchronize();
+        return std::exchange(phase_times_, PhaseTimes{});
+    }
     void throttle(int steps) override {
         for (uint64_t done = updates_done_.load(); updates_queued_ - done > uint64_t(steps);
              done = updates_done_.load())
@@ -117,6 +122,7 @@ class CpuDevice final : public Device {
         enqueue({.op = Op::sgd_update, .scale = scale});
     }
     void check_gradients(int32_t step) override { enqueue({.op = Op::check_gradients, .count = step}); }
+    void begin_phase(Phase phase) override { enqueue({.op = Op::begin_phase, .count = int(phase)}); }
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + count <= setup_.test->count);
         enqueue({.op = Op::evaluate_test, .first = first, .count = count});
@@ -136,7 +142,7 @@ class CpuDevice final : public Device {
 
    private:
     enum class Op : uint8_t {
-        set_order, load_train, forward_backward, sgd_update, check_gradients, evaluate_test,
+        set_order, load_train, forward_backward, sgd_update, check_gradients, evaluate_test, begin_phase,
         mark, wait_for, copy_grads_from, sum_staged_grads, copy_grads_to,
     };
     struct Task {
@@ -220,6 +226,14 @@ class CpuDevice final : public Device {
                 updates_done_.fetch_add(1);
                 updates_done_.notify_all();
                 break;
+            case Op::begin_phase: {
+                const auto now = std::chrono::steady_clock::now();
+                if (phase_ != Phase::idle)
+                    phase_times_[size_t(phase_)] += std::chrono::duration<double>(now - phase_start_).count();
+                phase_ = Phase(t.count);
+                phase_start_ = now;
+                break;
+            }
             case Op::check_gradients:
                 cpu::note_nonfinite(&first_bad_, grads_.data(), grads_.size(), t.count);
                 break;
@@ -277,6 +291,9 @@ class CpuDevice final : public Device {
     int64_t correct_ = 0;
     static constexpr int32_t no_bad_step = std::numeric_limits<int32_t>::max();
     int32_t first_bad_ = no_bad_step;
+    Phase phase_ = Phase::idle;  // --breakdown: the phase since phase_start_
+    std::chrono::steady_clock::time_point phase_start_;
+    PhaseTimes phase_times_{};
     std::exception_ptr error_;
 
     uint64_t marks_queued_ = 0;             // host side

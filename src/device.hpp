@@ -10,6 +10,7 @@
 // point on a's stream; b.wait_for(a) makes b's stream wait until a's stream
 // has passed the mark most recently queued on a.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -23,6 +24,20 @@ namespace dpt {
 
 enum class DeviceKind { cpu, cuda };
 const char* to_string(DeviceKind kind);
+
+// Where a device's time goes during a step (--breakdown). Each device keeps
+// a timeline cut by phase marks queued on its stream: the time from one mark
+// to the next counts toward the first mark's phase.
+enum class Phase : uint8_t {
+    load,       // split_and_load: gathering the part's samples
+    compute,    // forward and backward
+    wait,       // device 0 waiting for a peer's gradients: load imbalance
+    allreduce,  // copying and summing gradients (a peer: waiting for the sum)
+    update,     // the SGD update and the divergence watch
+    idle,       // after the epoch's last mark
+};
+inline constexpr int phase_count = 6;
+using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phase
 
 // What every replica of a run is built from.
 struct ReplicaSetup {
@@ -78,6 +93,13 @@ class Device {
     // Forward over test samples [first, first + count) (count <= capacity),
     // adding the number of correct predictions to the device's count.
     virtual void evaluate_test(size_t first, int count) = 0;
+
+    // --- With --breakdown only. ---
+    // Queued: from here on this device's time counts toward `phase`.
+    virtual void begin_phase(Phase phase) = 0;
+    // Synchronous: the seconds spent in each phase since the last take, from
+    // the device's own clock (CPU: steady_clock on the worker; GPU: events).
+    virtual PhaseTimes take_phase_times() = 0;
 
     // --- Asynchronous: the pieces of the allreduce. ---
     virtual void mark() = 0;

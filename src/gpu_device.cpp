@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
@@ -129,6 +130,7 @@ class GpuDevice final : public Device {
                         (void*)loss_sum_, (void*)correct_, (void*)first_bad_})
             device_free(p);
         cudaEventDestroy(event_);
+        for (cudaEvent_t e : phase_events_) cudaEventDestroy(e);
         cudaStreamDestroy(stream_);
     }
 
@@ -176,6 +178,32 @@ class GpuDevice final : public Device {
         return step == no_bad_step ? -1 : step;
     }
     void throttle(int) override {}
+
+    // --breakdown: each mark records an event; at the take, the time between
+    // consecutive events goes to the earlier one's phase. Events come from a
+    // pool that grows between takes (a timed run is not the fast path).
+    void begin_phase(Phase phase) override {
+        use();
+        if (marks_ == phase_events_.size()) {
+            cudaEvent_t e;
+            CUDA_CHECK(cudaEventCreate(&e));
+            phase_events_.push_back(e);
+            phase_of_.push_back(Phase::idle);
+        }
+        phase_of_[marks_] = phase;
+        CUDA_CHECK(cudaEventRecord(phase_events_[marks_++], stream_));
+    }
+    PhaseTimes take_phase_times() override {
+        synchronize();
+        PhaseTimes times{};
+        for (size_t i = 0; i + 1 < marks_; ++i) {
+            float ms = 0.0f;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, phase_events_[i], phase_events_[i + 1]));
+            if (phase_of_[i] != Phase::idle) times[size_t(phase_of_[i])] += double(ms) / 1e3;
+        }
+        marks_ = 0;
+        return times;
+    }
 
     void set_order(const uint32_t* order, size_t count) override {
         assert(count <= setup_.train->count);
@@ -292,6 +320,9 @@ class GpuDevice final : public Device {
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;
     int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
+    std::vector<cudaEvent_t> phase_events_;  // --breakdown: the marks since the last take
+    std::vector<Phase> phase_of_;
+    size_t marks_ = 0;
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
 };
 

@@ -18,12 +18,22 @@ void split_and_load(std::span<Device* const> devices, size_t first, int size) {
     }
 }
 
-void allreduce_naive(std::span<Device* const> devices) {
+namespace {
+
+void mark_phase(Device& d, Phase phase, bool timed) {
+    if (timed) d.begin_phase(phase);
+}
+
+}  // namespace
+
+void allreduce_naive(std::span<Device* const> devices, bool timed) {
     Device& root = *devices[0];
     const int n = int(devices.size());
     for (int i = 1; i < n; ++i) devices[i]->mark();  // "my gradients are ready"
     for (int i = 1; i < n; ++i) {
+        mark_phase(root, Phase::wait, timed);
         root.wait_for(*devices[i]);
+        mark_phase(root, Phase::allreduce, timed);
         root.copy_grads_from(*devices[i], i - 1);
     }
     root.sum_staged_grads(n - 1);
@@ -32,13 +42,21 @@ void allreduce_naive(std::span<Device* const> devices) {
     // on it touches that buffer while device 0 writes it.
     for (int i = 1; i < n; ++i) root.copy_grads_to(*devices[i]);
     root.mark();  // "the sum is everywhere"
-    for (int i = 1; i < n; ++i) devices[i]->wait_for(root);
+    for (int i = 1; i < n; ++i) {
+        mark_phase(*devices[i], Phase::allreduce, timed);
+        devices[i]->wait_for(root);
+    }
 }
 
-void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step) {
+void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step, bool timed) {
+    for (Device* d : devices) mark_phase(*d, Phase::load, timed);
     split_and_load(devices, first, size);
-    for (Device* d : devices) d->forward_backward();
-    allreduce_naive(devices);
+    for (Device* d : devices) {
+        mark_phase(*d, Phase::compute, timed);
+        d->forward_backward();
+    }
+    allreduce_naive(devices, timed);
+    for (Device* d : devices) mark_phase(*d, Phase::update, timed);
     devices[0]->check_gradients(step);  // after the allreduce: every device's part is in the sum
     const float scale = lr / float(size);
     for (Device* d : devices) d->sgd_update(scale);

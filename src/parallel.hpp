@@ -25,12 +25,14 @@ void split_and_load(std::span<Device* const> devices, size_t first, int size);
 // device 0, sum there, copy the sum back to every device. Queued work only:
 // device 0 waits (on its stream) for each peer's backward with marks, and
 // each peer waits for the sum before its next use of its gradients.
-void allreduce_naive(std::span<Device* const> devices);
+// With `timed`, phase marks (device.hpp) show where each device's time goes.
+void allreduce_naive(std::span<Device* const> devices, bool timed = false);
 
 // Step `step` of an epoch, on the batch [first, first + size) of the epoch's
 // order: split_and_load, forward+backward everywhere, allreduce, the
 // divergence watch on device 0's summed gradients, update everywhere with
-// lr / size. Queued work only.
-void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step);
+// lr / size. Queued work only; `timed` adds the phase marks of --breakdown.
+void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step,
+                bool timed = false);
 
 }  // namespace dpt

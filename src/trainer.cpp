@@ -31,6 +31,41 @@ struct EpochStats {
     double train_time_s, samples_per_s, train_loss, test_acc;
 };
 
+// --breakdown: device 0's timeline (the step's critical path: it waits for
+// every peer, sums, and sends the sum back), plus every device's compute time.
+struct Breakdown {
+    PhaseTimes root{};
+    double compute_mean = 0.0, compute_max = 0.0;
+    int slowest = 0;
+    double sum() const { return root[0] + root[1] + root[2] + root[3] + root[4]; }
+};
+
+Breakdown take_breakdown(std::span<Device* const> devices) {
+    Breakdown b;
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const PhaseTimes t = devices[i]->take_phase_times();
+        if (i == 0) b.root = t;
+        const double compute = t[size_t(Phase::compute)];
+        b.compute_mean += compute / double(devices.size());
+        if (compute > b.compute_max) b.compute_max = compute, b.slowest = int(i);
+    }
+    return b;
+}
+
+void print_breakdown(const Breakdown& b, double epoch_s, std::span<Device* const> devices) {
+    const auto part = [&](Phase p) { return b.root[size_t(p)]; };
+    const auto share = [&](Phase p) { return 100.0 * part(p) / epoch_s; };
+    std::printf("  phases on %s: split_and_load %.2f s (%.0f%%), forward+backward %.2f s (%.0f%%", devices[0]->name().c_str(),
+                part(Phase::load), share(Phase::load), part(Phase::compute), share(Phase::compute));
+    if (devices.size() > 1)
+        std::printf("; mean of the devices %.2f s, slowest %s %.2f s", b.compute_mean,
+                    devices[size_t(b.slowest)]->name().c_str(), b.compute_max);
+    std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
+                "sum %.2f s of the epoch's %.2f s\n",
+                part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
+                part(Phase::update), share(Phase::update), b.sum(), epoch_s);
+}
+
 std::string with_commas(double value) {
     const std::string digits = std::to_string(std::llabs(std::llround(value)));
     std::string out = value < 0 ? "-" : "";
@@ -71,6 +106,47 @@ void check_can_create(const std::string& option, const std::string& path) {
         throw InputError(option + " " + path + ": cannot write in " + where + " (" + std::strerror(errno) + ")");
 }
 
+// A one-line progress bar for the epoch under way, on a terminal only: logs
+// and pipes get the epoch lines alone. Redrawn at most 5 times a second;
+// clear() makes room for the epoch's line.
+class ProgressBar {
+   public:
+    explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+
+    void start(int epoch, size_t total_steps, size_t first_step) {
+        epoch_ = epoch, total_ = total_steps, first_ = first_step;
+        start_ = last_draw_ = std::chrono::steady_clock::now();
+    }
+    // `done` steps of the epoch are finished, `samples` samples of them since start().
+    void update(size_t done, size_t samples) {
+        if (!enabled_) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_draw_ < std::chrono::milliseconds(200)) return;
+        last_draw_ = now;
+        const double elapsed = std::chrono::duration<double>(now - start_).count();
+        const double rate = double(samples) / elapsed;
+        const double eta = done > first_ ? elapsed * double(total_ - done) / double(done - first_) : 0.0;
+        constexpr int width = 30;
+        const int filled = int(width * done / std::max<size_t>(total_, 1));
+        std::printf("\repoch %d [%s%s] %zu/%zu batches  %s samples/s  ETA %.0f s\033[K", epoch_,
+                    std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(), done,
+                    total_, with_commas(rate).c_str(), eta);
+        std::fflush(stdout);
+        drawn_ = true;
+    }
+    void clear() {
+        if (drawn_) std::printf("\r\033[K");
+        drawn_ = false;
+    }
+
+   private:
+    const bool enabled_;
+    bool drawn_ = false;
+    int epoch_ = 0;
+    size_t total_ = 0, first_ = 0;
+    std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
 // resumed_at > 0: the epoch was resumed after that many steps, so its time
 // and samples/s cover only the steps run since.
 void print_epoch(const EpochStats& s, size_t resumed_at) {
@@ -99,14 +175,21 @@ std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step
     return text;
 }
 
-void write_metrics(std::ofstream& out, const EpochStats& s, const TrainConfig& c) {
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
-                  "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g}\n",
-                  s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices,
-                  to_string(c.kind), c.batch, double(c.lr));
-    out << line << std::flush;
+void write_metrics(std::ofstream& out, const EpochStats& s, const TrainConfig& c, const Breakdown* b) {
+    char line[1024];
+    int n = std::snprintf(line, sizeof line,
+                          "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
+                          "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g",
+                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices,
+                          to_string(c.kind), c.batch, double(c.lr));
+    if (b)
+        n += std::snprintf(line + n, sizeof line - size_t(n),
+                           ", \"load_s\": %.6f, \"compute_s\": %.6f, \"compute_mean_s\": %.6f, "
+                           "\"compute_slowest_s\": %.6f, \"wait_s\": %.6f, \"allreduce_s\": %.6f, \"update_s\": %.6f",
+                           b->root[size_t(Phase::load)], b->root[size_t(Phase::compute)], b->compute_mean,
+                           b->compute_max, b->root[size_t(Phase::wait)], b->root[size_t(Phase::allreduce)],
+                           b->root[size_t(Phase::update)]);
+    out << line << "}\n" << std::flush;
 }
 
 }  // namespace
@@ -201,12 +284,15 @@ int train(const TrainConfig& c) {
     // Step `step` of the epoch, queued on the devices' streams; the host does not wait.
     const auto queue_step = [&](size_t step) {
         const size_t first = step * size_t(c.batch);
-        train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr, int32_t(step));
+        train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr, int32_t(step), c.breakdown);
     };
     // On GPUs the epoch is recorded once as a CUDA graph, before any clock
     // starts: every epoch is then one launch instead of thousands.
     std::unique_ptr<Recording> graph;
-    if (c.kind == DeviceKind::cuda && c.graphs && c.epochs >= c.start.epoch) {
+    if (c.kind == DeviceKind::cuda && c.graphs && c.breakdown)
+        std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
+                    "(no CUDA graph)\n");
+    if (c.kind == DeviceKind::cuda && c.graphs && !c.breakdown && c.epochs >= c.start.epoch) {
         const auto start = std::chrono::steady_clock::now();
         std::string why;
         graph = record_graph(devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(s); }, why);
@@ -239,6 +325,9 @@ int train(const TrainConfig& c) {
         return 128 + signal;
     };
 
+    // CPU devices only: there the host is at most two steps ahead, so the bar
+    // shows work done, not work queued (a GPU epoch takes a blink anyway).
+    ProgressBar progress(c.kind == DeviceKind::cpu && isatty(STDOUT_FILENO));
     StopRequests stop;  // from here on, SIGINT and SIGTERM stop the run between two steps
     for (int epoch = c.start.epoch; epoch <= c.epochs; ++epoch) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;
@@ -247,6 +336,7 @@ int train(const TrainConfig& c) {
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
+        progress.start(epoch, steps, first_step);
         if (graph && first_step == 0) {
             graph->replay();  // a stop request waits for the end of the epoch (one launch)
             done = steps;
@@ -254,11 +344,17 @@ int train(const TrainConfig& c) {
             for (; done < steps && stop.signal() == 0; ++done) {
                 queue_step(done);
                 for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
+                const size_t finished = std::max(first_step, done >= 1 ? done - 1 : 0);  // at most 2 queued
+                progress.update(finished, (finished - first_step) * size_t(c.batch));
             }
         }
+        if (c.breakdown)
+            for (Device* d : devices) d->begin_phase(Phase::idle);  // closes the last phase
         for (Device* d : devices) d->synchronize();  // the tutorial's waitall: the epoch's time ends here
+        progress.clear();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+        const Breakdown breakdown = c.breakdown ? take_breakdown(devices) : Breakdown{};
         double loss_sum = epoch == c.start.epoch ? c.start.loss_sum : 0.0;
         for (Device* d : devices) loss_sum += d->take_loss_sum();
         const int32_t bad_step = devices[0]->take_first_bad_step();
@@ -270,7 +366,8 @@ int train(const TrainConfig& c) {
                                test_accuracy(*devices[0], data.test.count, capacity)};
         check_replicas_identical(devices);
         print_epoch(stats, resumed ? first_step : 0);
-        if (metrics.is_open()) write_metrics(metrics, stats, c);
+        if (c.breakdown) print_breakdown(breakdown, seconds, devices);
+        if (metrics.is_open()) write_metrics(metrics, stats, c, c.breakdown ? &breakdown : nullptr);
         const bool checkpoint_due =
             !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);
         if (checkpoint_due) write_checkpoint(Position{epoch + 1, 0, 0.0});

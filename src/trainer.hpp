@@ -35,6 +35,7 @@ struct TrainConfig {
     PoolKind pool = PoolKind::avg;
     InitKind init = InitKind::xavier;
     bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it
+    bool breakdown = false;    // time each phase of the steps (split, compute, wait, allreduce, update)
     std::string checkpoint_path;  // empty: no checkpoints
     int checkpoint_every = 1;     // epochs
     // --resume: the checkpoint's file, position and parameters (its settings

@@ -189,6 +189,36 @@ PY
     [[ $rc -eq 130 ]] && grep -q "second signal, exiting at once" "$tmp/err" \
         && echo "ok: a second SIGINT exits at once (130)" || fail "second SIGINT: exit $rc: $(cat "$tmp/err")"
     ;;
+breakdown)
+    # --breakdown: every phase is reported, and device 0's phases add up to
+    # the measured epoch time within 5% (its stream is never idle mid-epoch).
+    for devices in 1 2; do
+        "$dptrain" --cpus "$devices" --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
+            --metrics "$tmp/m$devices.jsonl" >"$tmp/out" || fail "--breakdown run failed"
+        grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+            && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line: $(cat "$tmp/out")"
+        python3 - "$tmp/m$devices.jsonl" <<'PY' && echo "ok: $devices device(s): the phases add up to the epoch time within 5%" || fail "$devices device(s): phases do not add up"
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    total = sum(m[k] for k in ("load_s", "compute_s", "wait_s", "allreduce_s", "update_s"))
+    print(f"   epoch {m['epoch']}: phases {total:.3f} s, epoch {m['train_time_s']:.3f} s")
+    assert abs(total - m["train_time_s"]) <= 0.05 * m["train_time_s"], (total, m["train_time_s"])
+    assert m["compute_slowest_s"] >= m["compute_mean_s"] > 0
+PY
+    done
+    # Progress: a bar on a terminal (a pseudo-terminal from script(1)), never in a pipe or a file.
+    "$dptrain" --cpus 2 --epochs 1 --limit-train 4096 --limit-test 256 >"$tmp/file.out" || fail "run to a file failed"
+    grep -q $'\r' "$tmp/file.out" && fail "progress output in a file: $(cat -A "$tmp/file.out" | head -3)"
+    grep -q "batches" "$tmp/file.out" && fail "progress text in a file"
+    echo "ok: no progress bar when stdout is a file"
+    if command -v script >/dev/null; then
+        script -qc "$dptrain --cpus 2 --epochs 1 --limit-train 4096 --limit-test 256" "$tmp/tty.out" >/dev/null || fail "run on a terminal failed"
+        grep -qE $'epoch 1 \\[#*\\.*\\] [0-9]+/16 batches .* samples/s  ETA' "$tmp/tty.out" \
+            && echo "ok: a progress bar on a terminal" || fail "no progress bar on a terminal: $(cat -A "$tmp/tty.out" | head -5)"
+        tr '\r' '\n' <"$tmp/tty.out" | grep -q "^.*epoch 1  time" || fail "the epoch line does not replace the bar"
+    fi
+    ;;
 resources)
     # A failed allocation is a message with the sizes and exit 1, not an abort.
     # (Not under AddressSanitizer, which needs far more address space.)

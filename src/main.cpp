@@ -2,17 +2,20 @@
 // line or bad input data, 1 any other failure (divergence included), 130 / 143
 // stopped by SIGINT / SIGTERM.
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
 #include "cli.hpp"
+#include "compare.hpp"
 #include "errors.hpp"
 #include "trainer.hpp"
 
 int main(int argc, char** argv) {
     try {
+        if (argc > 1 && std::strcmp(argv[1], "compare") == 0) return dpt::run_compare(argc - 1, argv + 1);
         const auto config = dpt::parse_command_line(argc, argv);
-        return config ? dpt::train(*config) : 0;
+        return config ? dpt::train(*config).exit_status : 0;
     } catch (const dpt::InputError& e) {
         std::fprintf(stderr, "dptrain: %s\n", e.what());
         return 2;

@@ -26,11 +26,6 @@ namespace {
 // Independent random streams drawn from one seed.
 constexpr uint64_t stream_init = 0, stream_order = 1;
 
-struct EpochStats {
-    int epoch;
-    double train_time_s, samples_per_s, train_loss, test_acc;
-};
-
 // --breakdown: device 0's timeline (the step's critical path: it waits for
 // every peer, sums, and sends the sum back), plus every device's compute time.
 struct Breakdown {
@@ -149,7 +144,7 @@ class ProgressBar {
 
 // resumed_at > 0: the epoch was resumed after that many steps, so its time
 // and samples/s cover only the steps run since.
-void print_epoch(const EpochStats& s, size_t resumed_at) {
+void print_epoch(const EpochReport& s, size_t resumed_at) {
     std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f", s.epoch, s.train_time_s,
                 with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
     if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
@@ -175,7 +170,7 @@ std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step
     return text;
 }
 
-void write_metrics(std::ofstream& out, const EpochStats& s, const TrainConfig& c, const Breakdown* b) {
+void write_metrics(std::ofstream& out, const EpochReport& s, const TrainConfig& c, const Breakdown* b) {
     char line[1024];
     int n = std::snprintf(line, sizeof line,
                           "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
@@ -218,7 +213,7 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
     return order;
 }
 
-int train(const TrainConfig& c) {
+TrainResult train(const TrainConfig& c) {
     const std::string dir = find_data_dir(c.data_dir);
     const FashionMnist data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
     if (size_t(c.batch) > data.train.count)
@@ -309,6 +304,7 @@ int train(const TrainConfig& c) {
         devices[0]->read_params(k.params);
         save_checkpoint(c.checkpoint_path, k);
     };
+    TrainResult result;
     // After a stop request: say where the run stopped and how to go on.
     const auto stopped = [&](int signal, const Position& at, bool checkpoint_written) {
         if (!c.checkpoint_path.empty() && !checkpoint_written) write_checkpoint(at);
@@ -322,7 +318,8 @@ int train(const TrainConfig& c) {
         else
             std::fprintf(stderr, "dptrain: stopped by %s %s; checkpoint in %s (continue with: dptrain --resume %s)\n",
                          signal_name(signal), where.c_str(), c.checkpoint_path.c_str(), c.checkpoint_path.c_str());
-        return 128 + signal;
+        result.exit_status = 128 + signal;
+        return result;
     };
 
     // CPU devices only: there the host is at most two steps ahead, so the bar
@@ -362,8 +359,12 @@ int train(const TrainConfig& c) {
         if (done < steps) return stopped(stop.signal(), Position{epoch, done, loss_sum}, false);
 
         const size_t samples = count - std::min(count, first_step * size_t(c.batch));
-        const EpochStats stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
-                               test_accuracy(*devices[0], data.test.count, capacity)};
+        EpochReport stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
+                          test_accuracy(*devices[0], data.test.count, capacity)};
+        stats.phases = breakdown.root;
+        stats.compute_mean_s = breakdown.compute_mean;
+        stats.compute_slowest_s = breakdown.compute_max;
+        result.epochs.push_back(stats);
         check_replicas_identical(devices);
         print_epoch(stats, resumed ? first_step : 0);
         if (c.breakdown) print_breakdown(breakdown, seconds, devices);
@@ -386,7 +387,7 @@ int train(const TrainConfig& c) {
         save_params(c.save_path, params);
         std::printf("saved parameters to %s\n", c.save_path.c_str());
     }
-    return 0;
+    return result;
 }
 
 }  // namespace dpt

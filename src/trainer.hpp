@@ -54,11 +54,25 @@ std::vector<float> init_params(InitKind init, uint64_t seed);
 // determined by the seed and the epoch alone, whatever the device count.
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);
 
-// Runs the whole training, printing to stdout, and returns the exit status:
-// 0, or 130 / 143 when SIGINT / SIGTERM stopped it between two steps (after
-// writing the checkpoint, when there is one). Throws InputError for bad
-// input (exit 2), other exceptions for other failures, divergence included
-// (exit 1).
-int train(const TrainConfig& config);
+// One finished epoch, as printed.
+struct EpochReport {
+    int epoch = 0;
+    double train_time_s = 0, samples_per_s = 0, train_loss = 0, test_acc = 0;
+    // --breakdown: device 0's phases (seconds, indexed by Phase) and every
+    // device's forward+backward time.
+    PhaseTimes phases{};
+    double compute_mean_s = 0, compute_slowest_s = 0;
+};
+
+struct TrainResult {
+    int exit_status = 0;  // 0, or 130 / 143 when SIGINT / SIGTERM stopped the run
+    std::vector<EpochReport> epochs;
+};
+
+// Runs the whole training, printing to stdout. A stop by SIGINT / SIGTERM
+// between two steps writes the checkpoint, when there is one, and returns
+// exit status 130 / 143. Throws InputError for bad input (exit 2), other
+// exceptions for other failures, divergence included (exit 1).
+TrainResult train(const TrainConfig& config);
 
 }  // namespace dpt

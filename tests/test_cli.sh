@@ -219,6 +219,39 @@ PY
         tr '\r' '\n' <"$tmp/tty.out" | grep -q "^.*epoch 1  time" || fail "the epoch line does not replace the bar"
     fi
     ;;
+compare)
+    # dptrain compare: every column, a verdict, CSV and JSON that agree with the table.
+    small=(--limit-train 2048 --limit-test 256 --batch 64 --epochs 2)
+    "$dptrain" compare --cpus 1,2 "${small[@]}" --out "$tmp/cmp" >"$tmp/out" 2>&1 || fail "compare failed: $(cat "$tmp/out")"
+    grep -q "^devices .*batch .*lr .*epoch s .*samples/s .*speedup .*efficiency .*test_acc .*load compute wait allreduce update" "$tmp/out" \
+        && echo "ok: the table has every column" || fail "table header: $(cat "$tmp/out")"
+    grep -qE "^cpu x1 +64 +0.3 " "$tmp/out" && grep -qE "^cpu x2 +128 +0.6 " "$tmp/out" \
+        && echo "ok: per-device batch 64: 1 device 64/0.3, 2 devices 128/0.6 (linear lr)" || fail "rows: $(cat "$tmp/out")"
+    grep -qE "^- 2 devices: [0-9.]+x the speed of 1 \(ideal 2x\), [0-9]+% scaling efficiency\. " "$tmp/out" \
+        && grep -q "The largest cost: \|Faster than a perfect split" "$tmp/out" \
+        && echo "ok: $(grep -A1 '^- 2 devices' "$tmp/out" | head -1 | cut -c1-150)..." || fail "verdict: $(sed -n '/verdict/,$p' "$tmp/out")"
+    python3 - "$tmp/cmp" <<'PY' && echo "ok: compare.csv and compare.json hold both configurations" || fail "compare.csv / compare.json"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1] + "/compare.csv")))
+assert [int(r["devices"]) for r in rows] == [1, 2], rows
+for key in ("batch", "lr", "epoch_time_s", "samples_per_s", "speedup", "efficiency", "test_acc", "compute_s", "allreduce_s", "wait_s"):
+    assert all(r[key] != "" for r in rows), key
+assert float(rows[0]["speedup"]) == 1.0
+data = json.load(open(sys.argv[1] + "/compare.json"))
+assert [c["devices"] for c in data["configs"]] == [1, 2]
+assert all(len(c["epochs"]) == 2 for c in data["configs"])
+assert abs(data["configs"][1]["speedup"] - float(rows[1]["speedup"])) < 1e-3
+PY
+    "$dptrain" compare --cpus 1,2 "${small[@]}" --epochs 1 --global-batch >"$tmp/out" 2>&1 || fail "compare --global-batch failed"
+    grep -qE "^cpu x2 +64 +0.3 " "$tmp/out" && echo "ok: --global-batch keeps batch 64 and lr 0.3" || fail "--global-batch rows: $(grep '^cpu' "$tmp/out")"
+    "$dptrain" compare --cpus 1,2 "${small[@]}" --epochs 1 --scale-lr sqrt >"$tmp/out" 2>&1 || fail "compare --scale-lr sqrt failed"
+    grep -qE "^cpu x2 +128 +0.424264 " "$tmp/out" && echo "ok: --scale-lr sqrt gives 0.3 * sqrt(2)" || fail "sqrt rows: $(grep '^cpu' "$tmp/out")"
+    expect_error "compare needs the device counts" compare --batch 64
+    expect_error "--cpus must be a list of device counts" compare --cpus 1,x
+    expect_error "--scale-lr must be linear, sqrt or none" compare --cpus 1,2 --scale-lr cubic
+    expect_error "--checkpoint is for a single run" compare --cpus 1,2 --checkpoint "$tmp/c"
+    expect_error "--lr must be a positive number" compare --cpus 1,2 --lr 0
+    ;;
 resources)
     # A failed allocation is a message with the sizes and exit 1, not an abort.
     # (Not under AddressSanitizer, which needs far more address space.)

@@ -28,37 +28,32 @@ constexpr uint64_t stream_init = 0, stream_order = 1;
 
 // --breakdown: device 0's timeline (the step's critical path: it waits for
 // every peer, sums, and sends the sum back), plus every device's compute time.
-struct Breakdown {
-    PhaseTimes root{};
-    double compute_mean = 0.0, compute_max = 0.0;
-    int slowest = 0;
-    double sum() const { return root[0] + root[1] + root[2] + root[3] + root[4]; }
-};
-
-Breakdown take_breakdown(std::span<Device* const> devices) {
-    Breakdown b;
+void take_breakdown(std::span<Device* const> devices, EpochReport& r) {
     for (size_t i = 0; i < devices.size(); ++i) {
         const PhaseTimes t = devices[i]->take_phase_times();
-        if (i == 0) b.root = t;
+        if (i == 0) r.phases = t;
         const double compute = t[size_t(Phase::compute)];
-        b.compute_mean += compute / double(devices.size());
-        if (compute > b.compute_max) b.compute_max = compute, b.slowest = int(i);
+        r.compute_mean_s += compute / double(devices.size());
+        if (compute > r.compute_slowest_s) r.compute_slowest_s = compute, r.slowest_device = int(i);
     }
-    return b;
 }
 
-void print_breakdown(const Breakdown& b, double epoch_s, std::span<Device* const> devices) {
-    const auto part = [&](Phase p) { return b.root[size_t(p)]; };
+void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
+    const double epoch_s = r.train_time_s;
+    const auto part = [&](Phase p) { return r.phases[size_t(p)]; };
     const auto share = [&](Phase p) { return 100.0 * part(p) / epoch_s; };
     std::printf("  phases on %s: split_and_load %.2f s (%.0f%%), forward+backward %.2f s (%.0f%%", devices[0]->name().c_str(),
                 part(Phase::load), share(Phase::load), part(Phase::compute), share(Phase::compute));
     if (devices.size() > 1)
-        std::printf("; mean of the devices %.2f s, slowest %s %.2f s", b.compute_mean,
-                    devices[size_t(b.slowest)]->name().c_str(), b.compute_max);
+        std::printf("; mean of the devices %.2f s, slowest %s %.2f s", r.compute_mean_s,
+                    devices[size_t(r.slowest_device)]->name().c_str(), r.compute_slowest_s);
     std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
                 "sum %.2f s of the epoch's %.2f s\n",
                 part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
-                part(Phase::update), share(Phase::update), b.sum(), epoch_s);
+                part(Phase::update), share(Phase::update),
+                part(Phase::load) + part(Phase::compute) + part(Phase::wait) + part(Phase::allreduce) +
+                    part(Phase::update),
+                epoch_s);
 }
 
 std::string with_commas(double value) {
@@ -170,20 +165,20 @@ std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step
     return text;
 }
 
-void write_metrics(std::ofstream& out, const EpochReport& s, const TrainConfig& c, const Breakdown* b) {
+void write_metrics(std::ofstream& out, const EpochReport& s, const TrainConfig& c) {
     char line[1024];
     int n = std::snprintf(line, sizeof line,
                           "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
                           "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g",
                           s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices,
                           to_string(c.kind), c.batch, double(c.lr));
-    if (b)
+    if (c.breakdown)
         n += std::snprintf(line + n, sizeof line - size_t(n),
                            ", \"load_s\": %.6f, \"compute_s\": %.6f, \"compute_mean_s\": %.6f, "
                            "\"compute_slowest_s\": %.6f, \"wait_s\": %.6f, \"allreduce_s\": %.6f, \"update_s\": %.6f",
-                           b->root[size_t(Phase::load)], b->root[size_t(Phase::compute)], b->compute_mean,
-                           b->compute_max, b->root[size_t(Phase::wait)], b->root[size_t(Phase::allreduce)],
-                           b->root[size_t(Phase::update)]);
+                           s.phases[size_t(Phase::load)], s.phases[size_t(Phase::compute)], s.compute_mean_s,
+                           s.compute_slowest_s, s.phases[size_t(Phase::wait)], s.phases[size_t(Phase::allreduce)],
+                           s.phases[size_t(Phase::update)]);
     out << line << "}\n" << std::flush;
 }
 
@@ -351,7 +346,6 @@ TrainResult train(const TrainConfig& c) {
         progress.clear();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-        const Breakdown breakdown = c.breakdown ? take_breakdown(devices) : Breakdown{};
         double loss_sum = epoch == c.start.epoch ? c.start.loss_sum : 0.0;
         for (Device* d : devices) loss_sum += d->take_loss_sum();
         const int32_t bad_step = devices[0]->take_first_bad_step();
@@ -361,14 +355,12 @@ TrainResult train(const TrainConfig& c) {
         const size_t samples = count - std::min(count, first_step * size_t(c.batch));
         EpochReport stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
                           test_accuracy(*devices[0], data.test.count, capacity)};
-        stats.phases = breakdown.root;
-        stats.compute_mean_s = breakdown.compute_mean;
-        stats.compute_slowest_s = breakdown.compute_max;
+        if (c.breakdown) take_breakdown(devices, stats);
         result.epochs.push_back(stats);
         check_replicas_identical(devices);
         print_epoch(stats, resumed ? first_step : 0);
-        if (c.breakdown) print_breakdown(breakdown, seconds, devices);
-        if (metrics.is_open()) write_metrics(metrics, stats, c, c.breakdown ? &breakdown : nullptr);
+        if (c.breakdown) print_breakdown(stats, devices);
+        if (metrics.is_open()) write_metrics(metrics, stats, c);
         const bool checkpoint_due =
             !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);
         if (checkpoint_due) write_checkpoint(Position{epoch + 1, 0, 0.0});

@@ -62,6 +62,7 @@ struct EpochReport {
     // device's forward+backward time.
     PhaseTimes phases{};
     double compute_mean_s = 0, compute_slowest_s = 0;
+    int slowest_device = 0;
 };
 
 struct TrainResult {

@@ -13,7 +13,7 @@
 # Given arguments, only the main build's `meson test` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --with-plot
 dir=${DPTRAIN_BUILD_DIR:-build}
 scripts/build.sh
 meson test -C "$dir" --print-errorlogs "$@"

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Draws a `dptrain compare --out DIR` result as one PNG.
+
+Left: test accuracy after each epoch, one line per configuration. Right: where
+an epoch's time went (the mean over the epochs after the first), one stacked
+bar per configuration, with the measured epoch time marked beside each bar.
+
+    scripts/plot.py DIR/compare.json [-o DIR/compare.png] [--title TEXT]
+
+Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
+/usr/bin/python3 above. Exit status: 0 written, 2 a missing or malformed result.
+"""
+import argparse
+import json
+import sys
+
+PHASES = [  # (key in phases_s, legend label, colour)
+    ("load", "split_and_load", "#9ecae1"),
+    ("compute", "forward+backward", "#3182bd"),
+    ("wait", "waiting for the slowest device", "#fdae6b"),
+    ("allreduce", "allreduce", "#e6550d"),
+    ("update", "SGD update", "#a1d99b"),
+]
+
+
+def fail(message):
+    print(f"plot.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        fail(f"{path} is not JSON ({e}); expected the compare.json that `dptrain compare --out DIR` writes")
+    try:
+        configs = result["configs"]
+        for c in configs:
+            for key in ("device_kind", "devices", "batch", "lr", "epoch_time_s", "phases_s", "epochs"):
+                c[key]
+            for key, _, _ in PHASES:
+                float(c["phases_s"][key])
+            for e in c["epochs"]:
+                int(e["epoch"]), float(e["test_acc"])
+    except (KeyError, TypeError, ValueError) as e:
+        fail(f"{path} is not a dptrain compare result (missing or bad {e})")
+    if not configs:
+        fail(f"{path} holds no configurations")
+    return result
+
+
+def label(c):
+    return f"{c['device_kind']} x{c['devices']}, batch {c['batch']}, lr {c['lr']:g}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Draw a dptrain compare result (compare.json) as a PNG.")
+    parser.add_argument("result", help="compare.json, from dptrain compare --out DIR")
+    parser.add_argument("-o", "--output", help="the PNG to write (default: beside the result, compare.png)")
+    parser.add_argument("--title", help="a title over both panels")
+    args = parser.parse_args()
+    result = load(args.result)
+    output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
+
+    try:
+        import matplotlib
+    except ImportError:
+        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    configs = result["configs"]
+    fig, (acc, phases) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1.2, 1]})
+
+    for c in configs:
+        epochs = [e["epoch"] for e in c["epochs"]]
+        acc.plot(epochs, [e["test_acc"] for e in c["epochs"]], marker="o", label=label(c))
+    acc.set_xlabel("epoch")
+    acc.set_ylabel("test accuracy")
+    acc.set_ylim(0, 1)
+    acc.xaxis.get_major_locator().set_params(integer=True)
+    acc.grid(alpha=0.3)
+    acc.legend(loc="best", fontsize="small")
+    acc.set_title("test accuracy after each epoch")
+
+    names = [f"{c['device_kind']} x{c['devices']}" for c in configs]
+    x = range(len(configs))
+    bottom = [0.0] * len(configs)
+    for key, text, colour in PHASES:
+        heights = [float(c["phases_s"][key]) for c in configs]
+        phases.bar(x, heights, bottom=bottom, color=colour, label=text, width=0.6)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    phases.scatter(x, [c["epoch_time_s"] for c in configs], marker="_", s=900, color="black", zorder=3,
+                   label="measured epoch time")
+    for i, c in enumerate(configs):
+        speedup = c.get("speedup")
+        if speedup is not None:
+            phases.annotate(f"{float(speedup):.2f}x", (i, c["epoch_time_s"]), textcoords="offset points",
+                            xytext=(0, 6), ha="center", fontsize="small")
+    phases.set_xticks(list(x), names)
+    phases.set_ylabel("seconds per epoch (device 0)")
+    phases.set_ylim(0, max(max(bottom), max(c["epoch_time_s"] for c in configs)) * 1.7)
+    phases.legend(loc="upper center", ncol=2, fontsize="small")  # in the headroom above the bars
+    phases.set_title("where an epoch's time goes")
+
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    try:
+        fig.savefig(output, dpi=100)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror}")
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/plot.py on a fixture compare result (tests/fixtures/compare.json,
+# from a real `dptrain compare --cpus 1,2` run): it writes a PNG that is a
+# real image, and refuses a result that is not one with exit status 2.
+# Skips (77) when no Python with matplotlib is installed (scripts/deps.sh
+# --with-plot installs it; scripts/test.sh does).
+# Usage: test_plot.sh PLOT_PY FIXTURE
+set -uo pipefail
+plot=$1 fixture=$2
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+python=/usr/bin/python3  # Debian's python3-matplotlib installs for this one
+if ! "$python" -c 'import matplotlib' 2>/dev/null; then
+    echo "SKIP: $python has no matplotlib (scripts/deps.sh --with-plot installs it)"
+    exit 77
+fi
+
+"$python" "$plot" "$fixture" -o "$tmp/out.png" --title "fixture" >"$tmp/log" 2>&1 || fail "plot.py failed: $(cat "$tmp/log")"
+size=$(stat -c %s "$tmp/out.png" 2>/dev/null || echo 0)
+# A PNG starts with these 8 bytes; two panels with lines and bars are well over 10 kB.
+if [[ $(head -c 8 "$tmp/out.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]]; then
+    echo "ok: plot.py wrote a $size-byte PNG"
+else
+    fail "plot.py wrote no PNG, or a tiny one ($size bytes)"
+fi
+grep -qF "wrote $tmp/out.png" "$tmp/log" || fail "plot.py does not say what it wrote: $(cat "$tmp/log")"
+
+# Without -o, the PNG goes beside the result.
+cp "$fixture" "$tmp/compare.json"
+"$python" "$plot" "$tmp/compare.json" >/dev/null 2>&1 && [[ -s $tmp/compare.png ]] \
+    && echo "ok: without -o, compare.png beside the result" || fail "no compare.png beside the result"
+
+for bad in '{}' '{"configs": []}' 'not json' '{"configs": [{"devices": 1}]}'; do
+    printf '%s' "$bad" >"$tmp/bad.json"
+    "$python" "$plot" "$tmp/bad.json" -o "$tmp/bad.png" >"$tmp/log" 2>&1
+    rc=$?
+    if [[ $rc -eq 2 && ! -e $tmp/bad.png ]] && grep -q "plot.py: " "$tmp/log"; then
+        echo "ok: '$bad' -> 2: $(cat "$tmp/log")"
+    else
+        fail "'$bad' -> exit $rc: $(cat "$tmp/log")"
+    fi
+done
+"$python" "$plot" "$tmp/missing.json" >/dev/null 2>&1
+[[ $? -eq 2 ]] && echo "ok: a missing file -> 2" || fail "a missing file does not exit 2"
+
+[[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }

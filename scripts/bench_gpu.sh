@@ -9,6 +9,7 @@
 # epochs after the first, so start-up, graph recording and torch.compile's
 # compilation stay out. dptrain's epoch time is measured after a device
 # synchronise (the tutorial's waitall), the peer's likewise.
+# Last, `dptrain compare --gpus 1,2,4` with its table, verdict and files.
 #   usage: scripts/bench_gpu.sh     (EPOCHS=5 PEER=... PYTHON=python3 DATA=dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,3 +63,12 @@ echo "Replicas sharing the GPU, global batch 256"
 row "1 replica (256 per replica)" "$t_graph" "$t_graph" "1 replica"
 row "2 replicas (128 each)" "$t_r2" "$t_graph" "1 replica"
 row "4 replicas (64 each)" "$t_r4" "$t_graph" "1 replica"
+
+# The classroom comparison on this GPU: 1, 2 and 4 replicas at 256 samples a
+# replica (lr scaled linearly), with the phase breakdown; the result and its
+# plot go to $RESULTS (default build/gpu-compare/).
+results=${RESULTS:-build/gpu-compare}
+echo
+build/dptrain compare --gpus 1,2,4 --data "$data" --batch 256 --lr 0.3 --epochs "$epochs" --out "$results" \
+    | sed -n '/^compare:/,$p'
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then scripts/plot.py "$results/compare.json" --title "${gpu:-GPU}"; fi

@@ -3,7 +3,8 @@
 # test (the GPU suite included; not the fuzzers, which need clang), then a
 # short training under compute-sanitizer's memcheck and racecheck, with 1 and
 # 2 replicas, and the resume check on 2 replicas: 1 epoch, then --resume to 3,
-# against 3 epochs straight, byte for byte.
+# against 3 epochs straight, byte for byte. Last, the classroom commands on
+# 2 GPU replicas (inspect's checks, the demos' checks) and `dptrain devices`.
 # Logs go to $LOGS (default build/gpu-check/).
 #   usage: scripts/check_gpu.sh
 set -uo pipefail
@@ -30,4 +31,11 @@ for graphs in "" --no-graphs; do
     build/dptrain --resume "$logs/one.ck" $graphs --epochs 3 --save "$logs/resumed.params" >>"$logs/resume.log" 2>&1 || status=1
     if cmp "$logs/whole.params" "$logs/resumed.params"; then echo "ok: byte-identical"; else echo "FAIL: resumed parameters differ"; status=1; fi
 done
+echo "== classroom commands on GPU replicas"
+for cmd in "inspect --gpus 2" "inspect --gpus 3 --batch 7" "demo allreduce --gpus 2" "demo split --gpus 2"; do
+    # shellcheck disable=SC2086
+    if build/dptrain $cmd >"$logs/classroom.log" 2>&1; then echo "ok: dptrain $cmd: $(tail -1 "$logs/classroom.log")"
+    else echo "FAIL: dptrain $cmd:"; cat "$logs/classroom.log"; status=1; fi
+done
+build/dptrain devices 2>&1 | tee "$logs/devices.log" || status=1
 exit $status

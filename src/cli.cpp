@@ -3,25 +3,15 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cxxopts.hpp>
 #include <limits>
 
 #include "checkpoint.hpp"
 #include "errors.hpp"
 #include "gpu.hpp"
+#include "options.hpp"
 
 namespace dpt {
 namespace {
-
-template <class T>
-T parse_number(const std::string& option, const std::string& text, T min, T max, const char* what) {
-    T value{};
-    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
-    const bool ok = err == std::errc() && end == text.data() + text.size() && !(value < min) && !(value > max);
-    if (!ok || (std::is_floating_point_v<T> && !std::isfinite(double(value))))
-        throw InputError("--" + option + " must be " + what + " (got '" + text + "')");
-    return value;
-}
 
 int positive_int(const cxxopts::ParseResult& r, const std::string& option, int fallback) {
     if (!r.count(option)) return fallback;
@@ -88,6 +78,22 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
 
 }  // namespace
 
+DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, int fallback) {
+    if (!cpus.empty() && !gpus.empty()) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
+    const char* what = "a whole number of at least 1";
+    if (!gpus.empty()) {
+        const int n = parse_number<int>("gpus", gpus, 1, 1024, what);
+        require_gpus("--gpus " + gpus);
+        return {DeviceKind::cuda, n};
+    }
+    return {DeviceKind::cpu, cpus.empty() ? fallback : parse_number<int>("cpus", cpus, 1, 1024, what)};
+}
+
+std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup) {
+    return choice.kind == DeviceKind::cuda ? make_gpu_devices(choice.count, setup)
+                                           : make_cpu_devices(choice.count, setup);
+}
+
 std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain",
                              "Trains LeNet on Fashion-MNIST with data parallelism over N devices:\n"
@@ -120,18 +126,10 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("checkpoint-every", "epochs between checkpoints (default 1)", cxxopts::value<std::string>(), "K")
         ("resume", "go on from the checkpoint in FILE with its settings and data order, as if never stopped; --epochs may raise the total; checkpoints keep going to FILE unless --checkpoint says otherwise", cxxopts::value<std::string>(), "FILE");
 
-    cxxopts::ParseResult r;
-    try {
-        r = options.parse(argc, argv);
-    } catch (const cxxopts::exceptions::exception& e) {
-        throw InputError(std::string(e.what()) + " (see dptrain --help)");
-    }
-    if (r.count("help")) {
-        std::fputs(options.help({"Devices", "Training", "Data and files", "Checkpoints"}).c_str(), stdout);
-        return std::nullopt;
-    }
-    if (!r.unmatched().empty())
-        throw InputError("unexpected argument '" + r.unmatched().front() + "' (see dptrain --help)");
+    const std::optional<cxxopts::ParseResult> parsed =
+        parse_options(options, argc, argv, "dptrain", options.help({"Devices", "Training", "Data and files", "Checkpoints"}));
+    if (!parsed) return std::nullopt;
+    const cxxopts::ParseResult& r = *parsed;
 
     TrainConfig c;
     if (r.count("cpus") && r.count("gpus")) throw InputError("--cpus and --gpus cannot be combined: pick one kind");

@@ -281,8 +281,9 @@ int run_compare(int argc, const char* const* argv) {
                                               : base.lr;
         }
         if (c.batch < n) throw InputError("--batch " + std::to_string(c.batch) + " is smaller than " + std::to_string(n) + " devices");
-        std::printf("\n== compare: %d %s, batch %d, lr %g ==\n", n, c.kind == DeviceKind::cpu ? "CPU devices" : "GPU replicas",
-                    c.batch, double(c.lr));
+        const char* kind = c.kind == DeviceKind::cpu ? (n == 1 ? "CPU device" : "CPU devices")
+                                                     : (n == 1 ? "GPU replica" : "GPU replicas");
+        std::printf("\n== compare: %d %s, batch %d, lr %g ==\n", n, kind, c.batch, double(c.lr));
         std::fflush(stdout);
         const TrainResult result = train(c);
         if (result.exit_status != 0) return result.exit_status;  // stopped by a signal

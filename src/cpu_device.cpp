@@ -55,6 +55,7 @@ class CpuDevice final : public Device {
           chunk_(std::min(setup.capacity, chunk_samples)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
           input_labels_(size_t(setup.capacity)),
+          outputs_(size_t(setup.capacity) * lenet::classes),
           activation_memory_(lenet::activation_floats(chunk_, scratch_floats(chunk_))),
           act_(lenet::carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
           eval_index_(setup.capacity),
@@ -86,6 +87,12 @@ class CpuDevice final : public Device {
         assert(images.size() >= loaded_ * pixels && labels.size() >= size_t(loaded_));
         std::copy_n(input_.begin(), loaded_ * pixels, images.begin());
         std::copy_n(input_labels_.begin(), loaded_, labels.begin());
+        return loaded_;
+    }
+    int read_outputs(std::span<float> logits) override {
+        synchronize();
+        assert(logits.size() >= size_t(loaded_) * lenet::classes);
+        std::copy_n(outputs_.begin(), size_t(loaded_) * lenet::classes, logits.begin());
         return loaded_;
     }
     double take_loss_sum() override {
@@ -155,11 +162,13 @@ class CpuDevice final : public Device {
         uint64_t target = 0;
     };
 
-    // The activations, pointed at samples [first, first + chunk_) of the input.
+    // The activations, pointed at samples [first, first + chunk_) of the
+    // input, and the chunk's logits at their place among the part's.
     lenet::Activations chunk_of(int first) {
         lenet::Activations a = act_;
         a.x = input_.data() + size_t(first) * setup_.train->pixels();
         a.labels = input_labels_.data() + first;
+        a.logits = outputs_.data() + size_t(first) * lenet::classes;
         return a;
     }
 
@@ -279,6 +288,7 @@ class CpuDevice final : public Device {
     const int chunk_;                    // samples per forward/backward pass
     std::vector<float> input_;           // the loaded part (capacity, 784), in [0, 1]
     std::vector<int32_t> input_labels_;  // (capacity)
+    std::vector<float> outputs_;         // (capacity, 10): the logits of the last forward
     std::vector<float> activation_memory_;
     lenet::Activations act_;             // for chunk_ samples; x and labels set per chunk
     cpu::KernelSet kernels_;

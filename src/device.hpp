@@ -62,6 +62,9 @@ class Device {
     virtual void read_grads(std::span<float> host) = 0;
     // The part last loaded: images (count, 784) in [0, 1] and labels. Returns count.
     virtual int read_input(std::span<float> images, std::span<int32_t> labels) = 0;
+    // After forward_backward(): the logits (count, 10) its forward computed for
+    // the loaded part (dptrain inspect shows them). Returns count.
+    virtual int read_outputs(std::span<float> logits) = 0;
     // Sum of training losses / number of correct test predictions since the last take.
     virtual double take_loss_sum() = 0;
     virtual int64_t take_correct() = 0;

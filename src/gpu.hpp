@@ -23,6 +23,26 @@ struct GpuInventory {
 // Never throws: no driver, no device or a CPU-only build is an empty inventory.
 GpuInventory probe_gpus();
 
+// What `dptrain devices` shows of one GPU.
+struct GpuProperties {
+    std::string name;
+    double memory_gb = 0;          // total device memory, 1e9 bytes
+    int major = 0, minor = 0;      // compute capability
+    int multiprocessors = 0;
+};
+std::vector<GpuProperties> gpu_properties();
+
+// peer[a][b]: GPU a can read and write GPU b's memory directly (over NVLink
+// or PCIe); where it cannot, the allreduce's copies go through host memory.
+std::vector<std::vector<bool>> gpu_peer_matrix();
+
+// Measured copy bandwidth in GB/s, from GPU `from`'s memory to GPU `to`'s
+// (the same GPU: a copy within its memory, as between replicas sharing it),
+// copying `bytes` at a time with cudaMemcpyPeerAsync as the allreduce does,
+// peer access enabled where possible as in training. The median of timed
+// copies after a warm-up, timed with CUDA events.
+double gpu_copy_bandwidth(int from, int to, size_t bytes);
+
 // N replicas on the visible GPUs: replica i on GPU i % count, each with its
 // own stream, parameters, gradients and activations, and the data set
 // uploaded once per GPU. Enables peer access between GPUs where it exists.

@@ -155,6 +155,13 @@ class GpuDevice final : public Device {
         CUDA_CHECK(cudaMemcpy(labels.data(), act_.labels, size_t(loaded_) * sizeof(int32_t), cudaMemcpyDeviceToHost));
         return loaded_;
     }
+    int read_outputs(std::span<float> logits) override {
+        synchronize();
+        assert(logits.size() >= size_t(loaded_) * lenet::classes);
+        CUDA_CHECK(cudaMemcpy(logits.data(), act_.logits, size_t(loaded_) * lenet::classes * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+        return loaded_;
+    }
     double take_loss_sum() override {
         synchronize();
         double sum = 0.0;

@@ -14,6 +14,10 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(int, const ReplicaSetup&) 
     throw std::logic_error("make_gpu_devices: built without CUDA");
 }
 
+std::vector<GpuProperties> gpu_properties() { return {}; }
+std::vector<std::vector<bool>> gpu_peer_matrix() { return {}; }
+double gpu_copy_bandwidth(int, int, size_t) { throw std::logic_error("gpu_copy_bandwidth: built without CUDA"); }
+
 std::string describe_gpu_replicas(int) { return "no GPUs in this build"; }
 
 std::unique_ptr<Recording> record_graph(std::span<Device* const>, const std::function<void()>&, std::string& why) {

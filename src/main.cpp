@@ -9,11 +9,16 @@
 #include "cli.hpp"
 #include "compare.hpp"
 #include "errors.hpp"
+#include "subcommands.hpp"
 #include "trainer.hpp"
 
 int main(int argc, char** argv) {
     try {
-        if (argc > 1 && std::strcmp(argv[1], "compare") == 0) return dpt::run_compare(argc - 1, argv + 1);
+        const auto is = [&](const char* subcommand) { return argc > 1 && std::strcmp(argv[1], subcommand) == 0; };
+        if (is("compare")) return dpt::run_compare(argc - 1, argv + 1);
+        if (is("inspect")) return dpt::run_inspect(argc - 1, argv + 1);
+        if (is("demo")) return dpt::run_demo(argc - 1, argv + 1);
+        if (is("devices")) return dpt::run_devices(argc - 1, argv + 1);
         const auto config = dpt::parse_command_line(argc, argv);
         return config ? dpt::train(*config).exit_status : 0;
     } catch (const dpt::InputError& e) {

@@ -2,7 +2,7 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|resources}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|compare|inspect|demo|resources}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -251,6 +251,65 @@ PY
     expect_error "--scale-lr must be linear, sqrt or none" compare --cpus 1,2 --scale-lr cubic
     expect_error "--checkpoint is for a single run" compare --cpus 1,2 --checkpoint "$tmp/c"
     expect_error "--lr must be a positive number" compare --cpus 1,2 --lr 0
+    ;;
+inspect)
+    # dptrain inspect: every claim checked, on 2 and 3 devices (an uneven split);
+    # and a perturbed replica makes exactly the identity checks fail, exit 1.
+    for devices in "--cpus 2" "--cpus 3 --batch 7 --pool max --init normal"; do
+        # shellcheck disable=SC2086
+        "$dptrain" inspect $devices >"$tmp/out" 2>&1
+        rc=$?
+        checks=$(grep -c "^   check ok: " "$tmp/out")
+        if [[ $rc -eq 0 && $checks -eq 9 ]] && grep -q "^inspect: all 9 checks held$" "$tmp/out" && ! grep -q FAILED "$tmp/out"; then
+            echo "ok: inspect $devices: 9 checks held"
+        else
+            fail "inspect $devices: exit $rc, $checks checks ok: $(cat "$tmp/out")"
+        fi
+    done
+    for stage in "1. split_and_load" "2. the untrained network's outputs" "3. channel 0 of conv1's weights" \
+        "4. the gradient of those weights" "5. the same gradients after the allreduce" "6. channel 0 of conv1's weights after"; do
+        grep -qF "$stage" "$tmp/out" || fail "inspect does not show '$stage'"
+    done
+    # Device 1's part of 7 samples over 3 devices is samples 3..4.
+    grep -qE "^   cpu:1  samples 3\.\.4, labels \[[0-9] [0-9]\]$" "$tmp/out" && echo "ok: 7 samples over 3 devices: cpu:1 holds 3..4" \
+        || fail "the parts of 7 over 3: $(grep samples "$tmp/out")"
+    "$dptrain" inspect --cpus 2 --perturb 1 >"$tmp/out" 2>&1
+    rc=$?
+    for claim in "all 129068 parameters are identical on every device" "the replicas are still identical"; do
+        grep -qF "check FAILED: $claim" "$tmp/out" || fail "--perturb 1: '$claim' did not fail"
+    done
+    # The allreduce still makes the gradients equal: that check must hold.
+    grep -qF "check ok: the gradients are identical on every device" "$tmp/out" || fail "--perturb 1: the allreduce check failed"
+    [[ $rc -eq 1 ]] && grep -q "^inspect: FAILED" "$tmp/out" && echo "ok: a perturbed replica fails the identity checks, exit 1" \
+        || fail "--perturb 1: exit $rc: $(cat "$tmp/out")"
+    expect_error "--perturb must be a device index from 0 to 1" inspect --perturb 2
+    expect_error "is smaller than the 2 devices" inspect --batch 1
+    expect_error "unexpected argument 'now'" inspect now
+    CUDA_VISIBLE_DEVICES= expect_error "; train on CPU devices with --cpus N" inspect --gpus 2
+    ;;
+demo)
+    # dptrain demo allreduce / split, and dptrain devices.
+    "$dptrain" demo allreduce >"$tmp/out" 2>&1 || fail "demo allreduce failed: $(cat "$tmp/out")"
+    grep -qE "^  cpu:0  \[1, 1\]$" "$tmp/out" && grep -qE "^  cpu:1  \[2, 2\]$" "$tmp/out" \
+        && [[ $(grep -cE "^  cpu:[01]  \[3, 3\]$" "$tmp/out") -eq 2 ]] && grep -q "^check ok" "$tmp/out" \
+        && echo "ok: demo allreduce: [1,1] and [2,2] become [3,3] on both" || fail "demo allreduce: $(cat "$tmp/out")"
+    "$dptrain" demo allreduce --cpus 4 --size 3 >"$tmp/out" 2>&1 || fail "demo allreduce --cpus 4 failed"
+    [[ $(grep -cE "^  cpu:[0-3]  \[10, 10, 10\]$" "$tmp/out") -eq 4 ]] && echo "ok: 4 devices: 1+2+3+4 = 10 everywhere" \
+        || fail "demo allreduce --cpus 4: $(cat "$tmp/out")"
+    "$dptrain" demo split >"$tmp/out" 2>&1 || fail "demo split failed: $(cat "$tmp/out")"
+    sed -n '/^  cpu:0/,/^  cpu:1/p' "$tmp/out" | grep -qE "^    \[  8   9  10  11\]$" \
+        && sed -n '/^  cpu:1/,$p' "$tmp/out" | grep -qE "^    \[ 20  21  22  23\]$" && grep -q "^check ok" "$tmp/out" \
+        && echo "ok: demo split: the 6x4 batch in halves" || fail "demo split: $(cat "$tmp/out")"
+    "$dptrain" demo split --cpus 4 >"$tmp/out" 2>&1 || fail "demo split --cpus 4 failed"
+    grep -qF "(2, 2, 1, 1)" "$tmp/out" && echo "ok: 6 rows over 4 devices: 2, 2, 1, 1" || fail "demo split --cpus 4: $(cat "$tmp/out")"
+    expect_error "needs allreduce or split" demo
+    expect_error "--size is for dptrain demo allreduce" demo split --size 3
+    expect_error "at most 256" demo split --rows 20 --cols 16
+    "$dptrain" devices >"$tmp/out" 2>&1 || fail "devices failed: $(cat "$tmp/out")"
+    grep -qE "^  [0-9]+ usable cores? " "$tmp/out" && grep -qE "host memory copies: +[0-9.]+ GB/s at 64 MiB" "$tmp/out" \
+        && grep -qE "^GPUs: " "$tmp/out" && echo "ok: devices: $(grep -E 'usable|GPUs' "$tmp/out" | tr '\n' ' ')" \
+        || fail "devices: $(cat "$tmp/out")"
+    expect_error "takes no arguments" devices --all
     ;;
 resources)
     # A failed allocation is a message with the sizes and exit 1, not an abort.

@@ -1,0 +1,33 @@
+// Command-line parsing shared by dptrain and its subcommands (cxxopts).
+#pragma once
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <optional>
+#include <string>
+
+#include "errors.hpp"
+
+namespace dpt {
+
+// argv parsed by `options`. A bad option or a leftover argument is an
+// InputError that points to `command` --help (e.g. "dptrain inspect"). Empty
+// when --help (declared by the caller as "h,help") was asked for: `help` has
+// then been printed.
+inline std::optional<cxxopts::ParseResult> parse_options(cxxopts::Options& options, int argc, const char* const* argv,
+                                                         const std::string& command, const std::string& help) {
+    cxxopts::ParseResult r;
+    try {
+        r = options.parse(argc, argv);
+    } catch (const cxxopts::exceptions::exception& e) {
+        throw InputError(std::string(e.what()) + " (see " + command + " --help)");
+    }
+    if (r.count("help")) {
+        std::fputs(help.c_str(), stdout);
+        return std::nullopt;
+    }
+    if (!r.unmatched().empty())
+        throw InputError("unexpected argument '" + r.unmatched().front() + "' (see " + command + " --help)");
+    return r;
+}
+
+}  // namespace dpt

@@ -1,0 +1,17 @@
+// dptrain's classroom subcommands besides compare (compare.hpp). Each takes
+// argv[0] as its own name, prints to stdout, returns the exit status (1 when
+// a check it makes fails) and throws InputError for a bad command line.
+#pragma once
+
+namespace dpt {
+
+// `dptrain inspect`: one step on a small batch, each stage shown and checked.
+int run_inspect(int argc, const char* const* argv);
+
+// `dptrain demo allreduce|split`: the two pieces of data parallelism on small tensors.
+int run_demo(int argc, const char* const* argv);
+
+// `dptrain devices`: CPU cores, GPUs, peer access and measured copy speed.
+int run_devices(int argc, const char* const* argv);
+
+}  // namespace dpt

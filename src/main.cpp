@@ -1,4 +1,5 @@
-// dptrain: data-parallel LeNet training. Exit status: 0 success, 2 bad command
+// dptrain: data-parallel LeNet training, and the subcommands that show how
+// it works (compare, inspect, demo, devices). Exit status: 0 success, 2 bad command
 // line or bad input data, 1 any other failure (divergence included), 130 / 143
 // stopped by SIGINT / SIGTERM.
 #include <cstdio>

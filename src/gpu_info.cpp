@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "cuda/check.hpp"
@@ -45,15 +46,24 @@ double gpu_copy_bandwidth(int from, int to, size_t bytes) {
         else CUDA_CHECK(status);
     }
     void *src = nullptr, *dst = nullptr;
-    CUDA_CHECK(cudaSetDevice(from));
-    CUDA_CHECK(cudaMalloc(&src, bytes));
-    CUDA_CHECK(cudaMemset(src, 1, bytes));
-    CUDA_CHECK(cudaSetDevice(to));
-    CUDA_CHECK(cudaMalloc(&dst, bytes));
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
+    // Everything made here goes on the way out, thrown or not (null handles are ignored).
+    const auto release = [&] {
+        if (start) cudaEventDestroy(start);
+        if (stop) cudaEventDestroy(stop);
+        if (stream) cudaStreamDestroy(stream);
+        cudaFree(dst);
+        cudaSetDevice(from);
+        cudaFree(src);
+    };
     std::vector<float> ms;
     try {
+        CUDA_CHECK(cudaSetDevice(from));
+        CUDA_CHECK(cudaMalloc(&src, bytes));
+        CUDA_CHECK(cudaMemset(src, 1, bytes));
+        CUDA_CHECK(cudaSetDevice(to));  // the copy is queued on the receiving GPU, as device 0 does when it gathers
+        CUDA_CHECK(cudaMalloc(&dst, bytes));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreate(&start));
         CUDA_CHECK(cudaEventCreate(&stop));
@@ -68,17 +78,10 @@ double gpu_copy_bandwidth(int from, int to, size_t bytes) {
             if (i >= warm_up) ms.push_back(t);
         }
     } catch (...) {
-        cudaFree(dst);
-        cudaSetDevice(from);
-        cudaFree(src);
+        release();
         throw;
     }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaStreamDestroy(stream);
-    cudaFree(dst);
-    CUDA_CHECK(cudaSetDevice(from));
-    CUDA_CHECK(cudaFree(src));
+    release();
     std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
     const double seconds = double(ms[ms.size() / 2]) / 1e3;
     return double(bytes) / seconds / 1e9;

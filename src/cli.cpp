@@ -78,6 +78,16 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
 
 }  // namespace
 
+PoolKind parse_pool(const std::string& text) {
+    if (text != "avg" && text != "max") throw InputError("--pool must be avg or max (got '" + text + "')");
+    return text == "avg" ? PoolKind::avg : PoolKind::max;
+}
+
+InitKind parse_init(const std::string& text) {
+    if (text != "xavier" && text != "normal") throw InputError("--init must be xavier or normal (got '" + text + "')");
+    return text == "xavier" ? InitKind::xavier : InitKind::normal;
+}
+
 DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, int fallback) {
     if (!cpus.empty() && !gpus.empty()) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
     const char* what = "a whole number of at least 1";
@@ -166,11 +176,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 0, 1000000, "a whole number from 0");
     c.seed = parse_number<uint64_t>("seed", r["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max(),
                                     "a whole number from 0");
-    const std::string pool = r["pool"].as<std::string>(), init = r["init"].as<std::string>();
-    if (pool != "avg" && pool != "max") throw InputError("--pool must be avg or max (got '" + pool + "')");
-    if (init != "xavier" && init != "normal") throw InputError("--init must be xavier or normal (got '" + init + "')");
-    c.pool = pool == "avg" ? PoolKind::avg : PoolKind::max;
-    c.init = init == "xavier" ? InitKind::xavier : InitKind::normal;
+    c.pool = parse_pool(r["pool"].as<std::string>());
+    c.init = parse_init(r["init"].as<std::string>());
 
     if (r.count("data")) c.data_dir = r["data"].as<std::string>();
     c.limit_train = size_t(positive_int(r, "limit-train", 0));

@@ -26,6 +26,10 @@ T parse_number(const std::string& option, const std::string& text, T min, T max,
     return value;
 }
 
+// --pool avg|max and --init xavier|normal, as typed.
+PoolKind parse_pool(const std::string& text);
+InitKind parse_init(const std::string& text);
+
 // The devices of a subcommand (inspect, demo): --cpus N or --gpus N as typed
 // (empty when not given), checked as for a training run; `fallback` CPU
 // devices when neither is given.

@@ -2,6 +2,7 @@
 // parallelism on tensors small enough to read, run by the same code as
 // training (allreduce_naive and split_and_load on real devices), with the
 // result checked.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -45,7 +46,6 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
     const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain demo", help);
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
-    const auto text = [&](const char* name) { return r.count(name) ? r[name].as<std::string>() : std::string(); };
     const auto only_for = [&](const char* name, const char* demo) {
         if (r.count(name) && which != demo)
             throw InputError(std::string("--") + name + " is for dptrain demo " + demo);
@@ -54,13 +54,13 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
     only_for("rows", "split");
     only_for("cols", "split");
     DemoOptions o;
-    o.devices = choose_devices(text("cpus"), text("gpus"), 2);
+    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), 2);
     if (r.count("size"))
-        o.size = parse_number<int>("size", text("size"), 1, 16, "a whole number from 1 to 16 (a tensor to read)");
+        o.size = parse_number<int>("size", given(r, "size"), 1, 16, "a whole number from 1 to 16 (a tensor to read)");
     if (r.count("rows"))
-        o.rows = parse_number<int>("rows", text("rows"), 1, 64, "a whole number from 1 to 64");
+        o.rows = parse_number<int>("rows", given(r, "rows"), 1, 64, "a whole number from 1 to 64");
     if (r.count("cols"))
-        o.cols = parse_number<int>("cols", text("cols"), 1, 16, "a whole number from 1 to 16");
+        o.cols = parse_number<int>("cols", given(r, "cols"), 1, 16, "a whole number from 1 to 16");
     if (o.rows * o.cols > 256)
         throw InputError("--rows times --cols must be at most 256: the values 0, 1, 2, ... are stored as bytes, "
                          "as pixels are");
@@ -98,8 +98,7 @@ int demo_allreduce(const DemoOptions& o) {
         print_values("  " + devices[size_t(i)]->name() + "  ", buffer.data(), k);
         std::printf("\n");
     }
-    allreduce_naive(devices);
-    for (Device* d : devices) d->synchronize();
+    allreduce_naive(devices);  // read_grads below waits for it
     const float expected = float(n) * float(n + 1) / 2.0f;
     std::printf("\nafter:\n");
     bool right = true;

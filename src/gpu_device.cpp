@@ -1,7 +1,8 @@
 // GPU devices: a replica in the memory of one CUDA GPU, and a CUDA stream on
 // which all of its work is queued with the launchers of kernels/cuda/. The
 // CPU twin is cpu_device.cpp; both implement device.hpp, so parallel.cpp
-// drives either without knowing which.
+// drives either without knowing which. Also here: what `dptrain devices`
+// reports of the GPUs (gpu_properties, gpu_peer_matrix, gpu_copy_bandwidth).
 //
 // What makes this fast, and what it teaches:
 //  - The data set is uploaded once per physical GPU (replicas on the same GPU
@@ -16,6 +17,7 @@
 //    so the multi-GPU code path runs (and is tested) on a 1-GPU machine.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
 #include <limits>
@@ -434,6 +436,67 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSe
     std::vector<std::unique_ptr<Device>> devices;
     for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<GpuDevice>(i, i % gpus, data[i % gpus], setup));
     return devices;
+}
+
+std::vector<GpuProperties> gpu_properties() {
+    std::vector<GpuProperties> gpus;
+    for (int g = 0; g < probe_gpus().count(); ++g) {
+        cudaDeviceProp prop{};
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, g));
+        gpus.push_back({prop.name, double(prop.totalGlobalMem) / 1e9, prop.major, prop.minor, prop.multiProcessorCount});
+    }
+    return gpus;
+}
+
+std::vector<std::vector<bool>> gpu_peer_matrix() {
+    const int n = probe_gpus().count();
+    std::vector<std::vector<bool>> peer(size_t(n), std::vector<bool>(size_t(n), false));
+    for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b) peer[size_t(a)][size_t(b)] = a != b && can_access_peer(a, b);
+    return peer;
+}
+
+double gpu_copy_bandwidth(int from, int to, size_t bytes) {
+    enable_peer_access(probe_gpus().count());  // as make_gpu_devices does
+    void *src = nullptr, *dst = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    // Everything made here goes on the way out, thrown or not (null handles are ignored).
+    const auto release = [&] {
+        if (start) cudaEventDestroy(start);
+        if (stop) cudaEventDestroy(stop);
+        if (stream) cudaStreamDestroy(stream);
+        cudaFree(dst);
+        cudaSetDevice(from);
+        cudaFree(src);
+    };
+    std::vector<float> ms;
+    try {
+        CUDA_CHECK(cudaSetDevice(from));
+        CUDA_CHECK(cudaMalloc(&src, bytes));
+        CUDA_CHECK(cudaMemset(src, 1, bytes));
+        CUDA_CHECK(cudaSetDevice(to));  // the copy is queued on the receiving GPU, as device 0 does when it gathers
+        CUDA_CHECK(cudaMalloc(&dst, bytes));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreate(&start));
+        CUDA_CHECK(cudaEventCreate(&stop));
+        constexpr int warm_up = 3, timed = 20;
+        for (int i = 0; i < warm_up + timed; ++i) {
+            CUDA_CHECK(cudaEventRecord(start, stream));
+            CUDA_CHECK(cudaMemcpyPeerAsync(dst, to, src, from, bytes, stream));
+            CUDA_CHECK(cudaEventRecord(stop, stream));
+            CUDA_CHECK(cudaEventSynchronize(stop));
+            float t = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+            if (i >= warm_up) ms.push_back(t);
+        }
+    } catch (...) {
+        release();
+        throw;
+    }
+    release();
+    std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
+    return double(bytes) / (double(ms[ms.size() / 2]) / 1e3) / 1e9;
 }
 
 std::string describe_gpu_replicas(int count) {

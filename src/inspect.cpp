@@ -125,25 +125,21 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
     const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain inspect", options.help());
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
-    const auto text = [&](const char* name) { return r.count(name) ? r[name].as<std::string>() : std::string(); };
     InspectOptions o;
-    o.devices = choose_devices(text("cpus"), text("gpus"), 2);
+    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), 2);
     const int n = o.devices.count;
-    o.batch = r.count("batch") ? parse_number<int>("batch", text("batch"), 1, 4096, "a whole number from 1 to 4096")
+    o.batch = r.count("batch") ? parse_number<int>("batch", given(r, "batch"), 1, 4096, "a whole number from 1 to 4096")
                                : 2 * n;
     if (o.batch < n)
         throw InputError("--batch " + std::to_string(o.batch) + " is smaller than the " + std::to_string(n) +
                          " devices: every device needs a sample to show");
     o.lr = parse_number<float>("lr", r["lr"].as<std::string>(), 1e-30f, 1e30f, "a positive number");
     o.seed = parse_number<uint64_t>("seed", r["seed"].as<std::string>(), 0, UINT64_MAX, "a whole number from 0");
-    const std::string init = r["init"].as<std::string>(), pool = r["pool"].as<std::string>();
-    if (init != "xavier" && init != "normal") throw InputError("--init must be xavier or normal (got '" + init + "')");
-    if (pool != "avg" && pool != "max") throw InputError("--pool must be avg or max (got '" + pool + "')");
-    o.init = init == "xavier" ? InitKind::xavier : InitKind::normal;
-    o.pool = pool == "avg" ? PoolKind::avg : PoolKind::max;
-    o.data_dir = text("data");
+    o.init = parse_init(r["init"].as<std::string>());
+    o.pool = parse_pool(r["pool"].as<std::string>());
+    o.data_dir = given(r, "data");
     if (r.count("perturb"))
-        o.perturb = parse_number<int>("perturb", text("perturb"), 0, n - 1,
+        o.perturb = parse_number<int>("perturb", given(r, "perturb"), 0, n - 1,
                                       ("a device index from 0 to " + std::to_string(n - 1)).c_str());
     return o;
 }

@@ -30,4 +30,9 @@ inline std::optional<cxxopts::ParseResult> parse_options(cxxopts::Options& optio
     return r;
 }
 
+// The value given for `name`, or "" when it was not given.
+inline std::string given(const cxxopts::ParseResult& r, const std::string& name) {
+    return r.count(name) ? r[name].as<std::string>() : std::string();
+}
+
 }  // namespace dpt

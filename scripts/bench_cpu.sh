@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU benchmark: one full Fashion-MNIST epoch of LeNet at batch 256 on 1 and
 # 2 CPU devices, and, in the same run, the PyTorch peer
-# (../shared/bench/pytorch_lenet.py, same model, data held in memory) on
+# (bench/pytorch_lenet.py, same model, data held in memory) on
 # 1 and 2 threads. Each runs EPOCHS epochs (default 2); the figures are the
 # last epoch's, so start-up and first-touch costs stay out.
 # Prints a table: epoch time, samples/s, speedup of 2 devices over 1, and the
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${EPOCHS:-2}
-peer=${PEER:-../shared/bench/pytorch_lenet.py}
+peer=${PEER:-bench/pytorch_lenet.py}
 scripts/deps.sh
 scripts/build.sh >/dev/null
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT

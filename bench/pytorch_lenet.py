@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""dptrain's PyTorch peer: the same LeNet, data and SGD, timed the same way.
+
+scripts/bench_cpu.sh and scripts/gpu.sh (stage bench) run this beside dptrain
+in one call and report the ratio of epoch times. The peer gets every
+advantage PyTorch offers a model this small:
+  - the whole data set lives in the device's memory as float32 tensors, so
+    a batch is one indexing operation (no DataLoader, no host copies);
+  - --compile wraps the step in torch.compile(mode="reduce-overhead"), which
+    replays each step as a CUDA graph on a GPU.
+
+The model is dptrain's: conv 20@3x3, ReLU, 2x2 pool, conv 50@5x5, ReLU,
+2x2 pool, dense 128, ReLU, dense 10, softmax cross-entropy, with weights
+drawn as --init says (xavier: uniform, normal: std 0.01) and zero biases;
+plain SGD with the mean loss (dptrain's lr * sum / B is the same step).
+
+Output, one line an epoch (the scripts read "time T s"):
+  epoch 2 time 0.061 s  983,606 samples/s  test_acc 0.8123
+Epoch time covers the training steps alone and ends after a device
+synchronise (torch.cuda.synchronize), as dptrain's does.
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def read_idx(directory, stem):
+    """The IDX file `stem` in `directory`, gzipped or not, as a numpy array."""
+    for name in (stem + "-ubyte.gz", stem + "-ubyte", stem + ".gz", stem):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rb") as f:
+                raw = f.read()
+            dims = raw[3]
+            shape = struct.unpack(">" + "I" * dims, raw[4:4 + 4 * dims])
+            return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+    sys.exit(f"pytorch_lenet.py: no {stem} IDX file in {directory}")
+
+
+def find_data(given):
+    for d in ([given] if given else ["data/fashion-mnist", "/usr/share/datasets/fashion-mnist"]):
+        if d and os.path.isdir(d):
+            return d
+    sys.exit("pytorch_lenet.py: no Fashion-MNIST directory (give --data DIR)")
+
+
+def lenet(pool, init):
+    pool_layer = nn.AvgPool2d(2) if pool == "avg" else nn.MaxPool2d(2)
+    model = nn.Sequential(
+        nn.Conv2d(1, 20, 3), nn.ReLU(), pool_layer,
+        nn.Conv2d(20, 50, 5), nn.ReLU(), pool_layer,
+        nn.Flatten(), nn.Linear(800, 128), nn.ReLU(), nn.Linear(128, 10))
+    for layer in model:
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            if init == "xavier":
+                nn.init.xavier_uniform_(layer.weight)
+            else:
+                nn.init.normal_(layer.weight, std=0.01)
+            nn.init.zeros_(layer.bias)
+    return model
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--lr", type=float, default=0.3)
+    p.add_argument("--pool", choices=["avg", "max"], default="avg")
+    p.add_argument("--init", choices=["xavier", "normal"], default="xavier")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
+    p.add_argument("--compile", action="store_true", help='torch.compile(mode="reduce-overhead")')
+    p.add_argument("--data", default="", help="directory of the IDX files")
+    a = p.parse_args()
+    if a.epochs < 1 or a.batch < 1 or a.lr <= 0:
+        sys.exit("pytorch_lenet.py: --epochs and --batch must be at least 1, --lr positive")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("pytorch_lenet.py: --device cuda, but torch sees no CUDA GPU")
+    torch.manual_seed(a.seed)
+
+    data = find_data(a.data)
+    def images(stem):
+        return torch.from_numpy(read_idx(data, stem).copy()).to(device).float().div_(255).unsqueeze(1)
+    def labels(stem):
+        return torch.from_numpy(read_idx(data, stem).astype(np.int64)).to(device)
+    x_train, y_train = images("train-images-idx3"), labels("train-labels-idx1")
+    x_test, y_test = images("t10k-images-idx3"), labels("t10k-labels-idx1")
+    count = x_train.shape[0]
+
+    model = lenet(a.pool, a.init).to(device)
+    sgd = torch.optim.SGD(model.parameters(), lr=a.lr)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        sgd.zero_grad(set_to_none=True)
+        loss.backward()
+        sgd.step()
+
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            sys.exit(f"pytorch_lenet.py: --compile needs PyTorch 2 (this is {torch.__version__})")
+        step = torch.compile(step, mode="reduce-overhead")
+    order_rng = torch.Generator(device=device)
+    order_rng.manual_seed(a.seed)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
+          f"{' with torch.compile(mode=reduce-overhead)' if a.compile else ', eager'}; "
+          f"batch {a.batch}, lr {a.lr}, {a.pool} pool, {a.init} init", flush=True)
+    for epoch in range(1, a.epochs + 1):
+        order = torch.randperm(count, device=device, generator=order_rng)
+        sync()
+        start = time.perf_counter()
+        for first in range(0, count, a.batch):
+            picked = order[first:first + a.batch]
+            step(x_train[picked], y_train[picked])
+        sync()
+        seconds = time.perf_counter() - start
+        with torch.no_grad():
+            correct = sum(int((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum())
+                          for i in range(0, x_test.shape[0], 1000))
+        print(f"epoch {epoch} time {seconds:.4f} s  {count / seconds:,.0f} samples/s  "
+              f"test_acc {correct / x_test.shape[0]:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

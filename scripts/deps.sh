@@ -2,9 +2,13 @@
 # Installs what dptrain needs to build, test and train on a Debian machine.
 # As root it runs apt-get; otherwise it names the missing packages and how to get them.
 # Sourced by run.sh and test.sh; safe to run again (it installs only what is missing).
+#
+# With an offline bundle (bundle/, made by scripts/bundle.sh) it installs
+# nothing and never calls apt-get: that is how a machine without a package
+# registry (a lent GPU machine) builds. With neither the packages nor a
+# bundle, and no registry to fetch them from, it says so in one line.
 set -euo pipefail
 
-# An offline bundle (scripts/bundle.sh) replaces the packages: nothing to install.
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [[ -d $root/bundle/include ]]; then
     if [[ ! -e $root/data/fashion-mnist ]]; then ln -s ../bundle/fashion-mnist "$root/data/fashion-mnist"; fi
@@ -23,6 +27,12 @@ for p in "${packages[@]}"; do
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
+no_registry() {
+    echo "dptrain: missing ${missing[*]}, no bundle/ and $1: run scripts/bundle.sh on a Debian machine that has them, then carry bundle/ with the repository (README: \"On a GPU machine\")" >&2
+    exit 1
+}
+command -v apt-get >/dev/null && command -v dpkg-query >/dev/null || no_registry "no apt-get here"
+
 if [[ $(id -u) -ne 0 ]]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
         exec sudo "$0" "$@"
@@ -33,5 +43,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+# A machine without a registry fails here within seconds, not after apt's retries.
+timeout 120 apt-get -o Acquire::Retries=0 -o Acquire::http::Timeout=15 update -qq >/dev/null 2>&1 ||
+    no_registry "apt-get update failed (no package registry reachable)"
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -65,8 +65,10 @@ class Recording {
 };
 
 // Records what `enqueue` queues on `devices` (GPU devices) without running
-// it. Returns null and sets `why` when the CUDA runtime cannot capture it;
-// the devices are then as before and the caller can queue the work directly.
+// it. Never throws: when the capture cannot start, `enqueue` fails midway,
+// or CUDA refuses the graph, it returns null with the reason in `why`, no
+// stream is left capturing, nothing recorded has run, and the caller can
+// queue the work directly.
 std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
                                         std::string& why);
 

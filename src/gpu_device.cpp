@@ -60,14 +60,32 @@ void device_free(void* p) {
     if (p) cudaFree(p);  // in destructors: an error here has nowhere to go
 }
 
-// The data set on one physical GPU, shared by the replicas there.
+// Copies and fills that are complete when they return, queued on `stream`
+// and waited for. Never cudaMemcpy / cudaMemset: they run on the legacy
+// default stream, which does not order against the replicas' non-blocking
+// streams, and a host-to-device cudaMemcpy from pageable memory may return
+// before its DMA has landed, so a kernel queued next on a replica's stream
+// could read a half-written buffer.
+void copy_now(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+void fill_now(void* dst, int byte, size_t bytes, cudaStream_t stream) {
+    CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// The data set on one physical GPU, shared by the replicas there. It is
+// uploaded on a stream of its own, and complete before any replica exists.
 struct GpuData {
     int gpu;
     uint8_t *train_images = nullptr, *train_labels = nullptr, *test_images = nullptr, *test_labels = nullptr;
     uint32_t* test_index = nullptr;  // 0, 1, 2, ...: test samples are gathered in order
+    cudaStream_t upload_stream = nullptr;
 
     GpuData(int gpu_index, const Dataset& train, const Dataset& test) : gpu(gpu_index) {
         CUDA_CHECK(cudaSetDevice(gpu));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&upload_stream, cudaStreamNonBlocking));
         train_images = upload(train.images, "the training images");
         train_labels = upload(train.labels, "the training labels");
         test_images = upload(test.images, "the test images");
@@ -81,6 +99,7 @@ struct GpuData {
         for (void* p : {(void*)train_images, (void*)train_labels, (void*)test_images, (void*)test_labels,
                         (void*)test_index})
             device_free(p);
+        if (upload_stream) cudaStreamDestroy(upload_stream);
     }
     GpuData(const GpuData&) = delete;
     GpuData& operator=(const GpuData&) = delete;
@@ -88,7 +107,7 @@ struct GpuData {
     template <class T>
     T* upload(const std::vector<T>& host, const char* what) {
         T* p = device_alloc<T>(host.size(), gpu, what);
-        CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+        copy_now(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, upload_stream);
         return p;
     }
 };
@@ -115,9 +134,9 @@ class GpuDevice final : public Device {
         correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
         first_bad_ = device_alloc<int32_t>(1, gpu_, "the divergence watch");
         reset_first_bad();
-        CUDA_CHECK(cudaMemset(grads_, 0, p * sizeof(float)));
-        CUDA_CHECK(cudaMemset(loss_sum_, 0, sizeof(double)));
-        CUDA_CHECK(cudaMemset(correct_, 0, sizeof(unsigned long long)));
+        fill_now(grads_, 0, p * sizeof(float), stream_);
+        fill_now(loss_sum_, 0, sizeof(double), stream_);
+        fill_now(correct_, 0, sizeof(unsigned long long), stream_);
     }
 
     ~GpuDevice() override {
@@ -153,36 +172,36 @@ class GpuDevice final : public Device {
         synchronize();
         const size_t pixels = setup_.train->pixels();
         assert(images.size() >= size_t(loaded_) * pixels && labels.size() >= size_t(loaded_));
-        CUDA_CHECK(cudaMemcpy(images.data(), act_.x, size_t(loaded_) * pixels * sizeof(float), cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(labels.data(), act_.labels, size_t(loaded_) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        copy_now(images.data(), act_.x, size_t(loaded_) * pixels * sizeof(float), cudaMemcpyDeviceToHost, stream_);
+        copy_now(labels.data(), act_.labels, size_t(loaded_) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_);
         return loaded_;
     }
     int read_outputs(std::span<float> logits) override {
         synchronize();
         assert(logits.size() >= size_t(loaded_) * lenet::classes);
-        CUDA_CHECK(cudaMemcpy(logits.data(), act_.logits, size_t(loaded_) * lenet::classes * sizeof(float),
-                              cudaMemcpyDeviceToHost));
+        copy_now(logits.data(), act_.logits, size_t(loaded_) * lenet::classes * sizeof(float), cudaMemcpyDeviceToHost,
+                 stream_);
         return loaded_;
     }
     double take_loss_sum() override {
         synchronize();
         double sum = 0.0;
-        CUDA_CHECK(cudaMemcpy(&sum, loss_sum_, sizeof sum, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemset(loss_sum_, 0, sizeof sum));
+        copy_now(&sum, loss_sum_, sizeof sum, cudaMemcpyDeviceToHost, stream_);
+        fill_now(loss_sum_, 0, sizeof sum, stream_);
         return sum;
     }
     int64_t take_correct() override {
         synchronize();
         unsigned long long correct = 0;
-        CUDA_CHECK(cudaMemcpy(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemset(correct_, 0, sizeof correct));
+        copy_now(&correct, correct_, sizeof correct, cudaMemcpyDeviceToHost, stream_);
+        fill_now(correct_, 0, sizeof correct, stream_);
         return int64_t(correct);
     }
 
     int32_t take_first_bad_step() override {
         synchronize();
         int32_t step = 0;
-        CUDA_CHECK(cudaMemcpy(&step, first_bad_, sizeof step, cudaMemcpyDeviceToHost));
+        copy_now(&step, first_bad_, sizeof step, cudaMemcpyDeviceToHost, stream_);
         reset_first_bad();
         return step == no_bad_step ? -1 : step;
     }
@@ -301,18 +320,18 @@ class GpuDevice final : public Device {
 
     static constexpr int32_t no_bad_step = std::numeric_limits<int32_t>::max();
     void reset_first_bad() {
-        CUDA_CHECK(cudaMemcpy(first_bad_, &no_bad_step, sizeof no_bad_step, cudaMemcpyHostToDevice));
+        copy_now(first_bad_, &no_bad_step, sizeof no_bad_step, cudaMemcpyHostToDevice, stream_);
     }
 
     void write(float* dst, std::span<const float> host) {
         synchronize();
         assert(host.size() == lenet::param_count);
-        CUDA_CHECK(cudaMemcpy(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+        copy_now(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_);
     }
     void read(std::span<float> host, const float* src) {
         synchronize();
         assert(host.size() == lenet::param_count);
-        CUDA_CHECK(cudaMemcpy(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        copy_now(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_);
     }
 
     const int index_, gpu_;
@@ -475,6 +494,7 @@ double gpu_copy_bandwidth(int from, int to, size_t bytes) {
         CUDA_CHECK(cudaSetDevice(from));
         CUDA_CHECK(cudaMalloc(&src, bytes));
         CUDA_CHECK(cudaMemset(src, 1, bytes));
+        CUDA_CHECK(cudaDeviceSynchronize());  // the fill ran on the legacy stream; the copies below do not
         CUDA_CHECK(cudaSetDevice(to));  // the copy is queued on the receiving GPU, as device 0 does when it gathers
         CUDA_CHECK(cudaMalloc(&dst, bytes));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -514,36 +534,60 @@ std::string describe_gpu_replicas(int count) {
     return line;
 }
 
+// Any failure comes back as `why`, never as an exception: training then goes
+// on kernel by kernel. Whatever happened, no stream is left capturing.
 std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
                                         std::string& why) {
     std::vector<GpuDevice*> gpu_devices;
     for (Device* d : devices) gpu_devices.push_back(&GpuDevice::gpu_peer(*d));
     GpuDevice& root = *gpu_devices[0];
-    CUDA_CHECK(cudaSetDevice(root.gpu()));
-    CUDA_CHECK(cudaStreamBeginCapture(root.stream(), cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t graph = nullptr;
+    const auto cuda_failure = [](const char* what, cudaError_t status) {
+        cudaGetLastError();  // clears a sticky launch error, so later calls start clean
+        return std::string(what) + ": " + cudaGetErrorString(status);
+    };
+    cudaError_t status = cudaSetDevice(root.gpu());
+    if (status == cudaSuccess) status = cudaStreamBeginCapture(root.stream(), cudaStreamCaptureModeThreadLocal);
+    if (status != cudaSuccess) {
+        why = cuda_failure("CUDA could not start recording", status);
+        return nullptr;
+    }
+    std::string failure;
     try {
         // The other streams join the capture by waiting on an event of root's
         // stream, and leave it when root waits on theirs.
         GraphRecording::fork(gpu_devices);
         enqueue();
         GraphRecording::join(gpu_devices);
-    } catch (const cuda::CudaError& e) {
-        why = e.what();
-        cudaSetDevice(root.gpu());
-        cudaStreamEndCapture(root.stream(), &graph);
-        if (graph) cudaGraphDestroy(graph);
-        cudaGetLastError();
-        return nullptr;
+    } catch (const std::exception& e) {
+        failure = e.what();
+    } catch (...) {
+        failure = "an unknown error while recording";
     }
-    CUDA_CHECK(cudaSetDevice(root.gpu()));
-    cudaError_t status = cudaStreamEndCapture(root.stream(), &graph);
+    // End the capture in every case. After a failure midway some streams may
+    // not have rejoined root's; ending root's capture ends theirs too, and any
+    // stream still capturing after that is ended on its own.
+    cudaGraph_t graph = nullptr;
+    cudaSetDevice(root.gpu());
+    status = cudaStreamEndCapture(root.stream(), &graph);
+    if (failure.empty() && status != cudaSuccess) failure = cuda_failure("CUDA could not finish recording", status);
+    for (GpuDevice* d : gpu_devices) {
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        cudaSetDevice(d->gpu());
+        if (cudaStreamIsCapturing(d->stream(), &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone) {
+            cudaGraph_t stray = nullptr;
+            cudaStreamEndCapture(d->stream(), &stray);
+            if (stray) cudaGraphDestroy(stray);
+        }
+    }
     cudaGraphExec_t exec = nullptr;
-    if (status == cudaSuccess) status = cudaGraphInstantiate(&exec, graph, 0);
+    if (failure.empty()) {
+        status = cudaGraphInstantiate(&exec, graph, 0);
+        if (status != cudaSuccess) failure = cuda_failure("CUDA could not instantiate the recorded graph", status);
+    }
     if (graph) cudaGraphDestroy(graph);
-    if (status != cudaSuccess) {
+    if (!failure.empty()) {
         cudaGetLastError();
-        why = std::string("CUDA could not record the step as a graph: ") + cudaGetErrorString(status);
+        why = failure;
         return nullptr;
     }
     return std::make_unique<GraphRecording>(std::move(gpu_devices), exec);

@@ -2,7 +2,7 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|compare|inspect|demo|resources}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|compare|inspect|demo|resources|gpu}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -21,6 +21,21 @@ expect_error() {
 }
 
 quick=(--epochs 1 --limit-train 512 --limit-test 256 --batch 64)
+
+# phases_add_up METRICS LABEL: in every epoch of a --breakdown run's
+# --metrics, device 0's phases add up to the measured epoch time within 5%
+# (its stream is never idle mid-epoch, so the marks cover the whole epoch).
+phases_add_up() {
+    python3 - "$1" <<'PY' && echo "ok: $2: the phases add up to the epoch time within 5%" || fail "$2: phases do not add up"
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    total = sum(m[k] for k in ("load_s", "compute_s", "wait_s", "allreduce_s", "update_s"))
+    print(f"   epoch {m['epoch']}: phases {total:.4f} s, epoch {m['train_time_s']:.4f} s")
+    assert abs(total - m["train_time_s"]) <= 0.05 * m["train_time_s"], (total, m["train_time_s"])
+    assert m["compute_slowest_s"] >= m["compute_mean_s"] > 0
+PY
+}
 
 case $mode in
 errors)
@@ -197,15 +212,7 @@ breakdown)
             --metrics "$tmp/m$devices.jsonl" >"$tmp/out" || fail "--breakdown run failed"
         grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
             && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line: $(cat "$tmp/out")"
-        python3 - "$tmp/m$devices.jsonl" <<'PY' && echo "ok: $devices device(s): the phases add up to the epoch time within 5%" || fail "$devices device(s): phases do not add up"
-import json, sys
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    total = sum(m[k] for k in ("load_s", "compute_s", "wait_s", "allreduce_s", "update_s"))
-    print(f"   epoch {m['epoch']}: phases {total:.3f} s, epoch {m['train_time_s']:.3f} s")
-    assert abs(total - m["train_time_s"]) <= 0.05 * m["train_time_s"], (total, m["train_time_s"])
-    assert m["compute_slowest_s"] >= m["compute_mean_s"] > 0
-PY
+        phases_add_up "$tmp/m$devices.jsonl" "$devices CPU device(s)"
     done
     # Progress: a bar on a terminal (a pseudo-terminal from script(1)), never in a pipe or a file.
     "$dptrain" --cpus 2 --epochs 1 --limit-train 4096 --limit-test 256 >"$tmp/file.out" || fail "run to a file failed"
@@ -310,6 +317,33 @@ demo)
         && grep -qE "^GPUs: " "$tmp/out" && echo "ok: devices: $(grep -E 'usable|GPUs' "$tmp/out" | tr '\n' ' ')" \
         || fail "devices: $(cat "$tmp/out")"
     expect_error "takes no arguments" devices --all
+    ;;
+gpu)
+    # The binary's own path on GPU replicas (meson suite gpu): --breakdown,
+    # and resume with and without graphs, byte for byte. SKIP without a GPU.
+    if ! "$dptrain" --gpus 1 --epochs 0 --limit-train 64 --limit-test 64 >"$tmp/probe" 2>&1; then
+        echo "SKIP: $(tail -1 "$tmp/probe")"
+        exit 77
+    fi
+    "$dptrain" --gpus 2 --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
+        --metrics "$tmp/gb.jsonl" >"$tmp/out" 2>&1 || fail "--gpus 2 --breakdown failed: $(cat "$tmp/out")"
+    grep -qE "^  phases on cuda:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+        && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line on GPU replicas: $(cat "$tmp/out")"
+    grep -q "^note: --breakdown times each phase with events" "$tmp/out" || fail "no note that --breakdown queues kernel by kernel"
+    phases_add_up "$tmp/gb.jsonl" "2 GPU replicas"
+    ck=(--gpus 2 --limit-train 2048 --limit-test 256 --batch 128 --seed 3)
+    for graphs in "" --no-graphs; do
+        "$dptrain" "${ck[@]}" $graphs --epochs 3 --save "$tmp/whole.params" >"$tmp/out" 2>&1 || fail "3 epochs $graphs: $(cat "$tmp/out")"
+        if [[ -z $graphs ]]; then
+            grep -q "^CUDA graph: the epoch's 16 steps recorded" "$tmp/out" && echo "ok: the epoch is recorded as a CUDA graph" \
+                || fail "no CUDA graph: $(cat "$tmp/out")"
+        fi
+        "$dptrain" "${ck[@]}" $graphs --epochs 1 --checkpoint "$tmp/one.ck" >"$tmp/out" 2>&1 || fail "1 epoch $graphs: $(cat "$tmp/out")"
+        "$dptrain" --resume "$tmp/one.ck" $graphs --epochs 3 --save "$tmp/resumed.params" >"$tmp/out" 2>&1 || fail "resume $graphs: $(cat "$tmp/out")"
+        cmp -s "$tmp/whole.params" "$tmp/resumed.params" \
+            && echo "ok: 2 GPU replicas ${graphs:-with graphs}: 1 epoch + resume to 3 is byte-identical to 3 epochs" \
+            || fail "2 GPU replicas ${graphs:-with graphs}: the resumed run differs"
+    done
     ;;
 resources)
     # A failed allocation is a message with the sizes and exit 1, not an abort.

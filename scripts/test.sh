@@ -8,8 +8,10 @@
 # tests (suite gpu) report SKIP on machines without a usable GPU. Last, the
 # CPU tests run under AddressSanitizer and UndefinedBehaviorSanitizer
 # (build-sanitize/); any report fails them. DPTRAIN_SANITIZE=0 skips that.
-# Then scripts/fuzz.sh fuzzes the IDX and checkpoint readers for
-# $DPTRAIN_FUZZ seconds each (default 60; 0 skips it).
+# Then the GPU machine's offline build: scripts/bundle.sh, and the `build`
+# stage of scripts/gpu.sh from bundle/ with pkg-config's packages hidden
+# (DPTRAIN_BUNDLE_CHECK=0 skips it). Then scripts/fuzz.sh fuzzes the IDX and
+# checkpoint readers for $DPTRAIN_FUZZ seconds each (default 60; 0 skips it).
 # Given arguments, only the main build's `meson test` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,23 @@ if [[ $# -eq 0 && ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
     DPTRAIN_BUILD_DIR=$dir-sanitize scripts/build.sh -Dcuda=disabled -Db_sanitize=address,undefined \
         -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all -Dcpp_link_args=-fno-sanitize-recover=all
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$dir-sanitize" --print-errorlogs "$@"
+fi
+if [[ $# -eq 0 && ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
+    # The lent GPU machine has no Debian packages: it builds from bundle/.
+    # Prove that path here, with pkg-config's packages hidden, by running the
+    # `build` stage of scripts/gpu.sh (its GPU tests report SKIP here).
+    echo "== the GPU machine's build: from bundle/, system packages hidden (scripts/gpu.sh build) =="
+    had_bundle=$([[ -d bundle ]] && echo yes || echo no)
+    had_data_link=$([[ -e data/fashion-mnist || -L data/fashion-mnist ]] && echo yes || echo no)
+    scripts/bundle.sh
+    rm -rf "$dir-bundle"
+    PKG_CONFIG_LIBDIR=/nonexistent DPTRAIN_BUILD_DIR=$dir-bundle LOGS=$dir-bundle/gpu-logs scripts/gpu.sh build
+    # Leave the tree as it was: a bundle/ left behind would stand in for the
+    # packages in every later build here.
+    if [[ $had_bundle == no ]]; then
+        rm -rf bundle
+        [[ $had_data_link == no && -L data/fashion-mnist ]] && rm data/fashion-mnist
+    fi
 fi
 if [[ $# -eq 0 && ${DPTRAIN_FUZZ:-60} != 0 ]]; then
     echo "== the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-60} s each =="

@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# Everything dptrain has to prove on a GPU, in stages that each fit one call
+# of a lent GPU machine (10 minutes a command; each stage is planned for
+# under 8 on a 16-core H100 machine, and stops starting new work when its
+# budget is spent):
+#
+#   build     the CUDA build (from bundle/ where there are no Debian packages)
+#             and the GPU test suite alone: every kernel against its CPU twin,
+#             replicas against CPU devices, graphs against queued kernels
+#   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck
+#             on tiny training runs (1 and 2 replicas, graphs and not)
+#   train     resume on 2 replicas with and without graphs (byte-identical),
+#             --breakdown on GPU replicas, the classroom runs, inspect, the
+#             demos and `dptrain devices`
+#   bench     full epochs against the PyTorch peer (bench/pytorch_lenet.py,
+#             eager and torch.compile) in the same call; 1, 2 and 4 replicas
+#             sharing the GPU; `dptrain compare --gpus 1,2,4` and its plot
+#
+#   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
+#
+# Every stage builds first; the build is incremental, so on a warm machine
+# (one still held from the previous call: build/ is git-ignored and stays
+# there) it costs seconds, on a fresh one about a minute. The script says
+# which it found.
+#
+# Logs: one file a stage in $LOGS, default $OUT (the device call's folder that
+# comes back), else build/gpu-logs. The end of the output is a summary, a
+# line per check, that fits in the call's reply.
+#
+# On a machine without a GPU, `build` still builds and reports the GPU tests
+# as skipped (exit 0): CI runs it that way from the bundle (scripts/test.sh).
+# Where a GPU is visible (nvidia-smi lists one), a skipped GPU test fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+stages=("$@")
+[[ ${#stages[@]} -eq 0 ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
+[[ ${stages[*]} == all ]] && stages=(build sanitize train bench)
+for s in "${stages[@]}"; do
+    [[ $s =~ ^(build|sanitize|train|bench)$ ]] || { echo "scripts/gpu.sh: unknown stage '$s' (build, sanitize, train, bench or all)" >&2; exit 2; }
+done
+
+logs=${LOGS:-${OUT:-build/gpu-logs}}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
+budget_s=${STAGE_BUDGET_S:-450}  # per stage: no new run starts past this
+summary=()
+status=0
+note() { summary+=("$*"); echo "$*"; }
+ok() { note "ok    $*"; }
+fail() { note "FAIL  $*"; status=1; }
+# Tails of a failed run's log go into the stage log and the output.
+show_tail() { echo "---- last lines of $1:"; tail -n "${2:-15}" "$1"; echo "----"; }
+
+stage_start=0
+begin_stage() {
+    stage_start=$SECONDS
+    log=$logs/$1.log
+    : >"$log"
+    echo
+    echo "======== stage $1 ========"
+}
+over_budget() {
+    if ((SECONDS - stage_start > budget_s)); then
+        note "skip  $1: the stage's ${budget_s} s budget is spent"
+        return 0
+    fi
+    return 1
+}
+
+gpu_visible() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
+
+find_data() {
+    for d in data/fashion-mnist /usr/share/datasets/fashion-mnist; do [[ -e $d ]] && { echo "$d"; return; }; done
+    echo ""
+}
+
+# The CUDA build in build/ (or $DPTRAIN_BUILD_DIR), as scripts/build.sh makes it.
+dir=${DPTRAIN_BUILD_DIR:-build}
+ensure_build() {
+    local started=$SECONDS
+    if ! scripts/deps.sh >>"$log" 2>&1; then
+        fail "dependencies: $(tail -1 "$log")"
+        return 1
+    fi
+    local found="configured afresh"
+    [[ -f $dir/build.ninja ]] && found="reused from an earlier call on this machine"
+    if ! DPTRAIN_BUILD_DIR=$dir scripts/build.sh -Dcuda=enabled >>"$log" 2>&1; then
+        fail "CUDA build in $dir/ ($found): see $log"
+        show_tail "$log" 25
+        return 1
+    fi
+    if [[ ! -x $dir/tests/gpu/gpu_tests ]]; then
+        fail "$dir/ has no CUDA backend (configured without nvcc?); remove $dir/ and run again"
+        return 1
+    fi
+    note "info  $dir/: $found; built in $((SECONDS - started)) s"
+}
+
+stage_build() {
+    begin_stage build
+    ensure_build || return
+    local started=$SECONDS
+    meson test -C "$dir" --suite gpu --print-errorlogs >>"$log" 2>&1
+    local tests_status=$?
+    # One line a test from meson's record: name, result, and the test's last line
+    # ("N of M checks passed", or why it skipped).
+    local name result last
+    while IFS='|' read -r name result last; do
+        case $result in
+            OK) ok "$name: $last" ;;
+            SKIP)
+                if gpu_visible; then fail "$name skipped although nvidia-smi lists a GPU: $last"
+                else note "skip  $name: $last"; fi ;;
+            *) fail "$name: $result, $last (the failed checks are in $log)" ;;
+        esac
+    done < <(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    out = [l for l in (t.get("stdout") or "").splitlines() if l.strip()]
+    print("%s|%s|%s" % (t["name"], t["result"], out[-1] if out else ""))' "$dir/meson-logs/testlog.json")
+    grep -E '^FAIL ' "$log" | head -20
+    [[ $tests_status -ne 0 ]] && status=1
+    note "info  GPU tests took $((SECONDS - started)) s"
+}
+
+stage_sanitize() {
+    begin_stage sanitize
+    ensure_build || return
+    local sanitizer
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    if [[ ! -x $sanitizer ]]; then fail "no compute-sanitizer (looked on PATH and in /usr/local/cuda/bin)"; return; fi
+    # Tiny runs: 4 steps of 64 (racecheck checks every shared-memory access
+    # of every GEMM tile, so it is the slow one: 2 steps).
+    local tiny=(--epochs 1 --limit-train 256 --limit-test 64 --batch 64)
+    local tinier=(--epochs 1 --limit-train 128 --limit-test 32 --batch 64)
+    local runs=(
+        "memcheck|--gpus 1 ${tiny[*]}"
+        "memcheck|--gpus 2 ${tiny[*]}"
+        "memcheck|--gpus 2 --no-graphs ${tiny[*]}"
+        "racecheck|--gpus 1 --no-graphs ${tinier[*]}"
+        "racecheck|--gpus 2 ${tinier[*]}"
+        "initcheck|--gpus 2 ${tiny[*]}"
+        "synccheck|--gpus 2 --no-graphs ${tinier[*]}"
+    )
+    local run tool args out started
+    for run in "${runs[@]}"; do
+        tool=${run%%|*} args=${run#*|}
+        over_budget "$tool dptrain $args" && continue
+        out=$logs/sanitize-run.tmp
+        started=$SECONDS
+        # shellcheck disable=SC2086
+        timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 "$dir/dptrain" $args >"$out" 2>&1
+        local rc=$?
+        { echo "== compute-sanitizer --tool $tool dptrain $args (exit $rc, $((SECONDS - started)) s)"; cat "$out"; } >>"$log"
+        local verdict
+        verdict=$(grep -E '^========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$out" | head -2 | sed 's/^========= //' | paste -sd';')
+        if grep -qiE 'not supported|unable to|could not|refused' "$out" && ! grep -q '^epoch 1' "$out"; then
+            fail "compute-sanitizer $tool refused here: $(grep -m1 -iE 'not supported|unable to|could not|refused' "$out")"
+        elif [[ $rc -eq 124 ]]; then
+            fail "$tool dptrain $args: over 240 s, stopped"
+        elif [[ $rc -eq 0 ]]; then
+            ok "$tool dptrain $args: ${verdict:-no errors} ($((SECONDS - started)) s)"
+        else
+            fail "$tool dptrain $args: exit $rc, ${verdict:-see $log}"
+            show_tail "$out" 20
+        fi
+    done
+    rm -f "$logs/sanitize-run.tmp"
+}
+
+stage_train() {
+    begin_stage train
+    ensure_build || return
+    local work=$dir/gpu-train
+    rm -rf "$work" && mkdir -p "$work"
+    local d=$dir/dptrain
+    # Resume: 3 epochs straight against 1, then --resume to 3, byte for byte.
+    local ck=(--gpus 2 --limit-train 4096 --limit-test 512 --batch 128 --seed 3)
+    local graphs
+    for graphs in "" --no-graphs; do
+        over_budget "resume ${graphs:-(graphs)}" && continue
+        local name="resume on 2 GPU replicas ${graphs:-with graphs}"
+        {
+            echo "== $name"
+            "$d" "${ck[@]}" $graphs --epochs 3 --save "$work/whole.params" &&
+                "$d" "${ck[@]}" $graphs --epochs 1 --checkpoint "$work/one.ck" &&
+                "$d" --resume "$work/one.ck" $graphs --epochs 3 --save "$work/resumed.params"
+        } >>"$log" 2>&1
+        if [[ $? -ne 0 ]]; then fail "$name: a run failed"; show_tail "$log"
+        elif cmp -s "$work/whole.params" "$work/resumed.params"; then ok "$name: 1 + resume to 3 epochs is byte-identical to 3"
+        else fail "$name: the resumed parameters differ from the uninterrupted run's"; fi
+    done
+    # Full-data runs: the classroom pair, and --breakdown.
+    local data
+    data=$(find_data)
+    local runs=(
+        "--gpus 1 --batch 256 --lr 0.3 --epochs 3"
+        "--gpus 2 --batch 512 --lr 0.6 --epochs 3"
+        "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --breakdown"
+        "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --no-graphs"
+    )
+    local args
+    for args in "${runs[@]}"; do
+        over_budget "dptrain $args" && continue
+        # shellcheck disable=SC2086
+        "$d" --data "$data" $args >"$work/run.log" 2>&1
+        local rc=$?
+        { echo "== dptrain $args (exit $rc)"; cat "$work/run.log"; } >>"$log"
+        local last
+        last=$(grep '^epoch ' "$work/run.log" | tail -1)
+        if [[ $rc -ne 0 ]]; then fail "dptrain $args: exit $rc"; show_tail "$work/run.log"
+        elif [[ $args == *--breakdown* ]] && ! grep -q '^  phases on cuda:0: split_and_load' "$work/run.log"; then
+            fail "dptrain $args: no phase line"; show_tail "$work/run.log"
+        else ok "dptrain $args: $last"; fi
+        grep -E '^(devices|CUDA graph|note):' "$work/run.log" | head -3 | sed 's/^/      /'
+        [[ $args == *--breakdown* ]] && grep '^  phases' "$work/run.log" | tail -1 | sed 's/^ */      /'
+    done
+    local cmd
+    for cmd in "inspect --gpus 2" "inspect --gpus 3 --batch 7" "inspect --gpus 2 --perturb 1" \
+               "demo allreduce --gpus 2" "demo allreduce --gpus 4 --size 3" "demo split --gpus 2"; do
+        over_budget "dptrain $cmd" && continue
+        local extra=()
+        [[ $cmd == inspect* ]] && extra=(--data "$data")
+        # shellcheck disable=SC2086
+        "$d" $cmd "${extra[@]}" >"$work/run.log" 2>&1
+        local rc=$?
+        { echo "== dptrain $cmd (exit $rc)"; cat "$work/run.log"; } >>"$log"
+        local verdict
+        verdict=$(grep -E '^(inspect:|check )' "$work/run.log" | tail -1)
+        if [[ $cmd == *--perturb* ]]; then
+            # The nudged replica must be caught: exit 1 and the identity checks failed.
+            if [[ $rc -eq 1 ]] && grep -q '^inspect: FAILED' "$work/run.log"; then ok "dptrain $cmd: caught ($verdict)"
+            else fail "dptrain $cmd: exit $rc, the nudged replica went unnoticed"; show_tail "$work/run.log"; fi
+        elif [[ $rc -eq 0 ]] && grep -qE '^(inspect: all|check ok)' "$work/run.log"; then ok "dptrain $cmd: $verdict"
+        else fail "dptrain $cmd: exit $rc, $verdict"; show_tail "$work/run.log" 25; fi
+    done
+    if "$d" devices >"$work/run.log" 2>&1; then
+        ok "dptrain devices"
+        sed 's/^/      /' "$work/run.log"
+    else
+        fail "dptrain devices"; show_tail "$work/run.log"
+    fi
+    cat "$work/run.log" >>"$log"
+}
+
+# Median of the numbers on stdin after the first (the warm-up epoch); with
+# only one number, that one.
+median_after_first() {
+    awk '{ v[NR] = $1 } END {
+        if (NR == 0) { print "nan"; exit }
+        first = NR > 1 ? 2 : 1; m = 0
+        for (i = first; i <= NR; i++) w[++m] = v[i]
+        for (i = 2; i <= m; i++) { x = w[i]; for (j = i - 1; j >= 1 && w[j] > x; j--) w[j + 1] = w[j]; w[j + 1] = x }
+        print (m % 2 ? w[(m + 1) / 2] : (w[m / 2] + w[m / 2 + 1]) / 2) }'
+}
+
+stage_bench() {
+    begin_stage bench
+    ensure_build || return
+    local epochs=${EPOCHS:-5} data gpu python=""
+    data=$(find_data)
+    gpu=$(gpu_name)
+    for p in python3 /usr/bin/python3; do "$p" -c 'import torch' 2>/dev/null && { python=$p; break; }; done
+    local work=$dir/gpu-bench
+    rm -rf "$work" && mkdir -p "$work"
+    note "info  ${gpu:-no GPU name}; $epochs epochs a run, the median of epochs 2..$epochs; data $data"
+
+    # dptrain ARGS...: the median epoch seconds, from --metrics.
+    dptrain_epoch() {
+        "$dir/dptrain" --data "$data" --batch 256 --lr 0.3 --epochs "$epochs" --metrics "$work/m.jsonl" "$@" >>"$log" 2>&1 ||
+            { echo "nan"; return; }
+        sed -E 's/.*"train_time_s": ([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
+    }
+    # pytorch ARGS...: the same from the peer's "epoch N time T s" lines.
+    pytorch_epoch() {
+        [[ -z $python ]] && { echo "nan"; return; }
+        PYTHONUNBUFFERED=1 timeout 300 "$python" bench/pytorch_lenet.py --device cuda --data "$data" --batch 256 \
+            --lr 0.3 --init xavier --epochs "$epochs" "$@" >"$work/pt.log" 2>&1
+        cat "$work/pt.log" >>"$log"
+        sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first
+    }
+    local t_graph t_eager t_pt t_ptc t_r2 t_r4
+    echo "== dptrain --gpus 1" >>"$log"; t_graph=$(dptrain_epoch --gpus 1)
+    echo "== dptrain --gpus 1 --no-graphs" >>"$log"; t_eager=$(dptrain_epoch --gpus 1 --no-graphs)
+    echo "== PyTorch eager" >>"$log"; t_pt=$(pytorch_epoch)
+    echo "== PyTorch torch.compile" >>"$log"; t_ptc=$(pytorch_epoch --compile)
+    echo "== dptrain --gpus 2" >>"$log"; t_r2=$(dptrain_epoch --gpus 2)
+    echo "== dptrain --gpus 4" >>"$log"; t_r4=$(dptrain_epoch --gpus 4)
+    [[ -z $python ]] && note "skip  PyTorch peer: no python3 with torch here"
+
+    row() {
+        awk -v name="$1" -v t="$2" -v ref="${3:-nan}" -v refname="$4" 'BEGIN {
+            if (t == "nan") { printf "%-34s %10s\n", name, "failed"; exit }
+            printf "%-34s %10.1f %12.0f", name, t * 1000, 60000 / t
+            if (ref != "nan" && ref > 0) printf "  %6.2fx %s", t / ref, refname
+            printf "\n" }'
+    }
+    {
+        echo
+        echo "LeNet, Fashion-MNIST, batch 256, one ${gpu:-GPU} (epoch: median of epochs 2..$epochs)"
+        printf '%-34s %10s %12s  %s\n' "run" "epoch (ms)" "samples/s" "epoch time relative to"
+        row "dptrain --gpus 1 (CUDA graph)" "$t_graph" "$t_pt" "PyTorch eager"
+        row "dptrain --gpus 1 --no-graphs" "$t_eager" "$t_pt" "PyTorch eager"
+        row "PyTorch eager" "$t_pt"
+        row "PyTorch torch.compile" "$t_ptc" "$t_pt" "PyTorch eager"
+        row "dptrain vs torch.compile" "$t_graph" "$t_ptc" "torch.compile"
+        echo
+        echo "Replicas sharing the GPU, global batch 256"
+        row "1 replica (256 a replica)" "$t_graph" "$t_graph" "1 replica"
+        row "2 replicas (128 each)" "$t_r2" "$t_graph" "1 replica"
+        row "4 replicas (64 each)" "$t_r4" "$t_graph" "1 replica"
+    } | tee -a "$log"
+    for t in "$t_graph" "$t_eager" "$t_r2" "$t_r4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
+    awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" 'BEGIN {
+        if (t == "nan") exit
+        printf "info  goals: epoch %.1f ms (goal <= 50)", t * 1000
+        if (pt != "nan") printf ", %.2fx PyTorch eager (goal <= 0.5)", t / pt
+        if (ptc != "nan") printf ", %.2fx torch.compile (goal <= 1.0)", t / ptc
+        printf "\n" }' | while read -r line; do note "$line"; done
+
+    # The classroom comparison on this GPU, with its plot.
+    if ! over_budget "compare --gpus 1,2,4"; then
+        if "$dir/dptrain" compare --gpus 1,2,4 --data "$data" --batch 256 --lr 0.3 --epochs "$epochs" --out "$logs" \
+            >"$work/compare.log" 2>&1; then
+            sed -n '/^compare:/,$p' "$work/compare.log"
+            ok "dptrain compare --gpus 1,2,4: $logs/compare.json"
+        else
+            fail "dptrain compare --gpus 1,2,4"; show_tail "$work/compare.log"
+        fi
+        cat "$work/compare.log" >>"$log"
+        rm -f "$logs/compare.csv"  # compare.json holds the same; the device call brings back few files
+        local plotter=""
+        for p in python3 /usr/bin/python3; do "$p" -c 'import matplotlib' 2>/dev/null && { plotter=$p; break; }; done
+        if [[ -n $plotter && -f $logs/compare.json ]]; then
+            "$plotter" scripts/plot.py "$logs/compare.json" -o "$logs/compare.png" --title "${gpu:-GPU}" >>"$log" 2>&1 &&
+                ok "plot: $logs/compare.png" || fail "plot.py: see $log"
+        else
+            note "skip  plot: no python3 with matplotlib"
+        fi
+    fi
+}
+
+for s in "${stages[@]}"; do "stage_$s"; done
+echo
+echo "======== summary: scripts/gpu.sh ${stages[*]} ($SECONDS s; logs in $logs) ========"
+printf '%s\n' "${summary[@]}"
+exit $status

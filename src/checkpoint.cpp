@@ -13,6 +13,7 @@
 #include <limits>
 #include <string_view>
 
+#include "allreduce.hpp"
 #include "errors.hpp"
 #include "lenet.hpp"
 #include "params_file.hpp"
@@ -24,7 +25,7 @@ static_assert(std::endian::native == std::endian::little, "checkpoints store lit
 namespace {
 
 constexpr std::string_view magic = "dptrain-checkpoint ";
-constexpr int format_version = 1;
+constexpr int format_version = 2;  // 2: the allreduce line; 1 still reads
 constexpr size_t max_header_bytes = 16384;   // ours is under 600
 constexpr size_t max_file_bytes = 64 << 20;  // ours is 517 KB
 constexpr std::string_view crc_key = "crc32 ";
@@ -112,6 +113,7 @@ std::string encode_checkpoint(const Checkpoint& k) {
         out.append(key).append(" ").append(value).append("\n");
     };
     line("devices", std::string(to_string(c.kind)) + " " + text_of(c.devices));
+    line("allreduce", c.allreduce);
     line("batch", text_of(c.batch));
     line("lr", text_of(c.lr));
     line("seed", text_of(c.seed));
@@ -152,8 +154,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     const std::string_view version_text = text.substr(magic.size(), first_end - magic.size());
     int version = 0;
     if (!parse(version_text, version)) fail("not a dptrain checkpoint (bad version " + quoted(version_text) + ")");
-    if (version != format_version)
-        fail("checkpoint format version " + std::to_string(version) + "; this dptrain reads version " +
+    if (version != format_version && version != 1)
+        fail("checkpoint format version " + std::to_string(version) + "; this dptrain reads versions 1 to " +
              std::to_string(format_version));
 
     // 2. Its length, from the header's data line, then the checksum.
@@ -204,7 +206,12 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     if (space == std::string_view::npos || (kind != "cpu" && kind != "cuda") ||
         !parse(devices.substr(space + 1), c.devices) || c.devices < 1 || c.devices > 1 << 20)
         h.fail("devices " + quoted(devices) + " is not a valid value");
-    c.kind = kind == "cpu" ? DeviceKind::cpu : DeviceKind::cuda;
+    c.kind = kind == "cpu" ? DeviceKind::cpu : DeviceKind::gpu;
+    if (version >= 2) {
+        const std::string_view name = h.next("allreduce");
+        if (!find_allreduce(name)) h.fail("allreduce " + quoted(name) + " is not an algorithm this dptrain knows");
+        c.allreduce = std::string(name);
+    }
     const int max_int = std::numeric_limits<int>::max();
     c.batch = h.number<int>("batch", c.devices, max_int);
     c.lr = h.number<float>("lr", std::numeric_limits<float>::min(), std::numeric_limits<float>::max());

@@ -2,10 +2,11 @@
 // to go on as if it had never stopped. A text header, the flat parameter
 // buffer, and a CRC-32 of all that precedes it:
 //
-//   dptrain-checkpoint 1
+//   dptrain-checkpoint 2
 //   conv1.weight 20 1 3 3          the model's tensors, as in the params file
 //   ...
 //   devices cpu 2                  the run's settings
+//   allreduce naive                (version 2 on; a version 1 file reads as naive)
 //   batch 256
 //   lr 0.3
 //   seed 0                         the seed of every random draw (see below)
@@ -27,14 +28,15 @@
 // the seed, next-epoch and next-step are the whole state; no generator
 // words need storing. Numbers are written in their shortest exact form, so
 // lr and loss-sum read back bit for bit. There is no time or path inside:
-// the same run gives the same bytes.
+// the same run gives the same bytes. Version 1 files (before --allreduce)
+// still read.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "trainer.hpp"
+#include "settings.hpp"
 
 namespace dpt {
 

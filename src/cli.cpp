@@ -5,9 +5,10 @@
 #include <cstdio>
 #include <limits>
 
+#include "allreduce.hpp"
 #include "checkpoint.hpp"
+#include "device_factory.hpp"
 #include "errors.hpp"
-#include "gpu.hpp"
 #include "options.hpp"
 
 namespace dpt {
@@ -17,11 +18,6 @@ int positive_int(const cxxopts::ParseResult& r, const std::string& option, int f
     if (!r.count(option)) return fallback;
     return parse_number<int>(option, r[option].as<std::string>(), 1, std::numeric_limits<int>::max(),
                              "a whole number of at least 1");
-}
-
-void require_gpus(const std::string& what) {
-    const GpuInventory gpus = probe_gpus();
-    if (gpus.count() == 0) throw InputError(what + ": " + gpus.why_none + "; train on CPU devices with --cpus N");
 }
 
 // --resume FILE: the run goes on with the checkpoint's settings. Options that
@@ -63,15 +59,21 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     const std::string saved_devices = std::to_string(saved.devices) +
                                       (saved.kind == DeviceKind::cpu ? " CPU device" : " GPU replica") +
                                       (saved.devices == 1 ? "" : "s");
+    // Another allreduce sums in another order: allowed, like other devices.
+    const bool other_allreduce = r.count("allreduce") && c.allreduce != saved.allreduce;
+    if (!r.count("allreduce")) c.allreduce = saved.allreduce;
     if (!r.count("cpus") && !r.count("gpus")) {
         c.kind = saved.kind;
         c.devices = saved.devices;
-        if (c.kind == DeviceKind::cuda) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
+        if (c.kind == DeviceKind::gpu) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
         c.devices_note = "as in the checkpoint";
     } else if (c.kind != saved.kind || c.devices != saved.devices) {
         c.devices_note = "the checkpoint's run had " + saved_devices +
                          ", so this run matches it up to float summation order, not bit for bit";
     }
+    if (other_allreduce)
+        c.devices_note += std::string(c.devices_note.empty() ? "" : "; ") + "the checkpoint's run used --allreduce " +
+                          saved.allreduce + ", so this run matches it up to float summation order, not bit for bit";
     c.start = k.position;
     c.resume_params = std::move(k.params);
 }
@@ -88,22 +90,6 @@ InitKind parse_init(const std::string& text) {
     return text == "xavier" ? InitKind::xavier : InitKind::normal;
 }
 
-DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, int fallback) {
-    if (!cpus.empty() && !gpus.empty()) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
-    const char* what = "a whole number of at least 1";
-    if (!gpus.empty()) {
-        const int n = parse_number<int>("gpus", gpus, 1, 1024, what);
-        require_gpus("--gpus " + gpus);
-        return {DeviceKind::cuda, n};
-    }
-    return {DeviceKind::cpu, cpus.empty() ? fallback : parse_number<int>("cpus", cpus, 1, 1024, what)};
-}
-
-std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup) {
-    return choice.kind == DeviceKind::cuda ? make_gpu_devices(choice.count, setup)
-                                           : make_cpu_devices(choice.count, setup);
-}
-
 std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain",
                              "Trains LeNet on Fashion-MNIST with data parallelism over N devices:\n"
@@ -117,7 +103,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     options.add_options("Devices")
         ("cpus", "train on N CPU devices, one worker thread (one core) each", cxxopts::value<std::string>(), "N")
         ("gpus", "train on N GPU replicas (more than the GPUs present share them round-robin)", cxxopts::value<std::string>(), "N")
-        ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)");
+        ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)")
+        ("allreduce", "how the devices sum their gradients: " + allreduce_names() + " (default naive, as the tutorial)", cxxopts::value<std::string>(), "NAME");
     options.add_options("Training")
         ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
@@ -145,28 +132,14 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     const cxxopts::ParseResult& r = *parsed;
 
     TrainConfig c;
-    if (r.count("cpus") && r.count("gpus")) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
-    if (r.count("gpus")) {
-        c.devices = positive_int(r, "gpus", 1);
-        require_gpus("--gpus " + r["gpus"].as<std::string>());
-        c.kind = DeviceKind::cuda;
-    } else if (r.count("cpus")) {
-        c.kind = DeviceKind::cpu;
-        c.devices = positive_int(r, "cpus", 1);
-    } else if (r.count("resume")) {
-        // The checkpoint's devices, set in resume_from().
-    } else {
-        const GpuInventory gpus = probe_gpus();
-        if (gpus.count() > 0) {
-            c.kind = DeviceKind::cuda;
-            c.devices = gpus.count();
-            c.devices_note = "all visible GPUs (choose with --gpus N or --cpus N)";
-        } else {
-            c.kind = DeviceKind::cpu;
-            c.devices = 1;
-            c.devices_note = gpus.why_none + ", so 1 CPU device (choose with --cpus N)";
-        }
-    }
+    // With neither --cpus nor --gpus: the checkpoint's devices when resuming
+    // (set in resume_from()), else every GPU or 1 CPU device.
+    DeviceChoice fallback;
+    if (!r.count("cpus") && !r.count("gpus") && !r.count("resume")) fallback = default_devices(c.devices_note);
+    const DeviceChoice choice = choose_devices(given(r, "cpus"), given(r, "gpus"), fallback);
+    c.kind = choice.kind;
+    c.devices = choice.count;
+    if (r.count("allreduce")) c.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     c.graphs = !r.count("no-graphs");
     c.breakdown = r.count("breakdown") > 0;
 

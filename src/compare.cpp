@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "allreduce.hpp"
 #include "cli.hpp"
+#include "device_factory.hpp"
 #include "errors.hpp"
+#include "options.hpp"
 #include "trainer.hpp"
 
 namespace dpt {
@@ -38,16 +41,18 @@ struct Row {
     std::vector<EpochReport> epochs;
 };
 
+// "1,2,4": each count checked by the parser every command uses (device_factory.hpp).
 std::vector<int> parse_counts(const std::string& option, const std::string& text) {
     std::vector<int> counts;
     size_t at = 0;
     while (at <= text.size()) {
         const size_t end = std::min(text.find(',', at), text.size());
-        int n = 0;
-        const auto [p, err] = std::from_chars(text.data() + at, text.data() + end, n);
-        if (err != std::errc() || p != text.data() + end || n < 1 || n > 1024)
-            throw InputError("--" + option + " must be a list of device counts such as 1,2,4 (got '" + text + "')");
-        counts.push_back(n);
+        try {
+            counts.push_back(parse_device_count(option, text.substr(at, end - at)));
+        } catch (const InputError&) {
+            throw InputError("--" + option + " must be a list of device counts from 1 to " +
+                             std::to_string(max_devices) + " such as 1,2,4 (got '" + text + "')");
+        }
         at = end + 1;
     }
     return counts;
@@ -70,7 +75,7 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
         if (name == "--cpus" || name == "--gpus") {
             if (kind_given) throw InputError("compare takes one of --cpus LIST and --gpus LIST");
             kind_given = true;
-            o.kind = name == "--cpus" ? DeviceKind::cpu : DeviceKind::cuda;
+            o.kind = name == "--cpus" ? DeviceKind::cpu : DeviceKind::gpu;
             o.counts = parse_counts(name.substr(2), take_value());
         } else if (name == "--scale-lr") {
             value = take_value();
@@ -153,7 +158,7 @@ void print_table(const std::vector<Row>& rows) {
 // What the figures say: for each configuration after the first, the speedup
 // against the ideal, and where the time lost against a perfect split of the
 // first configuration's epoch went.
-void print_verdict(const std::vector<Row>& rows, bool global_batch) {
+void print_verdict(const std::vector<Row>& rows, bool global_batch, const AllreduceInfo& allreduce) {
     const Row& base = rows.front();
     std::printf("\nverdict:\n");
     for (size_t i = 1; i < rows.size(); ++i) {
@@ -169,8 +174,9 @@ void print_verdict(const std::vector<Row>& rows, bool global_batch) {
             const char* what;
             double seconds;
         };
+        const std::string waiting(allreduce.wait_cost);
         Cost costs[] = {
-            {"waiting for the slowest device (load imbalance)", phase(r, Phase::wait) - phase(base, Phase::wait) / ratio},
+            {waiting.c_str(), phase(r, Phase::wait) - phase(base, Phase::wait) / ratio},
             {"the allreduce", phase(r, Phase::allreduce) - phase(base, Phase::allreduce) / ratio},
             {"forward+backward not shrinking in proportion", phase(r, Phase::compute) - phase(base, Phase::compute) / ratio},
             {"split_and_load and the update", phase(r, Phase::load) + phase(r, Phase::update) -
@@ -304,7 +310,7 @@ int run_compare(int argc, const char* const* argv) {
                 base.epochs, base.epochs == 1 ? "" : "s");
     if (base.epochs == 1) std::printf("note: with 1 epoch the figures include the warm-up epoch\n");
     print_table(rows);
-    print_verdict(rows, o.global_batch);
+    print_verdict(rows, o.global_batch, allreduce_named(base.allreduce).info());
     if (!o.out_dir.empty()) write_results(o.out_dir, rows, o);
     return 0;
 }

@@ -29,7 +29,7 @@
 
 namespace dpt {
 
-const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }
+const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }  // device.hpp: why "cuda"
 
 namespace {
 
@@ -45,13 +45,13 @@ struct CpuGroup {
 
 class CpuDevice final : public Device {
    public:
-    CpuDevice(int index, const ReplicaSetup& setup, std::shared_ptr<CpuGroup> group)
+    CpuDevice(int index, const ReplicaSetup& setup, size_t staging_floats, std::shared_ptr<CpuGroup> group)
         : index_(index),
           setup_(setup),
           group_(std::move(group)),
           params_(lenet::param_count),
           grads_(lenet::param_count),
-          staging_(index == 0 ? size_t(setup.devices - 1) * lenet::param_count : 0),
+          staging_(staging_floats),
           chunk_(std::min(setup.capacity, chunk_samples)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
           input_labels_(size_t(setup.capacity)),
@@ -59,7 +59,7 @@ class CpuDevice final : public Device {
           activation_memory_(lenet::activation_floats(chunk_, scratch_floats(chunk_))),
           act_(lenet::carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
           eval_index_(setup.capacity),
-          stream_([this](const Task& t) { run(t); }) {
+          stream_([this](const CpuTask& task) { run(task); }) {
         group_->members.push_back(this);
     }
 
@@ -72,6 +72,7 @@ class CpuDevice final : public Device {
 
     DeviceKind kind() const override { return DeviceKind::cpu; }
     std::string name() const override { return "cpu:" + std::to_string(index_); }
+    size_t param_floats() const override { return params_.size(); }
 
     void synchronize() override {
         stream_.synchronize();
@@ -118,50 +119,104 @@ class CpuDevice final : public Device {
             updates_done_.wait(done);
     }
 
-    void set_order(const uint32_t* order, size_t) override { enqueue({.op = Op::set_order, .ptr = order}); }
+    // --- Queued: each primitive is the closure its worker runs. ---
+
+    void set_order(const uint32_t* order, size_t) override {
+        stream_.enqueue([this, order] { order_ = order; });
+    }
     void load_train(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity);
-        enqueue({.op = Op::load_train, .first = first, .count = count});
+        stream_.enqueue([this, first, count] {
+            cpu::gather_samples(input_.data(), input_labels_.data(), setup_.train->images.data(),
+                                setup_.train->labels.data(), order_ + first, count, setup_.train->pixels());
+            loaded_ = count;
+        });
     }
-    void forward_backward() override { enqueue({.op = Op::forward_backward}); }
+    void forward_backward() override {
+        stream_.enqueue([this] {
+            std::fill(grads_.begin(), grads_.end(), 0.0f);
+            const lenet::Params p = lenet::views(params_.data()), g = lenet::views(grads_.data());
+            for (int first = 0; first < loaded_; first += chunk_) {
+                const int n = std::min(chunk_, loaded_ - first);
+                lenet::Activations a = chunk_of(first);
+                lenet::forward(kernels_, a, p, setup_.pool, n);
+                loss_sum_ += cpu::softmax_cross_entropy(a.d_logits, a.logits, a.labels, n, lenet::classes);
+                lenet::backward(kernels_, a, p, g, setup_.pool, n);
+            }
+        });
+    }
     void sgd_update(float scale) override {
         ++updates_queued_;
-        enqueue({.op = Op::sgd_update, .scale = scale});
+        stream_.enqueue([this, scale] {
+            cpu::sgd_update(params_.data(), grads_.data(), scale, params_.size());
+            updates_done_.fetch_add(1);
+            updates_done_.notify_all();
+        });
     }
-    void check_gradients(int32_t step) override { enqueue({.op = Op::check_gradients, .count = step}); }
-    void begin_phase(Phase phase) override { enqueue({.op = Op::begin_phase, .count = int(phase)}); }
+    void check_gradients(int32_t step) override {
+        stream_.enqueue([this, step] { cpu::note_nonfinite(&first_bad_, grads_.data(), grads_.size(), step); });
+    }
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + count <= setup_.test->count);
-        enqueue({.op = Op::evaluate_test, .first = first, .count = count});
+        stream_.enqueue([this, first, count] {
+            for (int i = 0; i < count; ++i) eval_index_[i] = uint32_t(first + i);
+            cpu::gather_samples(input_.data(), input_labels_.data(), setup_.test->images.data(),
+                                setup_.test->labels.data(), eval_index_.data(), count, setup_.test->pixels());
+            const lenet::Params p = lenet::views(params_.data());
+            for (int at = 0; at < count; at += chunk_) {
+                const int n = std::min(chunk_, count - at);
+                lenet::Activations a = chunk_of(at);
+                lenet::forward(kernels_, a, p, setup_.pool, n);
+                correct_ += cpu::count_correct(a.logits, a.labels, n, lenet::classes);
+            }
+            loaded_ = 0;  // the input buffer now holds test samples
+        });
+    }
+    void begin_phase(Phase phase) override {
+        stream_.enqueue([this, phase] {
+            const auto now = std::chrono::steady_clock::now();
+            if (phase_ != Phase::idle)
+                phase_times_[size_t(phase_)] += std::chrono::duration<double>(now - phase_start_).count();
+            phase_ = phase;
+            phase_start_ = now;
+        });
     }
 
-    void mark() override { enqueue({.op = Op::mark, .target = ++marks_queued_}); }
+    void mark() override {
+        stream_.enqueue([this, target = ++marks_queued_] {
+            marks_done_.store(target);
+            marks_done_.notify_all();
+        });
+    }
     void wait_for(Device& other) override {
-        CpuDevice& peer = cpu_peer(other);
-        enqueue({.op = Op::wait_for, .peer = &peer, .target = peer.marks_queued_});
+        CpuDevice* peer = &cpu_peer(other);
+        stream_.enqueue([peer, target = peer->marks_queued_] {
+            for (uint64_t seen = peer->marks_done_.load(); seen < target; seen = peer->marks_done_.load())
+                peer->marks_done_.wait(seen);
+        });
     }
-    void copy_grads_from(Device& peer, int slot) override {
-        assert(slot >= 0 && size_t(slot + 1) * lenet::param_count <= staging_.size());
-        enqueue({.op = Op::copy_grads_from, .count = slot, .peer = &cpu_peer(peer)});
+    void copy_from_peer(Device& other, size_t first, size_t count, size_t staged) override {
+        assert(first + count <= grads_.size() && staged + count <= staging_.size());
+        CpuDevice* peer = &cpu_peer(other);
+        stream_.enqueue([this, peer, first, count, staged] {
+            std::copy_n(peer->grads_.begin() + ptrdiff_t(first), count, staging_.begin() + ptrdiff_t(staged));
+        });
     }
-    void sum_staged_grads(int slots) override { enqueue({.op = Op::sum_staged_grads, .count = slots}); }
-    void copy_grads_to(Device& peer) override { enqueue({.op = Op::copy_grads_to, .peer = &cpu_peer(peer)}); }
+    void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
+        assert(first + count <= grads_.size() && staged + size_t(slots) * count <= staging_.size());
+        stream_.enqueue([this, first, count, staged, slots] {
+            cpu::sum_into(grads_.data() + first, staging_.data() + staged, slots, count);
+        });
+    }
+    void copy_to_peer(Device& other, size_t first, size_t count) override {
+        assert(first + count <= grads_.size());
+        CpuDevice* peer = &cpu_peer(other);
+        stream_.enqueue([this, peer, first, count] {
+            std::copy_n(grads_.begin() + ptrdiff_t(first), count, peer->grads_.begin() + ptrdiff_t(first));
+        });
+    }
 
    private:
-    enum class Op : uint8_t {
-        set_order, load_train, forward_backward, sgd_update, check_gradients, evaluate_test, begin_phase,
-        mark, wait_for, copy_grads_from, sum_staged_grads, copy_grads_to,
-    };
-    struct Task {
-        Op op{};
-        size_t first = 0;
-        int count = 0;
-        float scale = 0.0f;
-        const uint32_t* ptr = nullptr;
-        CpuDevice* peer = nullptr;
-        uint64_t target = 0;
-    };
-
     // The activations, pointed at samples [first, first + chunk_) of the
     // input, and the chunk's logits at their place among the part's.
     lenet::Activations chunk_of(int first) {
@@ -179,8 +234,6 @@ class CpuDevice final : public Device {
         return static_cast<CpuDevice&>(d);
     }
 
-    void enqueue(const Task& t) { stream_.enqueue(t); }
-
     void write(std::vector<float>& dst, std::span<const float> host) {
         synchronize();
         assert(host.size() == dst.size());
@@ -193,10 +246,10 @@ class CpuDevice final : public Device {
     }
 
     // Runs on the worker thread.
-    void run(const Task& t) {
+    void run(const CpuTask& task) {
         if (error_) return;  // a failed device only passes its marks on (below)
         try {
-            execute(t);
+            task();
         } catch (...) {
             error_ = std::current_exception();
             // Release every device that waits, or will wait, on this one.
@@ -207,84 +260,11 @@ class CpuDevice final : public Device {
         }
     }
 
-    void execute(const Task& t) {
-        const lenet::Params p = lenet::views(params_.data());
-        switch (t.op) {
-            case Op::set_order:
-                order_ = t.ptr;
-                break;
-            case Op::load_train:
-                cpu::gather_samples(input_.data(), input_labels_.data(), setup_.train->images.data(),
-                                    setup_.train->labels.data(), order_ + t.first, t.count, setup_.train->pixels());
-                loaded_ = t.count;
-                break;
-            case Op::forward_backward: {
-                std::fill(grads_.begin(), grads_.end(), 0.0f);
-                const lenet::Params g = lenet::views(grads_.data());
-                for (int first = 0; first < loaded_; first += chunk_) {
-                    const int n = std::min(chunk_, loaded_ - first);
-                    lenet::Activations a = chunk_of(first);
-                    lenet::forward(kernels_, a, p, setup_.pool, n);
-                    loss_sum_ += cpu::softmax_cross_entropy(a.d_logits, a.logits, a.labels, n, lenet::classes);
-                    lenet::backward(kernels_, a, p, g, setup_.pool, n);
-                }
-                break;
-            }
-            case Op::sgd_update:
-                cpu::sgd_update(params_.data(), grads_.data(), t.scale, params_.size());
-                updates_done_.fetch_add(1);
-                updates_done_.notify_all();
-                break;
-            case Op::begin_phase: {
-                const auto now = std::chrono::steady_clock::now();
-                if (phase_ != Phase::idle)
-                    phase_times_[size_t(phase_)] += std::chrono::duration<double>(now - phase_start_).count();
-                phase_ = Phase(t.count);
-                phase_start_ = now;
-                break;
-            }
-            case Op::check_gradients:
-                cpu::note_nonfinite(&first_bad_, grads_.data(), grads_.size(), t.count);
-                break;
-            case Op::evaluate_test: {
-                for (int i = 0; i < t.count; ++i) eval_index_[i] = uint32_t(t.first + i);
-                cpu::gather_samples(input_.data(), input_labels_.data(), setup_.test->images.data(),
-                                    setup_.test->labels.data(), eval_index_.data(), t.count, setup_.test->pixels());
-                for (int first = 0; first < t.count; first += chunk_) {
-                    const int n = std::min(chunk_, t.count - first);
-                    lenet::Activations a = chunk_of(first);
-                    lenet::forward(kernels_, a, p, setup_.pool, n);
-                    correct_ += cpu::count_correct(a.logits, a.labels, n, lenet::classes);
-                }
-                loaded_ = 0;  // the input buffer now holds test samples
-                break;
-            }
-            case Op::mark:
-                marks_done_.store(t.target);
-                marks_done_.notify_all();
-                break;
-            case Op::wait_for:
-                for (uint64_t seen = t.peer->marks_done_.load(); seen < t.target; seen = t.peer->marks_done_.load())
-                    t.peer->marks_done_.wait(seen);
-                break;
-            case Op::copy_grads_from:
-                std::copy(t.peer->grads_.begin(), t.peer->grads_.end(),
-                          staging_.begin() + size_t(t.count) * lenet::param_count);
-                break;
-            case Op::sum_staged_grads:
-                cpu::sum_into(grads_.data(), staging_.data(), t.count, grads_.size());
-                break;
-            case Op::copy_grads_to:
-                std::copy(grads_.begin(), grads_.end(), t.peer->grads_.begin());
-                break;
-        }
-    }
-
     const int index_;
     const ReplicaSetup setup_;
     std::shared_ptr<CpuGroup> group_;
     std::vector<float> params_, grads_;  // the replica: one flat buffer each
-    std::vector<float> staging_;         // device 0: the peers' gradients during the allreduce
+    std::vector<float> staging_;         // what the allreduce algorithm asked this device to keep
     const int chunk_;                    // samples per forward/backward pass
     std::vector<float> input_;           // the loaded part (capacity, 784), in [0, 1]
     std::vector<int32_t> input_labels_;  // (capacity)
@@ -311,7 +291,7 @@ class CpuDevice final : public Device {
     uint64_t updates_queued_ = 0;            // host side, for throttle()
     std::atomic<uint64_t> updates_done_{0};  // worker side, read by the host in throttle()
 
-    CpuStream<Task> stream_;  // last: the worker starts after the members above exist
+    CpuStream<CpuTask> stream_;  // last: the worker starts after the members above exist
 };
 
 }  // namespace
@@ -325,11 +305,14 @@ int usable_cores() {
 // Workers are not pinned to cores: two dptrain runs side by side (as in a
 // class comparing 1 and 2 devices) would then pin onto the same cores.
 // A failed allocation is reported with the sizes asked for.
-std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup) {
+std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
+                                                      std::span<const size_t> staging_floats) {
     std::vector<std::unique_ptr<Device>> devices;
     const auto group = std::make_shared<CpuGroup>();
+    const int count = int(staging_floats.size());
     try {
-        for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<CpuDevice>(i, setup, group));
+        for (int i = 0; i < count; ++i)
+            devices.push_back(std::make_unique<CpuDevice>(i, setup, staging_floats[size_t(i)], group));
     } catch (const std::bad_alloc&) {
         const int chunk = std::min(setup.capacity, chunk_samples);
         const double mb = 1e6 / sizeof(float);
@@ -343,7 +326,7 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSe
                       "%.1f MB, parameters and gradients %.1f MB, activations %.1f MB) and device 0 %.1f MB more "
                       "for the allreduce; lower --batch or --cpus",
                       devices.size(), count, input + replica + activations, setup.capacity, input, replica,
-                      activations, (count - 1) * replica / 2);
+                      activations, double(staging_floats[0]) / mb);
         throw std::runtime_error(message);
     }
     return devices;

@@ -1,15 +1,40 @@
 // A CPU device's stream: one worker thread that runs queued tasks in order.
-// Tasks are small records copied into a fixed ring (no allocation per task);
-// the host blocks only when the ring is full, or in synchronize().
+// A task is a small closure stored inline (CpuTask: no allocation per task),
+// copied into a fixed ring; the host blocks only when the ring is full, or
+// in synchronize().
 #pragma once
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace dpt {
+
+// A closure of at most 48 bytes of trivially copyable captures (pointers,
+// numbers), held in place: queuing one copies bytes and allocates nothing.
+class CpuTask {
+   public:
+    CpuTask() = default;
+    template <class F>
+        requires(!std::is_same_v<std::decay_t<F>, CpuTask>)
+    CpuTask(F f) : run_([](const void* closure) { (*static_cast<const F*>(closure))(); }) {
+        static_assert(sizeof(F) <= capacity, "a CPU device task captures at most 48 bytes");
+        static_assert(alignof(F) <= alignof(std::max_align_t) && std::is_trivially_copyable_v<F>,
+                      "a CPU device task captures pointers and numbers only");
+        new (storage_) F(f);
+    }
+    void operator()() const { run_(storage_); }
+
+   private:
+    static constexpr size_t capacity = 48;
+    alignas(std::max_align_t) unsigned char storage_[capacity]{};
+    void (*run_)(const void*) = nullptr;
+};
 
 template <class Task>
 class CpuStream {
@@ -30,8 +55,6 @@ class CpuStream {
 
     CpuStream(const CpuStream&) = delete;
     CpuStream& operator=(const CpuStream&) = delete;
-
-    std::thread::native_handle_type native_handle() { return worker_.native_handle(); }
 
     void enqueue(const Task& task) {
         {

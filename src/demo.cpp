@@ -1,6 +1,6 @@
 // `dptrain demo allreduce` and `dptrain demo split`: the two pieces of data
 // parallelism on tensors small enough to read, run by the same code as
-// training (allreduce_naive and split_and_load on real devices), with the
+// training (the allreduce algorithm and split_and_load on real devices), with the
 // result checked.
 #include <cmath>
 #include <cstdio>
@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "allreduce.hpp"
 #include "cli.hpp"
 #include "dataset.hpp"
+#include "device_factory.hpp"
 #include "lenet.hpp"
 #include "options.hpp"
 #include "parallel.hpp"
@@ -24,10 +26,11 @@ struct DemoOptions {
     DeviceChoice devices;
     int size = 2;            // allreduce: the tensor's length
     int rows = 6, cols = 4;  // split: the batch's shape
+    std::string allreduce = "naive";
 };
 
 const char* const help =
-        "Usage: dptrain demo allreduce [--cpus N | --gpus N] [--size K]\n"
+        "Usage: dptrain demo allreduce [--cpus N | --gpus N] [--size K] [--allreduce NAME]\n"
         "       dptrain demo split [--cpus N | --gpus N] [--rows R] [--cols C]\n\n"
         "  allreduce  device i holds a tensor of K values, all i+1; after the allreduce every\n"
         "             device holds their sum (1 + 2 + ... + N). Default N 2, K 2.\n"
@@ -42,6 +45,7 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
         ("size", "", cxxopts::value<std::string>(), "K")
         ("rows", "", cxxopts::value<std::string>(), "R")
         ("cols", "", cxxopts::value<std::string>(), "C")
+        ("allreduce", "", cxxopts::value<std::string>(), "NAME")
         ("h,help", "");
     const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain demo", help);
     if (!parsed) return std::nullopt;
@@ -51,10 +55,12 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
             throw InputError(std::string("--") + name + " is for dptrain demo " + demo);
     };
     only_for("size", "allreduce");
+    only_for("allreduce", "allreduce");
     only_for("rows", "split");
     only_for("cols", "split");
     DemoOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), 2);
+    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), {DeviceKind::cpu, 2});
+    if (r.count("allreduce")) o.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     if (r.count("size"))
         o.size = parse_number<int>("size", given(r, "size"), 1, 16, "a whole number from 1 to 16 (a tensor to read)");
     if (r.count("rows"))
@@ -83,9 +89,10 @@ int demo_allreduce(const DemoOptions& o) {
     blank.labels.assign(1, 0);
     blank.count = 1;
     blank.rows = blank.cols = lenet::image_side;
-    std::vector<std::unique_ptr<Device>> owned = make_devices(o.devices, {&blank, &blank, 1, PoolKind::avg, n});
-    std::vector<Device*> devices;
-    for (auto& d : owned) devices.push_back(d.get());
+    const Allreduce& allreduce = allreduce_named(o.allreduce);
+    const std::vector<std::unique_ptr<Device>> owned =
+        make_devices(o.devices, {&blank, &blank, 1, PoolKind::avg}, allreduce);
+    const std::vector<Device*> devices = pointers(owned);
 
     std::printf("allreduce over %d %s: device i's tensor holds %d value%s, all equal to i+1\n\n", n,
                 o.devices.kind == DeviceKind::cpu ? "CPU devices" : "GPU replicas", k, k == 1 ? "" : "s");
@@ -98,7 +105,7 @@ int demo_allreduce(const DemoOptions& o) {
         print_values("  " + devices[size_t(i)]->name() + "  ", buffer.data(), k);
         std::printf("\n");
     }
-    allreduce_naive(devices);  // read_grads below waits for it
+    allreduce.run(devices, lenet::param_count, false);  // read_grads below waits for it
     const float expected = float(n) * float(n + 1) / 2.0f;
     std::printf("\nafter:\n");
     bool right = true;
@@ -110,19 +117,10 @@ int demo_allreduce(const DemoOptions& o) {
         std::printf("%s\n", mine ? "" : "  <- wrong");
         right = right && mine;
     }
-    const std::string root = devices[0]->name();
-    std::printf("\nhow: ");
-    if (n == 1) {
-        std::printf("with one device there is nothing to add; the tensor stays as it was.\n");
-    } else {
-        std::printf("%s copied each peer's buffer into a staging buffer of its own, added them to its\n"
-                    "own in device order, then copied the sum into every peer's buffer: %d cop%s in and %d out,\n"
-                    "each of a whole gradient buffer (%zu floats, %.0f KB; the tensor above is its first\n"
-                    "%d value%s, the rest are zeros). All of them go through one device, so the naive\n"
-                    "allreduce's cost grows with N.\n",
-                    root.c_str(), n - 1, n == 2 ? "y" : "ies", n - 1, lenet::param_count,
-                    double(lenet::param_count) * sizeof(float) / 1e3, k, k == 1 ? "" : "s");
-    }
+    std::printf("\nhow (--allreduce %s): %s", o.allreduce.c_str(), allreduce.explain(devices, lenet::param_count).c_str());
+    if (n > 1)
+        std::printf("The tensor above is the first %d value%s of each gradient buffer; the rest are zeros.\n", k,
+                    k == 1 ? "" : "s");
     std::printf("check %s: every device holds %g (1 + ... + %d) in each of the %d value%s, and zeros after them\n",
                 right ? "ok" : "FAILED", double(expected), n, k, k == 1 ? "" : "s");
     return right ? 0 : 1;
@@ -141,9 +139,9 @@ int demo_split(const DemoOptions& o) {
     batch.rows = 1;
     batch.cols = cols;
     const int capacity = (rows + n - 1) / n;
-    std::vector<std::unique_ptr<Device>> owned = make_devices(o.devices, {&batch, &batch, capacity, PoolKind::avg, n});
-    std::vector<Device*> devices;
-    for (auto& d : owned) devices.push_back(d.get());
+    const std::vector<std::unique_ptr<Device>> owned =
+        make_devices(o.devices, {&batch, &batch, capacity, PoolKind::avg}, allreduce_named("naive"));
+    const std::vector<Device*> devices = pointers(owned);
 
     std::printf("input: a batch of %d rows of %d values\n", rows, cols);
     for (int r = 0; r < rows; ++r) {

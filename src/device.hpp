@@ -2,13 +2,16 @@
 // activations, a copy of the data set or access to it) and a *stream*: work
 // is queued by the host and runs in order on the device, while the host goes
 // on queuing. That is the CUDA model, and CPU devices follow it too (one
-// worker thread each), so the training loop in parallel.cpp is the same code
-// for both: the host issues a whole epoch of steps without waiting, and
-// synchronises once, at the end, as the tutorial's `nd.waitall()`.
+// worker thread each), so a training step (train_step in parallel.cpp) is
+// the same code for both: the host queues the steps of an epoch and
+// synchronises at the end, as the tutorial's `nd.waitall()`.
 //
 // Ordering *between* devices uses marks (CUDA: events): a.mark() queues a
 // point on a's stream; b.wait_for(a) makes b's stream wait until a's stream
 // has passed the mark most recently queued on a.
+//
+// Kinds: CPU devices (cpu_device.cpp) and GPU replicas (gpu_device.cpp);
+// device_factory.hpp makes either from --cpus N / --gpus N.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -22,17 +25,20 @@
 
 namespace dpt {
 
-enum class DeviceKind { cpu, cuda };
+// A GPU replica's kind is "cuda" in files and metrics (checkpoints, --metrics,
+// compare's results), as those have always written it.
+enum class DeviceKind { cpu, gpu };
 const char* to_string(DeviceKind kind);
 
 // Where a device's time goes during a step (--breakdown). Each device keeps
 // a timeline cut by phase marks queued on its stream: the time from one mark
-// to the next counts toward the first mark's phase.
+// to the next counts toward the first mark's phase. What wait and allreduce
+// cover depends on the allreduce algorithm, which says so (allreduce.hpp).
 enum class Phase : uint8_t {
     load,       // split_and_load: gathering the part's samples
     compute,    // forward and backward
-    wait,       // device 0 waiting for a peer's gradients: load imbalance
-    allreduce,  // copying and summing gradients (a peer: waiting for the sum)
+    wait,       // inside the allreduce, waiting for a peer to be ready
+    allreduce,  // inside the allreduce, moving and summing gradients
     update,     // the SGD update and the divergence watch
     idle,       // after the epoch's last mark
 };
@@ -45,7 +51,6 @@ struct ReplicaSetup {
     const Dataset* test = nullptr;
     int capacity = 0;                // most samples one part can hold: ceil(B / N)
     PoolKind pool = PoolKind::avg;
-    int devices = 1;                 // N; device 0 keeps N-1 staging buffers for the allreduce
 };
 
 class Device {
@@ -53,6 +58,8 @@ class Device {
     virtual ~Device() = default;
     virtual DeviceKind kind() const = 0;
     virtual std::string name() const = 0;  // "cpu:0", "cuda:1"
+    // Floats in the flat parameter buffer, and in the gradient buffer.
+    virtual size_t param_floats() const = 0;
 
     // --- Synchronous: each first waits for the device's queued work. ---
     virtual void synchronize() = 0;
@@ -104,19 +111,25 @@ class Device {
     // the device's own clock (CPU: steady_clock on the worker; GPU: events).
     virtual PhaseTimes take_phase_times() = 0;
 
-    // --- Asynchronous: the pieces of the allreduce. ---
+    // --- Asynchronous: the pieces of an allreduce (allreduce.hpp). ---
+    // Ranges are in floats of the flat gradient buffer; `staged` in floats of
+    // this device's staging memory (ReplicaSetup::staging_floats).
     virtual void mark() = 0;
     virtual void wait_for(Device& other) = 0;
-    // This device's staging buffer `slot` <- peer's gradients.
-    virtual void copy_grads_from(Device& peer, int slot) = 0;
-    // Gradients += staging buffers 0..slots-1, in that order.
-    virtual void sum_staged_grads(int slots) = 0;
-    // Peer's gradients <- this device's gradients.
-    virtual void copy_grads_to(Device& peer) = 0;
+    // staging[staged : staged + count) <- peer's gradients[first : first + count).
+    virtual void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) = 0;
+    // gradients[first : first + count) += each of `slots` staged ranges of
+    // `count` floats that follow each other from `staged`, in that order.
+    virtual void reduce_staged(size_t first, size_t count, size_t staged, int slots) = 0;
+    // peer's gradients[first : first + count) <- this device's gradients there.
+    virtual void copy_to_peer(Device& peer, size_t first, size_t count) = 0;
 };
 
-// N CPU devices, one worker thread each.
-std::vector<std::unique_ptr<Device>> make_cpu_devices(int count, const ReplicaSetup& setup);
+// CPU devices, one worker thread each: device i keeps staging_floats[i]
+// floats of staging memory for the allreduce. device_factory.hpp makes
+// devices of either kind, asking the algorithm; this is its CPU half.
+std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
+                                                      std::span<const size_t> staging_floats);
 
 // Cores this process may run on.
 int usable_cores();

@@ -46,7 +46,9 @@ double gpu_copy_bandwidth(int from, int to, size_t bytes);
 // N replicas on the visible GPUs: replica i on GPU i % count, each with its
 // own stream, parameters, gradients and activations, and the data set
 // uploaded once per GPU. Enables peer access between GPUs where it exists.
-std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSetup& setup);
+// Replica i keeps staging_floats[i] floats of staging memory for the allreduce.
+std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
+                                                      std::span<const size_t> staging_floats);
 
 // One line on where the replicas are: "4 replicas on 1 physical GPU (NVIDIA
 // H100 80GB HBM3)", and how the allreduce's copies travel between GPUs.

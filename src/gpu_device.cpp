@@ -114,8 +114,8 @@ struct GpuData {
 
 class GpuDevice final : public Device {
    public:
-    GpuDevice(int index, int gpu, std::shared_ptr<GpuData> data, const ReplicaSetup& setup)
-        : index_(index), gpu_(gpu), setup_(setup), data_(std::move(data)) {
+    GpuDevice(int index, int gpu, std::shared_ptr<GpuData> data, const ReplicaSetup& setup, size_t staging_floats)
+        : index_(index), gpu_(gpu), setup_(setup), staging_floats_(staging_floats), data_(std::move(data)) {
         CUDA_CHECK(cudaSetDevice(gpu_));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
@@ -123,8 +123,8 @@ class GpuDevice final : public Device {
         const size_t p = lenet::param_count;
         params_ = device_alloc<float>(p, gpu_, "parameters");
         grads_ = device_alloc<float>(p, gpu_, "gradients");
-        if (index_ == 0 && setup.devices > 1)
-            staging_ = device_alloc<float>(size_t(setup.devices - 1) * p, gpu_, "the allreduce's staging buffers");
+        if (staging_floats_ > 0)
+            staging_ = device_alloc<float>(staging_floats_, gpu_, "the allreduce's staging memory");
         const size_t scratch = lenet::scratch_floats<cuda::KernelSet>(setup.capacity);
         activations_ = device_alloc<float>(lenet::activation_floats(setup.capacity, scratch), gpu_,
                                            "activations (lower --batch, or use more devices)");
@@ -155,8 +155,9 @@ class GpuDevice final : public Device {
         cudaStreamDestroy(stream_);
     }
 
-    DeviceKind kind() const override { return DeviceKind::cuda; }
+    DeviceKind kind() const override { return DeviceKind::gpu; }
     std::string name() const override { return "cuda:" + std::to_string(index_); }
+    size_t param_floats() const override { return lenet::param_count; }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
 
@@ -285,24 +286,26 @@ class GpuDevice final : public Device {
         use();
         CUDA_CHECK(cudaStreamWaitEvent(stream_, gpu_peer(other).event_, 0));
     }
-    void copy_grads_from(Device& peer, int slot) override {
-        assert(slot >= 0 && slot < setup_.devices - 1);
+    void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
+        assert(first + count <= lenet::param_count && staged + count <= staging_floats_);
         use();
         GpuDevice& from = gpu_peer(peer);
-        copy(staging_ + size_t(slot) * lenet::param_count, gpu_, from.grads_, from.gpu_);
+        copy(staging_ + staged, gpu_, from.grads_ + first, from.gpu_, count);
     }
-    void sum_staged_grads(int slots) override {
+    void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
+        assert(first + count <= lenet::param_count && staged + size_t(slots) * count <= staging_floats_);
         use();
-        cuda::sum_into(grads_, staging_, slots, lenet::param_count, stream_);
+        cuda::sum_into(grads_ + first, staging_ + staged, slots, count, stream_);
     }
-    void copy_grads_to(Device& peer) override {
+    void copy_to_peer(Device& peer, size_t first, size_t count) override {
+        assert(first + count <= lenet::param_count);
         use();
         GpuDevice& to = gpu_peer(peer);
-        copy(to.grads_, to.gpu_, grads_, gpu_);
+        copy(to.grads_ + first, to.gpu_, grads_ + first, gpu_, count);
     }
 
     static GpuDevice& gpu_peer(Device& d) {
-        assert(d.kind() == DeviceKind::cuda);
+        assert(d.kind() == DeviceKind::gpu);
         return static_cast<GpuDevice&>(d);
     }
 
@@ -310,10 +313,10 @@ class GpuDevice final : public Device {
     // Kernels launch on the current device, which must be the stream's.
     void use() const { CUDA_CHECK(cudaSetDevice(gpu_)); }
 
-    // One replica's worth of gradients, queued on this device's stream:
-    // between GPUs a peer copy, between replicas sharing a GPU a plain one.
-    void copy(float* dst, int dst_gpu, const float* src, int src_gpu) {
-        const size_t bytes = lenet::param_count * sizeof(float);
+    // `count` gradient floats, queued on this device's stream: between GPUs a
+    // peer copy, between replicas sharing a GPU a plain one.
+    void copy(float* dst, int dst_gpu, const float* src, int src_gpu, size_t count) {
+        const size_t bytes = count * sizeof(float);
         if (dst_gpu == src_gpu) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
         else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream_));
     }
@@ -336,12 +339,13 @@ class GpuDevice final : public Device {
 
     const int index_, gpu_;
     const ReplicaSetup setup_;
+    const size_t staging_floats_;
     std::shared_ptr<GpuData> data_;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t event_ = nullptr;  // mark() records it; peers wait on its latest record
     cuda::KernelSet kernels_{};
     float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each
-    float* staging_ = nullptr;                    // device 0: the peers' gradients during the allreduce
+    float* staging_ = nullptr;                    // what the allreduce algorithm asked this replica to keep
     float* activations_ = nullptr;
     lenet::Activations act_{};                    // for setup.capacity samples
     uint32_t* order_ = nullptr;                   // the epoch's sample order
@@ -438,7 +442,9 @@ GpuInventory probe_gpus() {
     return inventory;
 }
 
-std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSetup& setup) {
+std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
+                                                      std::span<const size_t> staging_floats) {
+    const int count = int(staging_floats.size());
     const int gpus = std::min(probe_gpus().count(), count);
     if (gpus == 0) throw std::runtime_error("no CUDA GPU to put replicas on");
     for (int g = 0; g < gpus; ++g) {
@@ -453,7 +459,8 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(int count, const ReplicaSe
     std::vector<std::shared_ptr<GpuData>> data;
     for (int g = 0; g < gpus; ++g) data.push_back(std::make_shared<GpuData>(g, *setup.train, *setup.test));
     std::vector<std::unique_ptr<Device>> devices;
-    for (int i = 0; i < count; ++i) devices.push_back(std::make_unique<GpuDevice>(i, i % gpus, data[i % gpus], setup));
+    for (int i = 0; i < count; ++i)
+        devices.push_back(std::make_unique<GpuDevice>(i, i % gpus, data[i % gpus], setup, staging_floats[size_t(i)]));
     return devices;
 }
 

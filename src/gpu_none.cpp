@@ -10,7 +10,7 @@ GpuInventory probe_gpus() {
     return {{}, "this dptrain was built without CUDA (meson -Dcuda=disabled, or no nvcc when it was built)"};
 }
 
-std::vector<std::unique_ptr<Device>> make_gpu_devices(int, const ReplicaSetup&) {
+std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup&, std::span<const size_t>) {
     throw std::logic_error("make_gpu_devices: built without CUDA");
 }
 

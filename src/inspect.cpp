@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "allreduce.hpp"
 #include "cli.hpp"
 #include "dataset.hpp"
+#include "device_factory.hpp"
 #include "lenet.hpp"
 #include "options.hpp"
 #include "parallel.hpp"
+#include "trainer.hpp"  // init_params
 #include "subcommands.hpp"
 
 namespace dpt {
@@ -101,6 +104,7 @@ struct InspectOptions {
     InitKind init = InitKind::xavier;
     PoolKind pool = PoolKind::avg;
     std::string data_dir;
+    std::string allreduce = "naive";
     int perturb = -1;  // the device whose replica is nudged, or -1
 };
 
@@ -119,6 +123,7 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
         ("init", "xavier or normal, as for training", cxxopts::value<std::string>()->default_value("xavier"), "xavier|normal")
         ("pool", "avg or max, as for training", cxxopts::value<std::string>()->default_value("avg"), "avg|max")
         ("data", "directory of the Fashion-MNIST files", cxxopts::value<std::string>(), "DIR")
+        ("allreduce", "the allreduce algorithm: " + allreduce_names(), cxxopts::value<std::string>()->default_value("naive"), "NAME")
         ("perturb", "nudge one weight of device D's replica by 0.01 after the replicas are made equal, to see the "
                     "checks catch replicas that have drifted apart", cxxopts::value<std::string>(), "D")
         ("h,help", "show this help");
@@ -126,7 +131,8 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     InspectOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), 2);
+    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), {DeviceKind::cpu, 2});
+    o.allreduce = std::string(allreduce_named(r["allreduce"].as<std::string>()).info().name);
     const int n = o.devices.count;
     o.batch = r.count("batch") ? parse_number<int>("batch", given(r, "batch"), 1, 4096, "a whole number from 1 to 4096")
                                : 2 * n;
@@ -157,16 +163,16 @@ int run_inspect(int argc, const char* const* argv) {
         throw InputError("--batch " + std::to_string(batch) + " is larger than the training set");
 
     const std::vector<float> initial = init_params(o.init, o.seed);
-    const ReplicaSetup setup{&data.train, &data.test, (batch + n - 1) / n, o.pool, n};
-    std::vector<std::unique_ptr<Device>> owned = make_devices(o.devices, setup);
-    std::vector<Device*> devices;
-    for (auto& d : owned) devices.push_back(d.get());
+    const Allreduce& allreduce = allreduce_named(o.allreduce);
+    const ReplicaSetup setup{&data.train, &data.test, (batch + n - 1) / n, o.pool};
+    const std::vector<std::unique_ptr<Device>> owned = make_devices(o.devices, setup, allreduce);
+    const std::vector<Device*> devices = pointers(owned);
     std::vector<uint32_t> order(static_cast<size_t>(batch));
     std::iota(order.begin(), order.end(), 0u);  // the batch is the first B samples, in order
 
     // The reference: one device of the same kind computing the whole batch.
-    const ReplicaSetup single_setup{&data.train, &data.test, batch, o.pool, 1};
-    std::vector<std::unique_ptr<Device>> single = make_devices({o.devices.kind, 1}, single_setup);
+    const std::vector<std::unique_ptr<Device>> single =
+        make_devices({o.devices.kind, 1}, {&data.train, &data.test, batch, o.pool}, allreduce);
     Device& one = *single[0];
 
     const char* kind = o.devices.kind == DeviceKind::cpu ? "CPU device" : "GPU replica";
@@ -265,8 +271,9 @@ int run_inspect(int argc, const char* const* argv) {
                      " of the largest gradient: the loss is a sum over samples, so its gradient is too)");
 
     // 5. The allreduce.
-    std::printf("\n5. the same gradients after the allreduce (device 0 gathers, sums and sends the sum back)\n");
-    allreduce_naive(devices);
+    std::printf("\n5. the same gradients after the allreduce (%s: %s)\n", o.allreduce.c_str(),
+                std::string(allreduce.info().summary).c_str());
+    allreduce.run(devices, lenet::param_count, false);
     const std::vector<std::vector<float>> reduced = read_and_show(devices, Buffer::grads);
     checks.claim(all_identical(reduced), "the gradients are identical on every device, bit for bit", "(all hold device 0's sum)");
     const double sum_diff = relative_difference(reduced[0], sum);

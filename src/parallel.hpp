@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <span>
 
+#include "allreduce.hpp"
 #include "device.hpp"
 
 namespace dpt {
@@ -21,18 +22,11 @@ Part part_of(int batch, int devices, int i);
 // Queues on device i the load of part i. Nothing waits.
 void split_and_load(std::span<Device* const> devices, size_t first, int size);
 
-// The tutorial's naive allreduce: copy every device's gradient buffer to
-// device 0, sum there, copy the sum back to every device. Queued work only:
-// device 0 waits (on its stream) for each peer's backward with marks, and
-// each peer waits for the sum before its next use of its gradients.
-// With `timed`, phase marks (device.hpp) show where each device's time goes.
-void allreduce_naive(std::span<Device* const> devices, bool timed = false);
-
 // Step `step` of an epoch, on the batch [first, first + size) of the epoch's
-// order: split_and_load, forward+backward everywhere, allreduce, the
+// order: split_and_load, forward+backward everywhere, the allreduce, the
 // divergence watch on device 0's summed gradients, update everywhere with
 // lr / size. Queued work only; `timed` adds the phase marks of --breakdown.
-void train_step(std::span<Device* const> devices, size_t first, int size, float lr, int32_t step,
-                bool timed = false);
+void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first, int size, float lr,
+                int32_t step, bool timed = false);
 
 }  // namespace dpt

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <numeric>
 
+#include "allreduce.hpp"
 #include "checkpoint.hpp"
+#include "device_factory.hpp"
 #include "errors.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
@@ -236,11 +238,10 @@ TrainResult train(const TrainConfig& c) {
 
     const int n = c.devices;
     const int capacity = (c.batch + n - 1) / n;
-    const ReplicaSetup setup{&data.train, &data.test, capacity, c.pool, n};
-    std::vector<std::unique_ptr<Device>> owned =
-        c.kind == DeviceKind::cuda ? make_gpu_devices(n, setup) : make_cpu_devices(n, setup);
-    std::vector<Device*> devices;
-    for (auto& d : owned) devices.push_back(d.get());
+    const Allreduce& allreduce = allreduce_named(c.allreduce);
+    const std::vector<std::unique_ptr<Device>> owned =
+        make_devices({c.kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce);
+    const std::vector<Device*> devices = pointers(owned);
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
 
     const std::string origin = resuming                     ? "parameters from the checkpoint " + c.resume_path
@@ -250,7 +251,7 @@ TrainResult train(const TrainConfig& c) {
     std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
                 c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
                 data.test.count);
-    if (c.kind == DeviceKind::cuda) {
+    if (c.kind == DeviceKind::gpu) {
         std::printf("devices: %s; each replica has its own stream and memory%s%s\n", describe_gpu_replicas(n).c_str(),
                     c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
     } else {
@@ -264,6 +265,7 @@ TrainResult train(const TrainConfig& c) {
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
     std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.info().summary).c_str());
     if (resuming)
         std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
     if (!c.checkpoint_path.empty())
@@ -274,15 +276,16 @@ TrainResult train(const TrainConfig& c) {
     // Step `step` of the epoch, queued on the devices' streams; the host does not wait.
     const auto queue_step = [&](size_t step) {
         const size_t first = step * size_t(c.batch);
-        train_step(devices, first, int(std::min<size_t>(c.batch, count - first)), c.lr, int32_t(step), c.breakdown);
+        train_step(devices, allreduce, first, int(std::min<size_t>(c.batch, count - first)), c.lr, int32_t(step),
+                   c.breakdown);
     };
     // On GPUs the epoch is recorded once as a CUDA graph, before any clock
     // starts: every epoch is then one launch instead of thousands.
     std::unique_ptr<Recording> graph;
-    if (c.kind == DeviceKind::cuda && c.graphs && c.breakdown)
+    if (c.kind == DeviceKind::gpu && c.graphs && c.breakdown)
         std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
                     "(no CUDA graph)\n");
-    if (c.kind == DeviceKind::cuda && c.graphs && !c.breakdown && c.epochs >= c.start.epoch) {
+    if (c.kind == DeviceKind::gpu && c.graphs && !c.breakdown && c.epochs >= c.start.epoch) {
         const auto start = std::chrono::steady_clock::now();
         std::string why;
         graph = record_graph(devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(s); }, why);

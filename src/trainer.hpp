@@ -8,42 +8,9 @@
 #include <vector>
 
 #include "device.hpp"
+#include "settings.hpp"
 
 namespace dpt {
-
-enum class InitKind { normal, xavier };
-
-// Where a run stands between two steps: what a checkpoint restores.
-struct Position {
-    int epoch = 1;          // the epoch to run next (1-based)
-    size_t step = 0;        // of its steps, those already done
-    double loss_sum = 0.0;  // their training losses, summed
-};
-
-struct TrainConfig {
-    DeviceKind kind = DeviceKind::cpu;
-    int devices = 1;
-    std::string devices_note;  // why this kind and count, when not asked for explicitly
-    int batch = 256;
-    float lr = 0.3f;
-    int epochs = 5;
-    uint64_t seed = 0;
-    std::string data_dir;      // empty: the default search
-    size_t limit_train = 0;    // 0: all
-    size_t limit_test = 0;
-    std::string metrics_path, save_path, load_path;
-    PoolKind pool = PoolKind::avg;
-    InitKind init = InitKind::xavier;
-    bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it
-    bool breakdown = false;    // time each phase of the steps (split, compute, wait, allreduce, update)
-    std::string checkpoint_path;  // empty: no checkpoints
-    int checkpoint_every = 1;     // epochs
-    // --resume: the checkpoint's file, position and parameters (its settings
-    // are already in the fields above).
-    std::string resume_path;
-    Position start;
-    std::vector<float> resume_params;
-};
 
 // Initial LeNet parameters from the seed: weights N(0, 0.01^2) (the
 // tutorial's) or Xavier-uniform (U(-a, a), a = sqrt(6 / (fan_in + fan_out))),

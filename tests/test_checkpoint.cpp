@@ -12,7 +12,7 @@
 #include "checkpoint.hpp"
 #include "errors.hpp"
 #include "lenet.hpp"
-#include "trainer.hpp"
+#include "trainer.hpp"  // init_params
 
 using namespace dpt;
 
@@ -22,6 +22,7 @@ Checkpoint example() {
     Checkpoint k;
     k.settings.kind = DeviceKind::cpu;
     k.settings.devices = 3;
+    k.settings.allreduce = "naive";
     k.settings.batch = 511;
     k.settings.lr = 0.1f + 0.2f;  // not the float nearest 0.3: must come back as these very bits
     k.settings.seed = 18446744073709551615ULL;
@@ -71,6 +72,7 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     const TrainConfig &a = k.settings, &b = back.settings;
     CHECK(b.kind == a.kind);
     CHECK(b.devices == a.devices);
+    CHECK(b.allreduce == a.allreduce);
     CHECK(b.batch == a.batch);
     CHECK(std::memcmp(&b.lr, &a.lr, sizeof a.lr) == 0);
     CHECK(b.seed == a.seed);
@@ -122,9 +124,30 @@ TEST_CASE("a changed byte anywhere in a checkpoint is caught", "[checkpoint]") {
 TEST_CASE("a checkpoint of another format version, model or kind of file is named as such", "[checkpoint]") {
     const std::string bytes = encode_checkpoint(example());
     SECTION("another version") {
-        std::string v2 = bytes;
-        v2.replace(0, std::strlen("dptrain-checkpoint 1"), "dptrain-checkpoint 2");
-        CHECK(rejection(resealed(v2)) == "ck: checkpoint format version 2; this dptrain reads version 1");
+        std::string v3 = bytes;
+        v3.replace(0, std::strlen("dptrain-checkpoint 2"), "dptrain-checkpoint 3");
+        CHECK(rejection(resealed(v3)) == "ck: checkpoint format version 3; this dptrain reads versions 1 to 2");
+    }
+    SECTION("version 1, written before --allreduce, reads as the naive allreduce") {
+        std::string v1 = bytes;
+        v1.replace(0, std::strlen("dptrain-checkpoint 2"), "dptrain-checkpoint 1");
+        const size_t at = v1.find("allreduce naive\n");
+        REQUIRE(at != std::string::npos);
+        v1.erase(at, std::strlen("allreduce naive\n"));
+        const Checkpoint back = decode_checkpoint(bytes_of(resealed(v1)), "ck");
+        CHECK(back.settings.allreduce == "naive");
+        CHECK(back.settings.batch == 511);
+        CHECK(back.params == example().params);
+        // A version 1 header has no allreduce line.
+        CHECK(rejection(resealed(v1.replace(at, 0, "allreduce naive\n"))).find("ck: corrupted header") == 0);
+    }
+    SECTION("an allreduce this dptrain does not know, checksum intact") {
+        std::string other = bytes;
+        const size_t at = other.find("allreduce naive\n");
+        REQUIRE(at != std::string::npos);
+        other.replace(at, std::strlen("allreduce naive"), "allreduce ring");
+        CHECK(rejection(resealed(other)) ==
+              "ck: corrupted header (allreduce 'ring' is not an algorithm this dptrain knows)");
     }
     SECTION("another model: a tensor of another shape, checksum intact") {
         std::string other = bytes;

@@ -2,9 +2,13 @@
 // parallelism: replicas stay bit-identical, and N devices follow the
 // 1-device trajectory.
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <cstring>
 
+#include "device_factory.hpp"
 #include "lenet.hpp"
 #include "parallel.hpp"
 #include "rng.hpp"
@@ -16,6 +20,8 @@ using namespace dpt;
 
 namespace {
 
+const Allreduce& naive() { return allreduce_named("naive"); }
+
 struct Run {
     Dataset train, test;
     std::vector<std::unique_ptr<Device>> owned;
@@ -23,9 +29,8 @@ struct Run {
 
     Run(int n, int batch, size_t count, bool random_pixels = false)
         : train(testing::synthetic(count, random_pixels)), test(testing::synthetic(16, random_pixels)) {
-        const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, n};
-        owned = make_cpu_devices(n, setup);
-        for (auto& d : owned) devices.push_back(d.get());
+        owned = make_devices({DeviceKind::cpu, n}, {&train, &test, (batch + n - 1) / n, PoolKind::avg}, naive());
+        devices = pointers(owned);
     }
     std::vector<float> params(int i) {
         std::vector<float> p(lenet::param_count);
@@ -101,7 +106,7 @@ TEST_CASE("allreduce leaves every replica with the exact element-wise sum", "[al
         grads.push_back(testing::random_vector(lenet::param_count, 100 + i));
         run.devices[size_t(i)]->write_grads(grads.back());
     }
-    allreduce_naive(run.devices);
+    naive().run(run.devices, lenet::param_count, false);
     // The allreduce adds on device 0 in device order; the same order here
     // gives the same float result, bit for bit.
     std::vector<float> expected = grads[0];
@@ -124,9 +129,9 @@ TEST_CASE("after k training steps all replicas are bit-identical", "[replicas]")
     for (Device* d : run.devices) d->write_params(init);
     const std::vector<uint32_t> order = epoch_order(200, 1, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
-    for (int step = 0; step < 5; ++step) train_step(run.devices, size_t(step) * batch, batch, 0.1f, step);
+    for (int step = 0; step < 5; ++step) train_step(run.devices, naive(), size_t(step) * batch, batch, 0.1f, step);
     // And a short batch with fewer samples than devices: empty parts.
-    train_step(run.devices, 190, n - 1, 0.1f, 5);
+    train_step(run.devices, naive(), 190, n - 1, 0.1f, 5);
 
     const auto p0 = run.params(0);
     const bool trained = p0 != init;
@@ -138,6 +143,69 @@ TEST_CASE("after k training steps all replicas are bit-identical", "[replicas]")
     }
 }
 
+TEST_CASE("replicas are identical to the right thing: one step on N devices is one step on 1", "[replicas]") {
+    // Identity alone holds even for an allreduce that forgot to sum (the
+    // broadcast copies device 0's buffer everywhere); such a one updates with
+    // device 0's part alone, ~1e-2 of a weight off after one step. One step
+    // only: SGD is chaotic, and a ReLU decided the other way at a tie (by the
+    // summation order) grows to that size within a few steps (measured: 3
+    // devices, batch 31: 7e-9 after 1 step, 6e-5 after 2, 1.3e-3 after 5).
+    const int n = GENERATE(2, 3);
+    const int batch = GENERATE(30, 31);
+    CAPTURE(n, batch);
+    const auto init = init_params(InitKind::xavier, 1);
+    const std::vector<uint32_t> order = epoch_order(200, 1, 1);
+    const auto one_step = [&](int devices) {
+        Run run(devices, batch, 200, true);
+        for (Device* d : run.devices) d->write_params(init);
+        for (Device* d : run.devices) d->set_order(order.data(), order.size());
+        train_step(run.devices, naive(), 0, batch, 0.1f, 0);
+        return run.params(devices - 1);
+    };
+    const auto single = one_step(1), many = one_step(n);
+    double worst = 0.0, moved = 0.0;
+    for (size_t k = 0; k < single.size(); ++k) {
+        worst = std::max(worst, double(std::abs(many[k] - single[k])));
+        moved = std::max(moved, double(std::abs(single[k] - init[k])));
+    }
+    CAPTURE(worst, moved);
+    REQUIRE(moved > 1e-3);
+    CHECK(worst <= 1e-5 * moved);  // float summation order only: measured ~1e-8
+}
+
+namespace {
+// Every allocation of this test program, counted: the hot path must make none.
+std::atomic<uint64_t> allocations{0};
+}  // namespace
+
+void* operator new(size_t bytes) {
+    allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(bytes ? bytes : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+TEST_CASE("queuing training steps on CPU devices allocates nothing", "[replicas]") {
+    const int n = GENERATE(1, 2, 3);
+    CAPTURE(n);
+    Run run(n, 32, 400, true);
+    const auto init = init_params(InitKind::xavier, 5);
+    for (Device* d : run.devices) d->write_params(init);
+    const std::vector<uint32_t> order = epoch_order(400, 5, 1);
+    for (Device* d : run.devices) d->set_order(order.data(), order.size());
+    train_step(run.devices, naive(), 0, 32, 0.1f, 0);  // warm-up: first touches
+    for (Device* d : run.devices) d->synchronize();
+    const uint64_t before = allocations.load();
+    for (int step = 1; step < 12; ++step) {
+        train_step(run.devices, naive(), size_t(step) * 32, 32, 0.1f, step, step % 2 == 0);  // with and without phase marks
+        for (Device* d : run.devices) d->throttle(2);
+    }
+    for (Device* d : run.devices) d->synchronize();
+    const uint64_t during = allocations.load() - before;
+    CHECK(during == 0);
+}
+
 TEST_CASE("N devices follow the 1-device trajectory for the same global batch", "[equivalence]") {
     const int batch = 50, steps = 20;  // 50 over 3 devices: parts of 17, 17, 16
     auto train = [&](int n) {
@@ -146,7 +214,7 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
         for (Device* d : run.devices) d->write_params(init);
         const std::vector<uint32_t> order = epoch_order(2000, 2, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        for (int step = 0; step < steps; ++step) train_step(run.devices, size_t(step) * batch, batch, 0.1f, step);
+        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), size_t(step) * batch, batch, 0.1f, step);
         return run.params(0);
     };
     const auto one = train(1);
@@ -183,7 +251,7 @@ TEST_CASE("the divergence watch names the first step whose summed gradients are 
         const std::vector<uint32_t> order = epoch_order(400, 3, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
         for (int step = 0; step < steps; ++step) {
-            train_step(run.devices, size_t(step) * batch, batch, lr, step);
+            train_step(run.devices, naive(), size_t(step) * batch, batch, lr, step);
             for (Device* d : run.devices) d->throttle(1);
         }
         const int32_t bad = run.devices[0]->take_first_bad_step();

@@ -27,6 +27,7 @@
 #include "cpu/kernels.hpp"
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
+#include "device_factory.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
 #include "parallel.hpp"
@@ -39,6 +40,8 @@ using namespace dpt;
 namespace {
 
 int failures = 0, checks = 0;
+
+const Allreduce& naive() { return allreduce_named("naive"); }
 
 void report(bool ok, const std::string& what, const std::string& detail = "") {
     ++checks;
@@ -361,15 +364,14 @@ struct EpochOptions {
 Trained train_epochs(DeviceKind kind, int n, int batch, const EpochOptions& o = {}) {
     const size_t count = 150;  // 150 / 32: a short last batch
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
-    const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, n};
-    auto owned = kind == DeviceKind::cuda ? make_gpu_devices(n, setup) : make_cpu_devices(n, setup);
-    std::vector<Device*> devices;
-    for (auto& d : owned) devices.push_back(d.get());
+    const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg};
+    const auto owned = make_devices({kind, n}, setup, naive());
+    const std::vector<Device*> devices = pointers(owned);
     const auto init = init_params(InitKind::xavier, 4);
     for (Device* d : devices) d->write_params(init);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
-            train_step(devices, first, int(std::min<size_t>(batch, count - first)), o.lr, int32_t(first / batch));
+            train_step(devices, naive(), first, int(std::min<size_t>(batch, count - first)), o.lr, int32_t(first / batch));
     };
     std::unique_ptr<Recording> recording;
     if (o.graph) {
@@ -449,8 +451,8 @@ bool same_bits(const Trained& a, const Trained& b) {
 // watch, bit for bit (the same kernels in the same order on the same data).
 void check_graph_replays(int n, int batch, const std::string& name) {
     // Recorded first: in a fresh process (graph-first) no kernel has run before it.
-    const Trained replayed = train_epochs(DeviceKind::cuda, n, batch, {.graph = true, .epochs = 2});
-    const Trained queued = train_epochs(DeviceKind::cuda, n, batch, {.epochs = 2});
+    const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .epochs = 2});
+    const Trained queued = train_epochs(DeviceKind::gpu, n, batch, {.epochs = 2});
     if (replayed.params.empty()) return;  // the recording failed, reported
     char detail[160];
     std::snprintf(detail, sizeof detail, "(loss sums %.17g and %.17g)", replayed.loss_sum, queued.loss_sum);
@@ -465,30 +467,28 @@ void check_graph_replays(int n, int batch, const std::string& name) {
 void check_failed_recording(int n, int batch) {
     const size_t count = 150;
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
-    const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, n};
-    auto owned = make_gpu_devices(n, setup);
-    std::vector<Device*> devices;
-    for (auto& d : owned) devices.push_back(d.get());
+    const auto owned = make_devices({DeviceKind::gpu, n}, {&train, &test, (batch + n - 1) / n, PoolKind::avg}, naive());
+    const std::vector<Device*> devices = pointers(owned);
     const auto init = init_params(InitKind::xavier, 4);
     for (Device* d : devices) d->write_params(init);
     const auto order = epoch_order(count, 4, 1);
     for (Device* d : devices) d->set_order(order.data(), order.size());
     std::string why;
     const auto recording = record_graph(devices, [&] {
-        train_step(devices, 0, batch, 0.1f, 0);
+        train_step(devices, naive(), 0, batch, 0.1f, 0);
         throw std::runtime_error("stopped on purpose after one step");
     }, why);
     report(recording == nullptr && why.find("on purpose") != std::string::npos,
            "a recording that fails midway returns null and the reason", "(why: " + why + ")");
     for (size_t first = 0; first < count; first += size_t(batch))
-        train_step(devices, first, int(std::min<size_t>(batch, count - first)), 0.1f, int32_t(first / batch));
+        train_step(devices, naive(), first, int(std::min<size_t>(batch, count - first)), 0.1f, int32_t(first / batch));
     Trained after;
     for (Device* d : devices) {
         after.params.emplace_back(lenet::param_count);
         d->read_params(after.params.back());
         after.loss_sum += d->take_loss_sum();
     }
-    const Trained fresh = train_epochs(DeviceKind::cuda, n, batch);
+    const Trained fresh = train_epochs(DeviceKind::gpu, n, batch);
     report(after.params == fresh.params && after.loss_sum == fresh.loss_sum,
            std::to_string(n) + " GPU replicas: after the failed recording, queued training gives the bits of fresh devices");
 }
@@ -496,10 +496,10 @@ void check_failed_recording(int n, int batch) {
 void test_replicas() {
     const int batch = 32;
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch);
-    const Trained one = train_epochs(DeviceKind::cuda, 1, batch);
+    const Trained one = train_epochs(DeviceKind::gpu, 1, batch);
     for (int n : {1, 2, 3}) {
         const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "");
-        const Trained gpu = n == 1 ? one : train_epochs(DeviceKind::cuda, n, batch);
+        const Trained gpu = n == 1 ? one : train_epochs(DeviceKind::gpu, n, batch);
         for (int i = 1; i < n; ++i)
             report(std::memcmp(gpu.params[0].data(), gpu.params[size_t(i)].data(),
                                lenet::param_count * sizeof(float)) == 0,
@@ -520,7 +520,7 @@ void test_replicas() {
         report(gpu.first_bad_step == -1, name + ": the divergence watch stays quiet at lr 0.1");
         // lr 1e9 blows the weights up; the logits overflow within a few steps.
         const Trained cpu_blown = train_epochs(DeviceKind::cpu, n, batch, {.lr = 1e9f});
-        const Trained gpu_blown = train_epochs(DeviceKind::cuda, n, batch, {.lr = 1e9f});
+        const Trained gpu_blown = train_epochs(DeviceKind::gpu, n, batch, {.lr = 1e9f});
         report(gpu_blown.first_bad_step >= 1 && std::abs(gpu_blown.first_bad_step - cpu_blown.first_bad_step) <= 1,
                name + ": at lr 1e9 the divergence watch names the CPU's step (within one)",
                std::to_string(gpu_blown.first_bad_step) + " vs " + std::to_string(cpu_blown.first_bad_step));

@@ -1,0 +1,41 @@
+// The allreduce algorithms dptrain knows, by name: the one table to extend.
+#include "allreduce.hpp"
+
+#include <array>
+
+#include "errors.hpp"
+
+namespace dpt {
+
+const Allreduce& naive_allreduce();  // allreduce_naive.cpp
+
+namespace {
+
+struct Entry {
+    std::string_view name;
+    const Allreduce& (*algorithm)();
+};
+constexpr std::array entries = {
+    Entry{"naive", naive_allreduce},
+};
+
+}  // namespace
+
+const Allreduce* find_allreduce(std::string_view name) {
+    for (const Entry& e : entries)
+        if (e.name == name) return &e.algorithm();
+    return nullptr;
+}
+
+const Allreduce& allreduce_named(std::string_view name) {
+    if (const Allreduce* found = find_allreduce(name)) return *found;
+    throw InputError("--allreduce must be one of " + allreduce_names() + " (got '" + std::string(name) + "')");
+}
+
+std::string allreduce_names() {
+    std::string names;
+    for (const Entry& e : entries) names += (names.empty() ? "" : ", ") + std::string(e.name);
+    return names;
+}
+
+}  // namespace dpt

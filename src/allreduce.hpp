@@ -1,0 +1,55 @@
+// An allreduce algorithm: afterwards every device's gradient buffer holds the
+// sum of all the devices' gradients, the same bits on every device. An
+// algorithm is built from the ranged primitives of Device (copy a range of a
+// peer's gradients into my staging, reduce a range with staged ranges, copy a
+// range of mine into a peer's gradients, marks) and only queues work.
+//
+// To add one: a file allreduce_NAME.cpp that defines a subclass and a
+// function returning it, and one line in the table of allreduce.cpp.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "device.hpp"
+
+namespace dpt {
+
+// How an algorithm describes itself to the people reading dptrain's output.
+struct AllreduceInfo {
+    std::string_view name;       // --allreduce NAME
+    std::string_view summary;    // a clause: "device 0 gathers every gradient buffer, sums, sends the sum back"
+    std::string_view wait_what;  // what --breakdown's "waiting" covers with this algorithm
+    std::string_view wait_cost;  // how compare's verdict names time lost there
+};
+
+class Allreduce {
+   public:
+    virtual ~Allreduce() = default;
+    virtual const AllreduceInfo& info() const = 0;
+    // Floats of staging memory device `device` of `devices` needs for
+    // gradient buffers of `floats` floats.
+    virtual size_t staging_floats(int device, int devices, size_t floats) const = 0;
+    // Queues the allreduce of every device's first `floats` gradient floats.
+    // With `timed`, phase marks (Phase::wait, Phase::allreduce) show where
+    // each device's time goes.
+    virtual void run(std::span<Device* const> devices, size_t floats, bool timed) const = 0;
+    // What run() did on these devices, for a reader who just watched a small
+    // tensor go through it (dptrain demo allreduce).
+    virtual std::string explain(std::span<Device* const> devices, size_t floats) const = 0;
+};
+
+// The algorithm called `name`, or null.
+const Allreduce* find_allreduce(std::string_view name);
+// The algorithm called `name`; an InputError naming --allreduce and the
+// choices when there is none.
+const Allreduce& allreduce_named(std::string_view name);
+// "naive" (the names, comma-separated, for help texts and messages).
+std::string allreduce_names();
+
+// Queues begin_phase(phase) on `device` when `timed` (--breakdown).
+inline void mark_phase(Device& device, Phase phase, bool timed) {
+    if (timed) device.begin_phase(phase);
+}
+
+}  // namespace dpt

@@ -1,0 +1,43 @@
+// Devices are chosen and made here, once for every command: one parser for
+// --cpus N / --gpus N with one limit, and one factory that gives each device
+// the staging memory the allreduce algorithm asks for.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allreduce.hpp"
+#include "device.hpp"
+
+namespace dpt {
+
+inline constexpr int max_devices = 1024;
+
+struct DeviceChoice {
+    DeviceKind kind = DeviceKind::cpu;
+    int count = 1;
+};
+
+// N as typed for --cpus or --gpus (`option` without dashes): a whole number
+// from 1 to max_devices, else an InputError naming the option.
+int parse_device_count(const std::string& option, const std::string& text);
+
+// --cpus N or --gpus N as typed ("" when not given; both given is an
+// InputError). --gpus needs a usable GPU. Neither: `fallback`.
+DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback);
+
+// With neither option: every visible GPU, else 1 CPU device; `why` says which and why.
+DeviceChoice default_devices(std::string& why);
+
+// An InputError starting with `what` when no GPU is usable, saying why.
+void require_gpus(const std::string& what);
+
+// The devices of `choice`, every one made from `setup`, each with the
+// staging memory that `allreduce` asks for.
+std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
+                                                  const Allreduce& allreduce);
+
+// Plain pointers to the devices, in order: what train_step and the allreduce take.
+std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>& devices);
+
+}  // namespace dpt

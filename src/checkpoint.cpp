@@ -107,7 +107,7 @@ class HeaderReader {
 
 std::string encode_checkpoint(const Checkpoint& k) {
     const TrainConfig& c = k.settings;
-    if (k.params.size() != lenet::param_count) throw std::logic_error("encode_checkpoint: wrong parameter count");
+    if (k.params.size() != lenet::model().param_count()) throw std::logic_error("encode_checkpoint: wrong parameter count");
     std::string out = std::string(magic) + std::to_string(format_version) + '\n' + tensor_lines();
     const auto line = [&](std::string_view key, const std::string& value) {
         out.append(key).append(" ").append(value).append("\n");
@@ -190,7 +190,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
 
     // 3. The model: the same tensors with the same shapes.
     const std::string tensors = tensor_lines();
-    if (text.substr(first_end + 1, tensors.size()) != tensors || count != lenet::param_count)
+    if (text.substr(first_end + 1, tensors.size()) != tensors || count != lenet::model().param_count())
         fail("written for another model (its tensors differ from this LeNet's)");
 
     // 4. The settings and the position.

@@ -49,15 +49,16 @@ class CpuDevice final : public Device {
         : index_(index),
           setup_(setup),
           group_(std::move(group)),
-          params_(lenet::param_count),
-          grads_(lenet::param_count),
+          model_(lenet::model()),
+          params_(model_.param_count()),
+          grads_(model_.param_count()),
           staging_(staging_floats),
           chunk_(std::min(setup.capacity, chunk_samples)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
           input_labels_(size_t(setup.capacity)),
-          outputs_(size_t(setup.capacity) * lenet::classes),
-          activation_memory_(lenet::activation_floats(chunk_, scratch_floats(chunk_))),
-          act_(lenet::carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
+          outputs_(size_t(setup.capacity) * model_.classes()),
+          activation_memory_(model_.activation_floats(chunk_, scratch_floats(chunk_))),
+          act_(model_.carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
           eval_index_(setup.capacity),
           stream_([this](const CpuTask& task) { run(task); }) {
         group_->members.push_back(this);
@@ -92,8 +93,8 @@ class CpuDevice final : public Device {
     }
     int read_outputs(std::span<float> logits) override {
         synchronize();
-        assert(logits.size() >= size_t(loaded_) * lenet::classes);
-        std::copy_n(outputs_.begin(), size_t(loaded_) * lenet::classes, logits.begin());
+        assert(logits.size() >= size_t(loaded_) * lenet::model().classes());
+        std::copy_n(outputs_.begin(), size_t(loaded_) * lenet::model().classes(), logits.begin());
         return loaded_;
     }
     double take_loss_sum() override {
@@ -135,13 +136,13 @@ class CpuDevice final : public Device {
     void forward_backward() override {
         stream_.enqueue([this] {
             std::fill(grads_.begin(), grads_.end(), 0.0f);
-            const lenet::Params p = lenet::views(params_.data()), g = lenet::views(grads_.data());
+            const int classes = model_.classes();
             for (int first = 0; first < loaded_; first += chunk_) {
                 const int n = std::min(chunk_, loaded_ - first);
-                lenet::Activations a = chunk_of(first);
-                lenet::forward(kernels_, a, p, setup_.pool, n);
-                loss_sum_ += cpu::softmax_cross_entropy(a.d_logits, a.logits, a.labels, n, lenet::classes);
-                lenet::backward(kernels_, a, p, g, setup_.pool, n);
+                const Chunk c = chunk_of(first);
+                model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
+                loss_sum_ += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, classes);
+                model_.backward(kernels_, act_, params_.data(), grads_.data(), setup_.pool, n, c.x);
             }
         });
     }
@@ -162,12 +163,11 @@ class CpuDevice final : public Device {
             for (int i = 0; i < count; ++i) eval_index_[i] = uint32_t(first + i);
             cpu::gather_samples(input_.data(), input_labels_.data(), setup_.test->images.data(),
                                 setup_.test->labels.data(), eval_index_.data(), count, setup_.test->pixels());
-            const lenet::Params p = lenet::views(params_.data());
             for (int at = 0; at < count; at += chunk_) {
                 const int n = std::min(chunk_, count - at);
-                lenet::Activations a = chunk_of(at);
-                lenet::forward(kernels_, a, p, setup_.pool, n);
-                correct_ += cpu::count_correct(a.logits, a.labels, n, lenet::classes);
+                const Chunk c = chunk_of(at);
+                model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
+                correct_ += cpu::count_correct(c.logits, c.labels, n, model_.classes());
             }
             loaded_ = 0;  // the input buffer now holds test samples
         });
@@ -217,17 +217,19 @@ class CpuDevice final : public Device {
     }
 
    private:
-    // The activations, pointed at samples [first, first + chunk_) of the
-    // input, and the chunk's logits at their place among the part's.
-    lenet::Activations chunk_of(int first) {
-        lenet::Activations a = act_;
-        a.x = input_.data() + size_t(first) * setup_.train->pixels();
-        a.labels = input_labels_.data() + first;
-        a.logits = outputs_.data() + size_t(first) * lenet::classes;
-        return a;
+    // Samples [first, first + chunk_) of the loaded input, and the chunk's
+    // logits at their place among the part's.
+    struct Chunk {
+        const float* x;
+        const int32_t* labels;
+        float* logits;
+    };
+    Chunk chunk_of(int first) {
+        return {input_.data() + size_t(first) * setup_.train->pixels(), input_labels_.data() + first,
+                outputs_.data() + size_t(first) * model_.classes()};
     }
 
-    static size_t scratch_floats(int capacity) { return lenet::scratch_floats<cpu::KernelSet>(capacity); }
+    size_t scratch_floats(int capacity) const { return model_.scratch_floats<cpu::KernelSet>(capacity); }
 
     static CpuDevice& cpu_peer(Device& d) {
         assert(d.kind() == DeviceKind::cpu);
@@ -263,6 +265,7 @@ class CpuDevice final : public Device {
     const int index_;
     const ReplicaSetup setup_;
     std::shared_ptr<CpuGroup> group_;
+    const Model& model_;
     std::vector<float> params_, grads_;  // the replica: one flat buffer each
     std::vector<float> staging_;         // what the allreduce algorithm asked this device to keep
     const int chunk_;                    // samples per forward/backward pass
@@ -270,7 +273,7 @@ class CpuDevice final : public Device {
     std::vector<int32_t> input_labels_;  // (capacity)
     std::vector<float> outputs_;         // (capacity, 10): the logits of the last forward
     std::vector<float> activation_memory_;
-    lenet::Activations act_;             // for chunk_ samples; x and labels set per chunk
+    Activations act_;                    // for chunk_ samples; input, labels and logits are per chunk (chunk_of)
     cpu::KernelSet kernels_;
     std::vector<uint32_t> eval_index_;  // 0, 1, 2, ... for gathering test samples in order
 
@@ -314,12 +317,13 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
         for (int i = 0; i < count; ++i)
             devices.push_back(std::make_unique<CpuDevice>(i, setup, staging_floats[size_t(i)], group));
     } catch (const std::bad_alloc&) {
+        const Model& model = lenet::model();
         const int chunk = std::min(setup.capacity, chunk_samples);
         const double mb = 1e6 / sizeof(float);
         const double input = double(setup.capacity) * (setup.train->pixels() + 1) / mb;
-        const double replica = 2.0 * lenet::param_count / mb;
+        const double replica = 2.0 * double(model.param_count()) / mb;
         const double activations =
-            double(lenet::activation_floats(chunk, lenet::scratch_floats<cpu::KernelSet>(chunk))) / mb;
+            double(model.activation_floats(chunk, model.scratch_floats<cpu::KernelSet>(chunk))) / mb;
         char message[400];
         std::snprintf(message, sizeof message,
                       "out of memory creating CPU device %zu of %d: each needs %.1f MB (input for %d samples "

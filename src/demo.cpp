@@ -96,7 +96,7 @@ int demo_allreduce(const DemoOptions& o) {
 
     std::printf("allreduce over %d %s: device i's tensor holds %d value%s, all equal to i+1\n\n", n,
                 o.devices.kind == DeviceKind::cpu ? "CPU devices" : "GPU replicas", k, k == 1 ? "" : "s");
-    std::vector<float> buffer(lenet::param_count);
+    std::vector<float> buffer(lenet::model().param_count());
     std::printf("before:\n");
     for (int i = 0; i < n; ++i) {
         std::fill(buffer.begin(), buffer.end(), 0.0f);
@@ -105,7 +105,7 @@ int demo_allreduce(const DemoOptions& o) {
         print_values("  " + devices[size_t(i)]->name() + "  ", buffer.data(), k);
         std::printf("\n");
     }
-    allreduce.run(devices, lenet::param_count, false);  // read_grads below waits for it
+    allreduce.run(devices, lenet::model().param_count(), false);  // read_grads below waits for it
     const float expected = float(n) * float(n + 1) / 2.0f;
     std::printf("\nafter:\n");
     bool right = true;
@@ -117,7 +117,7 @@ int demo_allreduce(const DemoOptions& o) {
         std::printf("%s\n", mine ? "" : "  <- wrong");
         right = right && mine;
     }
-    std::printf("\nhow (--allreduce %s): %s", o.allreduce.c_str(), allreduce.explain(devices, lenet::param_count).c_str());
+    std::printf("\nhow (--allreduce %s): %s", o.allreduce.c_str(), allreduce.explain(devices, lenet::model().param_count()).c_str());
     if (n > 1)
         std::printf("The tensor above is the first %d value%s of each gradient buffer; the rest are zeros.\n", k,
                     k == 1 ? "" : "s");

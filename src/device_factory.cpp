@@ -41,7 +41,7 @@ DeviceChoice default_devices(std::string& why) {
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
                                                   const Allreduce& allreduce) {
     std::vector<size_t> staging;
-    for (int i = 0; i < choice.count; ++i) staging.push_back(allreduce.staging_floats(i, choice.count, lenet::param_count));
+    for (int i = 0; i < choice.count; ++i) staging.push_back(allreduce.staging_floats(i, choice.count, lenet::model().param_count()));
     return choice.kind == DeviceKind::gpu ? make_gpu_devices(setup, staging) : make_cpu_devices(setup, staging);
 }
 

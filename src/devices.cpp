@@ -21,7 +21,8 @@
 namespace dpt {
 namespace {
 
-constexpr size_t gradient_bytes = lenet::param_count * sizeof(float);
+// One gradient buffer: what each of the allreduce's copies moves.
+size_t gradient_bytes() { return lenet::model().param_count() * sizeof(float); }
 constexpr size_t large_bytes = size_t(64) << 20;
 
 std::string cpu_model() {
@@ -55,7 +56,7 @@ double host_copy_bandwidth(size_t bytes) {
 std::string speeds(double gradient_gbps, double large_gbps) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "%6.1f GB/s at 64 MiB, %6.1f us a gradient buffer (%5.1f GB/s)", large_gbps,
-                  double(gradient_bytes) / gradient_gbps / 1e3, gradient_gbps);
+                  double(gradient_bytes()) / gradient_gbps / 1e3, gradient_gbps);
     return buf;
 }
 
@@ -70,7 +71,7 @@ int run_devices(int argc, const char* const* argv) {
                 "capability and multiprocessors, which GPU pairs can copy directly (peer access), and the\n"
                 "copy speed between every pair, measured for one gradient buffer (%zu floats, %.0f KB,\n"
                 "what each of the allreduce's copies moves) and for 64 MiB.\n",
-                lenet::param_count, double(gradient_bytes) / 1e3);
+                lenet::model().param_count(), double(gradient_bytes()) / 1e3);
             return 0;
         }
         throw InputError(std::string("dptrain devices takes no arguments (got '") + argv[i] + "')");
@@ -80,7 +81,7 @@ int run_devices(int argc, const char* const* argv) {
     std::printf("CPU: %s\n", cpu_model().c_str());
     std::printf("  %d usable core%s (%u hardware threads): up to %d CPU device%s can each compute on a core of its own\n",
                 cores, cores == 1 ? "" : "s", std::thread::hardware_concurrency(), cores, cores == 1 ? "" : "s");
-    std::printf("  host memory copies: %s\n", speeds(host_copy_bandwidth(gradient_bytes), host_copy_bandwidth(large_bytes)).c_str());
+    std::printf("  host memory copies: %s\n", speeds(host_copy_bandwidth(gradient_bytes()), host_copy_bandwidth(large_bytes)).c_str());
     std::printf("  (a CPU device's allreduce copies are such copies, between the replicas' buffers)\n");
 
     const GpuInventory inventory = probe_gpus();
@@ -112,7 +113,7 @@ int run_devices(int argc, const char* const* argv) {
     for (int a = 0; a < n; ++a)
         for (int b = 0; b < n; ++b)
             std::printf("  %d -> %d%s: %s\n", a, b, a == b ? " (within the GPU: replicas sharing it)" : "",
-                        speeds(gpu_copy_bandwidth(a, b, gradient_bytes), gpu_copy_bandwidth(a, b, large_bytes)).c_str());
+                        speeds(gpu_copy_bandwidth(a, b, gradient_bytes()), gpu_copy_bandwidth(a, b, large_bytes)).c_str());
     if (n == 1)
         std::printf("(one GPU: --gpus N puts N replicas on it, and their allreduce copies stay in its memory)\n");
     return 0;

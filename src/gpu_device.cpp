@@ -120,15 +120,15 @@ class GpuDevice final : public Device {
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
         kernels_.stream = stream_;
-        const size_t p = lenet::param_count;
+        const size_t p = model_.param_count();
         params_ = device_alloc<float>(p, gpu_, "parameters");
         grads_ = device_alloc<float>(p, gpu_, "gradients");
         if (staging_floats_ > 0)
             staging_ = device_alloc<float>(staging_floats_, gpu_, "the allreduce's staging memory");
-        const size_t scratch = lenet::scratch_floats<cuda::KernelSet>(setup.capacity);
-        activations_ = device_alloc<float>(lenet::activation_floats(setup.capacity, scratch), gpu_,
+        const size_t scratch = model_.scratch_floats<cuda::KernelSet>(setup.capacity);
+        activations_ = device_alloc<float>(model_.activation_floats(setup.capacity, scratch), gpu_,
                                            "activations (lower --batch, or use more devices)");
-        act_ = lenet::carve(activations_, setup.capacity, scratch);
+        act_ = model_.carve(activations_, setup.capacity, scratch);
         order_ = device_alloc<uint32_t>(setup.train->count, gpu_, "the epoch's sample order");
         loss_sum_ = device_alloc<double>(1, gpu_, "the loss sum");
         correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
@@ -157,7 +157,7 @@ class GpuDevice final : public Device {
 
     DeviceKind kind() const override { return DeviceKind::gpu; }
     std::string name() const override { return "cuda:" + std::to_string(index_); }
-    size_t param_floats() const override { return lenet::param_count; }
+    size_t param_floats() const override { return model_.param_count(); }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
 
@@ -179,8 +179,8 @@ class GpuDevice final : public Device {
     }
     int read_outputs(std::span<float> logits) override {
         synchronize();
-        assert(logits.size() >= size_t(loaded_) * lenet::classes);
-        copy_now(logits.data(), act_.logits, size_t(loaded_) * lenet::classes * sizeof(float), cudaMemcpyDeviceToHost,
+        assert(logits.size() >= size_t(loaded_) * model_.classes());
+        copy_now(logits.data(), act_.logits(), size_t(loaded_) * model_.classes() * sizeof(float), cudaMemcpyDeviceToHost,
                  stream_);
         return loaded_;
     }
@@ -250,21 +250,20 @@ class GpuDevice final : public Device {
     }
     void forward_backward() override {
         use();
-        CUDA_CHECK(cudaMemsetAsync(grads_, 0, lenet::param_count * sizeof(float), stream_));
+        CUDA_CHECK(cudaMemsetAsync(grads_, 0, model_.param_count() * sizeof(float), stream_));
         if (loaded_ == 0) return;
-        const lenet::Params p = lenet::views(params_), g = lenet::views(grads_);
-        lenet::forward(kernels_, act_, p, setup_.pool, loaded_);
-        cuda::softmax_cross_entropy(act_.d_logits, loss_sum_, act_.logits, act_.labels, loaded_, lenet::classes,
+        model_.forward(kernels_, act_, params_, setup_.pool, loaded_, act_.x, act_.logits());
+        cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_, model_.classes(),
                                     stream_);
-        lenet::backward(kernels_, act_, p, g, setup_.pool, loaded_);
+        model_.backward(kernels_, act_, params_, grads_, setup_.pool, loaded_, act_.x);
     }
     void sgd_update(float scale) override {
         use();
-        cuda::sgd_update(params_, grads_, scale, lenet::param_count, stream_);
+        cuda::sgd_update(params_, grads_, scale, model_.param_count(), stream_);
     }
     void check_gradients(int32_t step) override {
         use();
-        cuda::note_nonfinite(first_bad_, grads_, lenet::param_count, step, stream_);
+        cuda::note_nonfinite(first_bad_, grads_, model_.param_count(), step, stream_);
     }
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + size_t(count) <= setup_.test->count);
@@ -272,8 +271,8 @@ class GpuDevice final : public Device {
         cuda::gather_samples(act_.x, act_.labels, data_->test_images, data_->test_labels, data_->test_index + first,
                              count, setup_.test->pixels(), stream_);
         if (count > 0) {
-            lenet::forward(kernels_, act_, lenet::views(params_), setup_.pool, count);
-            cuda::count_correct(correct_, act_.logits, act_.labels, count, lenet::classes, stream_);
+            model_.forward(kernels_, act_, params_, setup_.pool, count, act_.x, act_.logits());
+            cuda::count_correct(correct_, act_.logits(), act_.labels, count, model_.classes(), stream_);
         }
         loaded_ = 0;  // the input buffer now holds test samples
     }
@@ -287,18 +286,18 @@ class GpuDevice final : public Device {
         CUDA_CHECK(cudaStreamWaitEvent(stream_, gpu_peer(other).event_, 0));
     }
     void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
-        assert(first + count <= lenet::param_count && staged + count <= staging_floats_);
+        assert(first + count <= model_.param_count() && staged + count <= staging_floats_);
         use();
         GpuDevice& from = gpu_peer(peer);
         copy(staging_ + staged, gpu_, from.grads_ + first, from.gpu_, count);
     }
     void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
-        assert(first + count <= lenet::param_count && staged + size_t(slots) * count <= staging_floats_);
+        assert(first + count <= model_.param_count() && staged + size_t(slots) * count <= staging_floats_);
         use();
         cuda::sum_into(grads_ + first, staging_ + staged, slots, count, stream_);
     }
     void copy_to_peer(Device& peer, size_t first, size_t count) override {
-        assert(first + count <= lenet::param_count);
+        assert(first + count <= model_.param_count());
         use();
         GpuDevice& to = gpu_peer(peer);
         copy(to.grads_ + first, to.gpu_, grads_ + first, gpu_, count);
@@ -328,16 +327,17 @@ class GpuDevice final : public Device {
 
     void write(float* dst, std::span<const float> host) {
         synchronize();
-        assert(host.size() == lenet::param_count);
+        assert(host.size() == model_.param_count());
         copy_now(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_);
     }
     void read(std::span<float> host, const float* src) {
         synchronize();
-        assert(host.size() == lenet::param_count);
+        assert(host.size() == model_.param_count());
         copy_now(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_);
     }
 
     const int index_, gpu_;
+    const Model& model_ = lenet::model();
     const ReplicaSetup setup_;
     const size_t staging_floats_;
     std::shared_ptr<GpuData> data_;
@@ -347,7 +347,7 @@ class GpuDevice final : public Device {
     float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each
     float* staging_ = nullptr;                    // what the allreduce algorithm asked this replica to keep
     float* activations_ = nullptr;
-    lenet::Activations act_{};                    // for setup.capacity samples
+    Activations act_;                             // for setup.capacity samples
     uint32_t* order_ = nullptr;                   // the epoch's sample order
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;

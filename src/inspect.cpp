@@ -25,8 +25,9 @@
 namespace dpt {
 namespace {
 
-constexpr size_t channel_floats = size_t(lenet::conv1_k) * lenet::conv1_k;  // conv1's channel 0: 3x3 weights
-constexpr size_t conv1_weight = lenet::tensors[0].offset;
+// What inspect shows of each replica: channel 0 of conv1's weights (or of
+// their gradient), kernel rows of kernel columns: 3x3 in LeNet.
+const ParamTensor& shown() { return lenet::model().tensor("conv1.weight"); }
 constexpr float perturbation = 0.01f;
 
 class Checks {
@@ -59,9 +60,11 @@ void print_row(const char* lead, const float* values, size_t count) {
 
 // Channel 0 of conv1's weights (or their gradient) in a flat parameter buffer, as 3 rows.
 void print_channel(const std::string& device, const std::vector<float>& flat) {
-    for (int r = 0; r < lenet::conv1_k; ++r) {
+    const ParamTensor& t = shown();
+    const int rows = t.shape[2], cols = t.shape[3];
+    for (int r = 0; r < rows; ++r) {
         const std::string lead = "   " + (r == 0 ? device : std::string(device.size(), ' ')) + "  ";
-        print_row(lead.c_str(), flat.data() + conv1_weight + size_t(r) * lenet::conv1_k, size_t(lenet::conv1_k));
+        print_row(lead.c_str(), flat.data() + t.offset + size_t(r * cols), size_t(cols));
     }
 }
 
@@ -77,7 +80,7 @@ enum class Buffer { params, grads };
 
 // Every device's parameters or gradients, with channel 0 of conv1 shown for each.
 std::vector<std::vector<float>> read_and_show(std::span<Device* const> devices, Buffer which) {
-    std::vector<std::vector<float>> buffers(devices.size(), std::vector<float>(lenet::param_count));
+    std::vector<std::vector<float>> buffers(devices.size(), std::vector<float>(lenet::model().param_count()));
     for (size_t i = 0; i < devices.size(); ++i) {
         if (which == Buffer::params) devices[i]->read_params(buffers[i]);
         else devices[i]->read_grads(buffers[i]);
@@ -186,7 +189,7 @@ int run_inspect(int argc, const char* const* argv) {
     one.write_params(initial);
     if (o.perturb >= 0) {
         std::vector<float> nudged = initial;
-        nudged[conv1_weight] += perturbation;
+        nudged[shown().offset] += perturbation;
         devices[size_t(o.perturb)]->write_params(nudged);
         std::printf("(--perturb %d: conv1.weight[0] of %s's replica nudged by %g)\n", o.perturb,
                     devices[size_t(o.perturb)]->name().c_str(), double(perturbation));
@@ -224,7 +227,7 @@ int run_inspect(int argc, const char* const* argv) {
     for (Device* d : devices) d->forward_backward();
     one.forward_backward();
     std::printf("\n2. the untrained network's outputs (10 logits a sample), each device on its own part\n");
-    std::vector<float> logits(size_t(setup.capacity) * lenet::classes), whole(size_t(batch) * lenet::classes);
+    std::vector<float> logits(size_t(setup.capacity) * lenet::model().classes()), whole(size_t(batch) * lenet::model().classes());
     one.read_outputs(whole);
     double logit_diff = 0, logit_scale = 0;
     for (int i = 0; i < n; ++i) {
@@ -233,10 +236,10 @@ int run_inspect(int argc, const char* const* argv) {
         for (int s = 0; s < got; ++s) {
             const std::string lead = "   " + (s == 0 ? devices[size_t(i)]->name() : std::string(devices[size_t(i)]->name().size(), ' ')) +
                                      "  sample " + std::to_string(part.first + s) + "  ";
-            print_row(lead.c_str(), logits.data() + size_t(s) * lenet::classes, lenet::classes);
-            for (int k = 0; k < lenet::classes; ++k) {
-                const double mine = logits[size_t(s) * lenet::classes + size_t(k)];
-                const double ref = whole[size_t(part.first + s) * lenet::classes + size_t(k)];
+            print_row(lead.c_str(), logits.data() + size_t(s) * lenet::model().classes(), lenet::model().classes());
+            for (int k = 0; k < lenet::model().classes(); ++k) {
+                const double mine = logits[size_t(s) * lenet::model().classes() + size_t(k)];
+                const double ref = whole[size_t(part.first + s) * lenet::model().classes() + size_t(k)];
                 logit_diff = std::max(logit_diff, std::abs(mine - ref));
                 logit_scale = std::max(logit_scale, std::abs(ref));
             }
@@ -250,13 +253,13 @@ int run_inspect(int argc, const char* const* argv) {
 
     // 3. The parameters: the same on every device.
     std::printf("\n3. channel 0 of conv1's weights (3x3) on each device\n");
-    checks.claim(all_identical(read_and_show(devices, Buffer::params)), "all " + std::to_string(lenet::param_count) + " parameters are identical on every device, bit for bit",
+    checks.claim(all_identical(read_and_show(devices, Buffer::params)), "all " + std::to_string(lenet::model().param_count()) + " parameters are identical on every device, bit for bit",
                  "(each replica was given the same initial copy)");
 
     // 4. The gradients: each device's own.
     std::printf("\n4. the gradient of those weights after forward+backward, each device on its own part\n");
     const std::vector<std::vector<float>> grads = read_and_show(devices, Buffer::grads);
-    std::vector<float> sum(lenet::param_count, 0.0f), whole_grads(lenet::param_count);
+    std::vector<float> sum(lenet::model().param_count(), 0.0f), whole_grads(lenet::model().param_count());
     for (const std::vector<float>& g : grads)  // in the order device 0 adds them: its own, then 1's, 2's, ...
         for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
     one.read_grads(whole_grads);
@@ -273,7 +276,7 @@ int run_inspect(int argc, const char* const* argv) {
     // 5. The allreduce.
     std::printf("\n5. the same gradients after the allreduce (%s: %s)\n", o.allreduce.c_str(),
                 std::string(allreduce.info().summary).c_str());
-    allreduce.run(devices, lenet::param_count, false);
+    allreduce.run(devices, lenet::model().param_count(), false);
     const std::vector<std::vector<float>> reduced = read_and_show(devices, Buffer::grads);
     checks.claim(all_identical(reduced), "the gradients are identical on every device, bit for bit", "(all hold device 0's sum)");
     const double sum_diff = relative_difference(reduced[0], sum);

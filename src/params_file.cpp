@@ -24,7 +24,7 @@ namespace {
 constexpr const char* magic = "dptrain-params 1";
 
 std::string header() {
-    return std::string(magic) + '\n' + tensor_lines() + "data float32-le " + std::to_string(lenet::param_count) + '\n';
+    return std::string(magic) + '\n' + tensor_lines() + "data float32-le " + std::to_string(lenet::model().param_count()) + '\n';
 }
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
@@ -42,9 +42,9 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
 
 std::string tensor_lines() {
     std::ostringstream lines;
-    for (const TensorInfo& t : lenet::tensors) {
+    for (const ParamTensor& t : lenet::model().tensors()) {
         lines << t.name;
-        for (int i = 0; i < t.rank; ++i) lines << ' ' << t.shape[i];
+        for (int d : t.shape) lines << ' ' << d;
         lines << '\n';
     }
     return lines.str();
@@ -79,7 +79,7 @@ void write_file_atomically(const std::string& path, std::span<const char> bytes,
 }
 
 void save_params(const std::string& path, std::span<const float> params) {
-    if (params.size() != lenet::param_count) throw std::logic_error("save_params: wrong parameter count");
+    if (params.size() != lenet::model().param_count()) throw std::logic_error("save_params: wrong parameter count");
     std::string bytes = header();
     bytes.append(reinterpret_cast<const char*>(params.data()), params.size_bytes());
     write_file_atomically(path, bytes, "--save");
@@ -95,7 +95,7 @@ std::vector<float> load_params(const std::string& path) {
         throw InputError("--load " + path + ": not a dptrain parameters file");
     if (got != expected)
         throw InputError("--load " + path + ": its tensors do not match this LeNet (names, shapes or count differ)");
-    std::vector<float> params(lenet::param_count);
+    std::vector<float> params(lenet::model().param_count());
     in.read(reinterpret_cast<char*>(params.data()), std::streamsize(params.size() * sizeof(float)));
     if (size_t(in.gcount()) != params.size() * sizeof(float))
         throw InputError("--load " + path + ": truncated (" + std::to_string(in.gcount()) + " of " +

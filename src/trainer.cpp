@@ -77,7 +77,7 @@ double test_accuracy(Device& device, size_t test_count, int capacity) {
 
 // Every step ends with the same update on every replica; a difference means a bug.
 void check_replicas_identical(std::span<Device* const> devices) {
-    std::vector<float> first(lenet::param_count), other(lenet::param_count);
+    std::vector<float> first(lenet::model().param_count()), other(lenet::model().param_count());
     devices[0]->read_params(first);
     for (size_t i = 1; i < devices.size(); ++i) {
         devices[i]->read_params(other);
@@ -188,15 +188,13 @@ void write_metrics(std::ofstream& out, const EpochReport& s, const TrainConfig& 
 
 std::vector<float> init_params(InitKind init, uint64_t seed) {
     Rng rng(seed, stream_init);
-    std::vector<float> params(lenet::param_count, 0.0f);
-    for (const TensorInfo& t : lenet::tensors) {
-        if (t.rank == 1) continue;  // biases start at zero
-        // Fans as PyTorch counts them: (in, out) channels times the kernel area.
-        const size_t receptive = t.rank == 4 ? size_t(t.shape[2]) * t.shape[3] : 1;
-        const double fan_in = double(t.shape[1] * receptive), fan_out = double(t.shape[0] * receptive);
-        const double bound = std::sqrt(6.0 / (fan_in + fan_out));
+    std::vector<float> params(lenet::model().param_count(), 0.0f);
+    for (const ParamTensor& t : lenet::model().tensors()) {
+        if (t.role == InitRole::bias) continue;  // biases start at zero
+        // Fans as PyTorch counts them (model.hpp): channels times the kernel area.
+        const double bound = std::sqrt(6.0 / (t.fan_in + t.fan_out));
         float* w = params.data() + t.offset;
-        for (size_t i = 0; i < t.size(); ++i)
+        for (size_t i = 0; i < t.size; ++i)
             w[i] = init == InitKind::normal ? float(0.01 * rng.normal()) : float(bound * (2.0 * rng.uniform() - 1.0));
     }
     return params;
@@ -298,7 +296,7 @@ TrainResult train(const TrainConfig& c) {
     }
 
     const auto write_checkpoint = [&](const Position& at) {
-        Checkpoint k{c, at, std::vector<float>(lenet::param_count)};
+        Checkpoint k{c, at, std::vector<float>(lenet::model().param_count())};
         devices[0]->read_params(k.params);
         save_checkpoint(c.checkpoint_path, k);
     };
@@ -377,7 +375,7 @@ TrainResult train(const TrainConfig& c) {
         std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
 
     if (!c.save_path.empty()) {
-        std::vector<float> params(lenet::param_count);
+        std::vector<float> params(lenet::model().param_count());
         devices[0]->read_params(params);
         save_params(c.save_path, params);
         std::printf("saved parameters to %s\n", c.save_path.c_str());

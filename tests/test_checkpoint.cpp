@@ -85,7 +85,7 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     CHECK(back.position.epoch == 4);
     CHECK(back.position.step == 17);
     CHECK(std::memcmp(&back.position.loss_sum, &k.position.loss_sum, sizeof(double)) == 0);
-    REQUIRE(back.params.size() == lenet::param_count);
+    REQUIRE(back.params.size() == lenet::model().param_count());
     CHECK(std::memcmp(back.params.data(), k.params.data(), k.params.size() * sizeof(float)) == 0);
     // Deterministic: the same checkpoint, the same bytes.
     CHECK(encode_checkpoint(back) == bytes);

@@ -221,28 +221,29 @@ TEST_CASE("the whole LeNet backward matches finite differences of the loss", "[l
     const PoolKind pool = GENERATE(PoolKind::avg, PoolKind::max);
     CAPTURE(int(pool));
     const int n = 3;
-    const size_t scratch = lenet::scratch_floats<cpu::KernelSet>(n);
-    std::vector<float> memory(lenet::activation_floats(n, scratch));
-    lenet::Activations a = lenet::carve(memory.data(), n, scratch);
+    const Model& model = lenet::model();
+    const size_t scratch = model.scratch_floats<cpu::KernelSet>(n);
+    std::vector<float> memory(model.activation_floats(n, scratch));
+    const Activations a = model.carve(memory.data(), n, scratch);
     const auto images = testing::random_vector(size_t(n) * 784, 11, 0.0f, 1.0f);
     std::copy(images.begin(), images.end(), a.x);
     for (int i = 0; i < n; ++i) a.labels[i] = (3 * i + 1) % 10;
 
     // Xavier-sized weights and small biases.
-    std::vector<float> params(lenet::param_count);
-    for (const TensorInfo& t : lenet::tensors) {
-        const double fan = t.rank == 1 ? 100.0 : double(t.size()) / t.shape[0] + t.shape[0];
-        const auto v = testing::random_vector(t.size(), 20 + t.offset, -1.0f, 1.0f);
-        for (size_t i = 0; i < t.size(); ++i) params[t.offset + i] = float(v[i] * std::sqrt(6.0 / fan));
+    std::vector<float> params(lenet::model().param_count());
+    for (const ParamTensor& t : model.tensors()) {
+        const double fan = t.role == InitRole::bias ? 100.0 : double(t.size) / t.shape[0] + t.shape[0];
+        const auto v = testing::random_vector(t.size, 20 + t.offset, -1.0f, 1.0f);
+        for (size_t i = 0; i < t.size; ++i) params[t.offset + i] = float(v[i] * std::sqrt(6.0 / fan));
     }
     cpu::KernelSet k;
     auto loss = [&] {
-        lenet::forward(k, a, lenet::views(params.data()), pool, n);
-        return cpu::softmax_cross_entropy(a.d_logits, a.logits, a.labels, n, lenet::classes);
+        model.forward(k, a, params.data(), pool, n, a.x, a.logits());
+        return cpu::softmax_cross_entropy(a.d_logits(), a.logits(), a.labels, n, model.classes());
     };
     loss();
-    std::vector<float> grads(lenet::param_count, 0.0f);
-    lenet::backward(k, a, lenet::views(params.data()), lenet::views(grads.data()), pool, n);
+    std::vector<float> grads(lenet::model().param_count(), 0.0f);
+    model.backward(k, a, params.data(), grads.data(), pool, n, a.x);
 
     // Per-coordinate differences of a float loss sit on a rounding floor of
     // ~5e-3 (measured with steps 1e-4..1e-2), which hides small gradients.
@@ -260,10 +261,10 @@ TEST_CASE("the whole LeNet backward matches finite differences of the loss", "[l
     // (The pooling kernel itself is checked exactly above.) A wrong layer,
     // missing term or transposed index is off by ~100%.
     const double relative = pool == PoolKind::avg ? 0.02 : 0.08;
-    for (const TensorInfo& t : lenet::tensors) {
+    for (const ParamTensor& t : model.tensors()) {
         for (uint64_t direction = 0; direction < 3; ++direction) {
             Rng rng(t.offset, direction);
-            std::vector<float> v(t.size());
+            std::vector<float> v(t.size);
             double expected = 0.0;
             for (size_t i = 0; i < v.size(); ++i) {
                 v[i] = rng.uniform() < 0.5 ? -1.0f : 1.0f;
@@ -280,5 +281,60 @@ TEST_CASE("the whole LeNet backward matches finite differences of the loss", "[l
             CAPTURE(t.name, direction, numeric, expected);
             CHECK(std::abs(numeric - expected) <= relative * std::abs(expected) + 0.03);
         }
+    }
+}
+
+TEST_CASE("a model's tensors, offsets and init roles are computed from its list of layers", "[lenet]") {
+    // LeNet's layout as the tutorial gives it (and as the params and
+    // checkpoint files have always stored it), now derived, not typed.
+    struct Expected {
+        const char* name;
+        std::vector<int> shape;
+        size_t offset;
+        InitRole role;
+    };
+    const Expected expected[] = {
+        {"conv1.weight", {20, 1, 3, 3}, 0, InitRole::weight},    {"conv1.bias", {20}, 180, InitRole::bias},
+        {"conv2.weight", {50, 20, 5, 5}, 200, InitRole::weight}, {"conv2.bias", {50}, 25200, InitRole::bias},
+        {"dense1.weight", {128, 800}, 25250, InitRole::weight},  {"dense1.bias", {128}, 127650, InitRole::bias},
+        {"dense2.weight", {10, 128}, 127778, InitRole::weight},  {"dense2.bias", {10}, 129058, InitRole::bias},
+    };
+    const Model& model = lenet::model();
+    REQUIRE(model.tensors().size() == std::size(expected));
+    for (size_t i = 0; i < std::size(expected); ++i) {
+        const ParamTensor& t = model.tensors()[i];
+        CAPTURE(i, t.name);
+        CHECK(t.name == expected[i].name);
+        CHECK(t.shape == expected[i].shape);
+        CHECK(t.offset == expected[i].offset);
+        CHECK(t.role == expected[i].role);
+    }
+    CHECK(model.param_count() == 129068);
+    CHECK(model.classes() == 10);
+    // Fans as PyTorch counts them: conv2 (20*25 in, 50*25 out), dense1 (800, 128).
+    CHECK(model.tensor("conv2.weight").fan_in == 500);
+    CHECK(model.tensor("conv2.weight").fan_out == 1250);
+    CHECK(model.tensor("dense1.weight").fan_in == 800);
+    // Activations: input and labels, then conv1, pool1, conv2, pool2, dense1
+    // and dense2 outputs and gradients (ReLU and flatten share their input's).
+    const size_t per_sample = 784 + 1 + 2 * (20 * 26 * 26 + 20 * 13 * 13 + 50 * 9 * 9 + 800 + 128 + 10);
+    CHECK(model.activation_floats(3, 7) == 3 * per_sample + 7);
+    CHECK(model.conv_shapes(4).size() == 2);
+    CHECK(model.conv_shapes(4)[1].h == 13);
+
+    SECTION("a layer is added by adding it to the list, and offsets after it follow") {
+        const Model wider("wider", {1, 28, 28},
+                          {conv(20, 3), relu(), pool(2, 2), conv(50, 5), relu(), pool(2, 2), flatten(), dense(64),
+                           relu(), dense(128), relu(), dense(10)});
+        CHECK(wider.tensor("dense2.weight").shape == std::vector<int>{128, 64});
+        CHECK(wider.tensor("dense3.bias").offset == wider.param_count() - 10);
+        CHECK(wider.param_count() == 200 + 25050 + 800 * 64 + 64 + 64 * 128 + 128 + 128 * 10 + 10);
+    }
+    SECTION("patterns the walk cannot run are refused when the model is made") {
+        CHECK_THROWS_AS(Model("bad", {1, 28, 28}, {conv(4, 3), pool(2, 2), relu(), flatten(), dense(10)}),
+                        std::logic_error);
+        CHECK_THROWS_AS(Model("bad", {1, 28, 28}, {conv(4, 3), relu(), flatten(), dense(10), relu()}),
+                        std::logic_error);  // the last layer must give the logits
+        CHECK_THROWS_AS(Model("bad", {1, 4, 4}, {conv(4, 5), flatten(), dense(10)}), std::logic_error);
     }
 }

@@ -33,7 +33,7 @@ struct Run {
         devices = pointers(owned);
     }
     std::vector<float> params(int i) {
-        std::vector<float> p(lenet::param_count);
+        std::vector<float> p(lenet::model().param_count());
         devices[size_t(i)]->read_params(p);
         return p;
     }
@@ -103,16 +103,16 @@ TEST_CASE("allreduce leaves every replica with the exact element-wise sum", "[al
     Run run(n, 8, 16);
     std::vector<std::vector<float>> grads;
     for (int i = 0; i < n; ++i) {
-        grads.push_back(testing::random_vector(lenet::param_count, 100 + i));
+        grads.push_back(testing::random_vector(lenet::model().param_count(), 100 + i));
         run.devices[size_t(i)]->write_grads(grads.back());
     }
-    naive().run(run.devices, lenet::param_count, false);
+    naive().run(run.devices, lenet::model().param_count(), false);
     // The allreduce adds on device 0 in device order; the same order here
     // gives the same float result, bit for bit.
     std::vector<float> expected = grads[0];
     for (int i = 1; i < n; ++i)
         for (size_t j = 0; j < expected.size(); ++j) expected[j] += grads[size_t(i)][j];
-    std::vector<float> got(lenet::param_count);
+    std::vector<float> got(lenet::model().param_count());
     for (int i = 0; i < n; ++i) {
         run.devices[size_t(i)]->read_grads(got);
         CAPTURE(i);

@@ -112,14 +112,16 @@ inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, con
 }
 
 // The layer kernels as one set, for the model code written once over any
-// backend (src/lenet.hpp: lenet::forward / lenet::backward). The CUDA set
+// backend (src/model.hpp: Model::forward / Model::backward). The CUDA set
 // (kernels/cuda/kernels.hpp) has the same members, bound to a stream.
 struct KernelSet {
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
+    static constexpr auto conv2d_forward = &cpu::conv2d_forward;
     static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;
     static constexpr auto conv2d_backward_data = &cpu::conv2d_backward_data;
     static constexpr auto conv2d_backward_weight = &cpu::conv2d_backward_weight;
     static constexpr auto pool2d_forward = &cpu::pool2d_forward;
+    static constexpr auto pool2d_backward = &cpu::pool2d_backward;
     static constexpr auto pool2d_backward_relu = &cpu::pool2d_backward_relu;
     static constexpr auto dense_forward = &cpu::dense_forward;
     static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;

@@ -94,6 +94,10 @@ struct KernelSet {
     cudaStream_t stream;
 
     static size_t conv2d_scratch_floats(const ConvShape& s) { return cuda::conv2d_scratch_floats(s); }
+    void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                        float* scratch) const {
+        cuda::conv2d_forward(y, x, w, b, s, scratch, stream);
+    }
     void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
                              const ConvShape& s, float* scratch) const {
         cuda::conv2d_forward_relu(y, x, w, b, s, scratch, stream);
@@ -108,6 +112,10 @@ struct KernelSet {
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);
+    }
+    void pool2d_backward(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,
+                         const PoolShape& s) const {
+        cuda::pool2d_backward(dx, dy, x, y, kind, s, stream);
     }
     void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
                               PoolKind kind, const PoolShape& s) const {

@@ -133,14 +133,14 @@ void test_gemm() {
 }
 
 void test_conv() {
-    const lenet::Shapes lenet_at_7 = lenet::shapes(7), lenet_at_64 = lenet::shapes(64);
-    const ConvShape shapes[] = {
-        {3, 2, 7, 9, 5, 3, 3, 1, 0},         // odd sizes, nothing a multiple of a tile
-        {2, 3, 8, 8, 4, 3, 3, 2, 1},         // stride and padding
-        {1, 1, 5, 5, 1, 5, 5, 1, 2},         // one channel, padding as wide as the image
-        lenet_at_7.conv1, lenet_at_7.conv2,  // LeNet's own
-        lenet_at_64.conv1, lenet_at_64.conv2,  // large enough that the weight gradient splits k
+    std::vector<ConvShape> shapes = {
+        {3, 2, 7, 9, 5, 3, 3, 1, 0},  // odd sizes, nothing a multiple of a tile
+        {2, 3, 8, 8, 4, 3, 3, 2, 1},  // stride and padding
+        {1, 1, 5, 5, 1, 5, 5, 1, 2},  // one channel, padding as wide as the image
     };
+    // LeNet's own, at 7 samples and at 64 (large enough that the weight gradient splits k).
+    for (int n : {7, 64})
+        for (const ConvShape& s : lenet::model().conv_shapes(n)) shapes.push_back(s);
     for (const ConvShape& s : shapes) {
         const std::string name = describe(s);
         const auto x = random(s.in_size(), 10), w = random(s.weight_size(), 11), b = random(size_t(s.oc), 12);
@@ -390,7 +390,7 @@ Trained train_epochs(DeviceKind kind, int n, int batch, const EpochOptions& o = 
     }
     Trained t;
     for (Device* d : devices) {
-        t.params.emplace_back(lenet::param_count);
+        t.params.emplace_back(lenet::model().param_count());
         d->read_params(t.params.back());
         t.loss_sum += d->take_loss_sum();
     }
@@ -440,7 +440,7 @@ void compare_with_cpu(const std::string& what, const std::vector<float>& gpu, co
 bool same_bits(const Trained& a, const Trained& b) {
     if (a.params.size() != b.params.size()) return false;
     for (size_t i = 0; i < a.params.size(); ++i)
-        if (std::memcmp(a.params[i].data(), b.params[i].data(), lenet::param_count * sizeof(float)) != 0) return false;
+        if (std::memcmp(a.params[i].data(), b.params[i].data(), lenet::model().param_count() * sizeof(float)) != 0) return false;
     return std::memcmp(&a.loss_sum, &b.loss_sum, sizeof a.loss_sum) == 0 && a.correct == b.correct &&
            a.first_bad_step == b.first_bad_step;
 }
@@ -484,7 +484,7 @@ void check_failed_recording(int n, int batch) {
         train_step(devices, naive(), first, int(std::min<size_t>(batch, count - first)), 0.1f, int32_t(first / batch));
     Trained after;
     for (Device* d : devices) {
-        after.params.emplace_back(lenet::param_count);
+        after.params.emplace_back(lenet::model().param_count());
         d->read_params(after.params.back());
         after.loss_sum += d->take_loss_sum();
     }
@@ -502,7 +502,7 @@ void test_replicas() {
         const Trained gpu = n == 1 ? one : train_epochs(DeviceKind::gpu, n, batch);
         for (int i = 1; i < n; ++i)
             report(std::memcmp(gpu.params[0].data(), gpu.params[size_t(i)].data(),
-                               lenet::param_count * sizeof(float)) == 0,
+                               lenet::model().param_count() * sizeof(float)) == 0,
                    name + ": replica " + std::to_string(i) + " has the same bits as replica 0");
         // Each sample's forward and backward is computed the same way
         // whatever the part it is in (a result element never depends on the

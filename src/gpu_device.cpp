@@ -1,8 +1,8 @@
 // GPU devices: a replica in the memory of one CUDA GPU, and a CUDA stream on
 // which all of its work is queued with the launchers of kernels/cuda/. The
 // CPU twin is cpu_device.cpp; both implement device.hpp, so parallel.cpp
-// drives either without knowing which. Also here: what `dptrain devices`
-// reports of the GPUs (gpu_properties, gpu_peer_matrix, gpu_copy_bandwidth).
+// drives either without knowing which. CUDA graphs of their work are in
+// gpu_graph.cpp; what `dptrain devices` reports of the GPUs in gpu_info.cpp.
 //
 // What makes this fast, and what it teaches:
 //  - The data set is uploaded once per physical GPU (replicas on the same GPU
@@ -28,13 +28,19 @@
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
 #include "gpu.hpp"
+#include "gpu_internal.hpp"
 #include "lenet.hpp"
 
 namespace dpt {
 
+using gpu_internal::enable_peer_access;
+
 namespace {
 
-// The oldest GPUs this build has machine code for (meson.build: sm_75 and up).
+class GpuDevice;
+GpuDevice& as_gpu(Device& d);
+
+// The oldest GPUs this build has machine code for (kernels/cuda/meson.build: sm_75 and up).
 constexpr int min_compute_capability = 75;
 
 // Device memory with the sizes in the message when it cannot be had.
@@ -283,12 +289,12 @@ class GpuDevice final : public Device {
     }
     void wait_for(Device& other) override {
         use();
-        CUDA_CHECK(cudaStreamWaitEvent(stream_, gpu_peer(other).event_, 0));
+        CUDA_CHECK(cudaStreamWaitEvent(stream_, as_gpu(other).event_, 0));
     }
     void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
         assert(first + count <= model_.param_count() && staged + count <= staging_floats_);
         use();
-        GpuDevice& from = gpu_peer(peer);
+        GpuDevice& from = as_gpu(peer);
         copy(staging_ + staged, gpu_, from.grads_ + first, from.gpu_, count);
     }
     void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
@@ -299,14 +305,10 @@ class GpuDevice final : public Device {
     void copy_to_peer(Device& peer, size_t first, size_t count) override {
         assert(first + count <= model_.param_count());
         use();
-        GpuDevice& to = gpu_peer(peer);
+        GpuDevice& to = as_gpu(peer);
         copy(to.grads_ + first, to.gpu_, grads_ + first, gpu_, count);
     }
 
-    static GpuDevice& gpu_peer(Device& d) {
-        assert(d.kind() == DeviceKind::gpu);
-        return static_cast<GpuDevice&>(d);
-    }
 
    private:
     // Kernels launch on the current device, which must be the stream's.
@@ -358,89 +360,15 @@ class GpuDevice final : public Device {
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
 };
 
-bool can_access_peer(int a, int b) {
-    int can = 0;
-    CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
-    return can != 0;
+GpuDevice& as_gpu(Device& d) {
+    assert(d.kind() == DeviceKind::gpu);
+    return static_cast<GpuDevice&>(d);
 }
-
-// Direct copies between every pair of the GPUs in use, where the hardware allows.
-void enable_peer_access(int gpus) {
-    for (int a = 0; a < gpus; ++a)
-        for (int b = 0; b < gpus; ++b) {
-            if (a == b || !can_access_peer(a, b)) continue;
-            CUDA_CHECK(cudaSetDevice(a));
-            const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
-            if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-            else CUDA_CHECK(status);
-        }
-}
-
-bool all_peer_copies_direct(int gpus) {
-    for (int a = 0; a < gpus; ++a)
-        for (int b = 0; b < gpus; ++b)
-            if (a != b && !can_access_peer(a, b)) return false;
-    return true;
-}
-
-class GraphRecording final : public Recording {
-   public:
-    GraphRecording(std::vector<GpuDevice*> devices, cudaGraphExec_t exec) : devices_(std::move(devices)), exec_(exec) {}
-    ~GraphRecording() override { cudaGraphExecDestroy(exec_); }
-
-    void replay() override {
-        join(devices_);  // e.g. the sample order, uploaded on each device's own stream
-        CUDA_CHECK(cudaSetDevice(devices_[0]->gpu()));
-        CUDA_CHECK(cudaGraphLaunch(exec_, devices_[0]->stream()));
-        fork(devices_);
-    }
-
-    // The other streams wait for device 0's work so far / device 0 waits for theirs.
-    static void fork(std::span<GpuDevice* const> devices) {
-        devices[0]->mark();
-        for (GpuDevice* d : devices.subspan(1)) d->wait_for(*devices[0]);
-    }
-    static void join(std::span<GpuDevice* const> devices) {
-        for (GpuDevice* d : devices.subspan(1)) {
-            d->mark();
-            devices[0]->wait_for(*d);
-        }
-    }
-
-   private:
-    std::vector<GpuDevice*> devices_;
-    cudaGraphExec_t exec_;
-};
 
 }  // namespace
 
-GpuInventory probe_gpus() {
-    GpuInventory inventory;
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess) {
-        cudaGetLastError();
-        // Static cudart reports a missing driver as an insufficient one.
-        const std::string reason = status == cudaErrorInsufficientDriver
-                                       ? "no CUDA driver, or one older than this build's CUDA " +
-                                             std::to_string(CUDART_VERSION / 1000) + "." +
-                                             std::to_string(CUDART_VERSION % 1000 / 10) + " runtime"
-                                   : status == cudaErrorNoDevice ? "no CUDA GPU found"
-                                                                 : std::string(cudaGetErrorString(status));
-        inventory.why_none = "no CUDA GPU is usable: " + reason;
-        return inventory;
-    }
-    for (int i = 0; i < count; ++i) {
-        cudaDeviceProp prop{};
-        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
-            cudaGetLastError();
-            continue;
-        }
-        inventory.names.push_back(prop.name);
-    }
-    if (inventory.names.empty()) inventory.why_none = "no CUDA GPU is visible";
-    return inventory;
-}
+int gpu_internal::gpu_of(Device& d) { return as_gpu(d).gpu(); }
+cudaStream_t gpu_internal::stream_of(Device& d) { return as_gpu(d).stream(); }
 
 std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
                                                       std::span<const size_t> staging_floats) {
@@ -464,67 +392,6 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
     return devices;
 }
 
-std::vector<GpuProperties> gpu_properties() {
-    std::vector<GpuProperties> gpus;
-    for (int g = 0; g < probe_gpus().count(); ++g) {
-        cudaDeviceProp prop{};
-        CUDA_CHECK(cudaGetDeviceProperties(&prop, g));
-        gpus.push_back({prop.name, double(prop.totalGlobalMem) / 1e9, prop.major, prop.minor, prop.multiProcessorCount});
-    }
-    return gpus;
-}
-
-std::vector<std::vector<bool>> gpu_peer_matrix() {
-    const int n = probe_gpus().count();
-    std::vector<std::vector<bool>> peer(size_t(n), std::vector<bool>(size_t(n), false));
-    for (int a = 0; a < n; ++a)
-        for (int b = 0; b < n; ++b) peer[size_t(a)][size_t(b)] = a != b && can_access_peer(a, b);
-    return peer;
-}
-
-double gpu_copy_bandwidth(int from, int to, size_t bytes) {
-    enable_peer_access(probe_gpus().count());  // as make_gpu_devices does
-    void *src = nullptr, *dst = nullptr;
-    cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    // Everything made here goes on the way out, thrown or not (null handles are ignored).
-    const auto release = [&] {
-        if (start) cudaEventDestroy(start);
-        if (stop) cudaEventDestroy(stop);
-        if (stream) cudaStreamDestroy(stream);
-        cudaFree(dst);
-        cudaSetDevice(from);
-        cudaFree(src);
-    };
-    std::vector<float> ms;
-    try {
-        CUDA_CHECK(cudaSetDevice(from));
-        CUDA_CHECK(cudaMalloc(&src, bytes));
-        CUDA_CHECK(cudaMemset(src, 1, bytes));
-        CUDA_CHECK(cudaDeviceSynchronize());  // the fill ran on the legacy stream; the copies below do not
-        CUDA_CHECK(cudaSetDevice(to));  // the copy is queued on the receiving GPU, as device 0 does when it gathers
-        CUDA_CHECK(cudaMalloc(&dst, bytes));
-        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        CUDA_CHECK(cudaEventCreate(&start));
-        CUDA_CHECK(cudaEventCreate(&stop));
-        constexpr int warm_up = 3, timed = 20;
-        for (int i = 0; i < warm_up + timed; ++i) {
-            CUDA_CHECK(cudaEventRecord(start, stream));
-            CUDA_CHECK(cudaMemcpyPeerAsync(dst, to, src, from, bytes, stream));
-            CUDA_CHECK(cudaEventRecord(stop, stream));
-            CUDA_CHECK(cudaEventSynchronize(stop));
-            float t = 0;
-            CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-            if (i >= warm_up) ms.push_back(t);
-        }
-    } catch (...) {
-        release();
-        throw;
-    }
-    release();
-    std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
-    return double(bytes) / (double(ms[ms.size() / 2]) / 1e3) / 1e9;
-}
 
 std::string describe_gpu_replicas(int count) {
     const GpuInventory inventory = probe_gpus();
@@ -537,67 +404,10 @@ std::string describe_gpu_replicas(int count) {
     std::string line = std::to_string(count) + (count == 1 ? " replica" : " replicas") + " on " +
                        std::to_string(gpus) + (gpus == 1 ? " physical GPU" : " physical GPUs") + " (" + names + ")";
     if (count > gpus) line += ", sharing them round-robin";
-    if (gpus > 1) line += all_peer_copies_direct(gpus) ? "; peer copies direct" : "; some peer copies go through host memory";
+    if (gpus > 1) line += gpu_internal::all_peer_copies_direct(gpus) ? "; peer copies direct" : "; some peer copies go through host memory";
     return line;
 }
 
 // Any failure comes back as `why`, never as an exception: training then goes
 // on kernel by kernel. Whatever happened, no stream is left capturing.
-std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
-                                        std::string& why) {
-    std::vector<GpuDevice*> gpu_devices;
-    for (Device* d : devices) gpu_devices.push_back(&GpuDevice::gpu_peer(*d));
-    GpuDevice& root = *gpu_devices[0];
-    const auto cuda_failure = [](const char* what, cudaError_t status) {
-        cudaGetLastError();  // clears a sticky launch error, so later calls start clean
-        return std::string(what) + ": " + cudaGetErrorString(status);
-    };
-    cudaError_t status = cudaSetDevice(root.gpu());
-    if (status == cudaSuccess) status = cudaStreamBeginCapture(root.stream(), cudaStreamCaptureModeThreadLocal);
-    if (status != cudaSuccess) {
-        why = cuda_failure("CUDA could not start recording", status);
-        return nullptr;
-    }
-    std::string failure;
-    try {
-        // The other streams join the capture by waiting on an event of root's
-        // stream, and leave it when root waits on theirs.
-        GraphRecording::fork(gpu_devices);
-        enqueue();
-        GraphRecording::join(gpu_devices);
-    } catch (const std::exception& e) {
-        failure = e.what();
-    } catch (...) {
-        failure = "an unknown error while recording";
-    }
-    // End the capture in every case. After a failure midway some streams may
-    // not have rejoined root's; ending root's capture ends theirs too, and any
-    // stream still capturing after that is ended on its own.
-    cudaGraph_t graph = nullptr;
-    cudaSetDevice(root.gpu());
-    status = cudaStreamEndCapture(root.stream(), &graph);
-    if (failure.empty() && status != cudaSuccess) failure = cuda_failure("CUDA could not finish recording", status);
-    for (GpuDevice* d : gpu_devices) {
-        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-        cudaSetDevice(d->gpu());
-        if (cudaStreamIsCapturing(d->stream(), &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone) {
-            cudaGraph_t stray = nullptr;
-            cudaStreamEndCapture(d->stream(), &stray);
-            if (stray) cudaGraphDestroy(stray);
-        }
-    }
-    cudaGraphExec_t exec = nullptr;
-    if (failure.empty()) {
-        status = cudaGraphInstantiate(&exec, graph, 0);
-        if (status != cudaSuccess) failure = cuda_failure("CUDA could not instantiate the recorded graph", status);
-    }
-    if (graph) cudaGraphDestroy(graph);
-    if (!failure.empty()) {
-        cudaGetLastError();
-        why = failure;
-        return nullptr;
-    }
-    return std::make_unique<GraphRecording>(std::move(gpu_devices), exec);
-}
-
 }  // namespace dpt

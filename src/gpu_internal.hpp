@@ -1,0 +1,23 @@
+// What the CUDA side of dptrain shares between its three files, and nothing
+// outside them includes: gpu_device.cpp (the replicas), gpu_graph.cpp (CUDA
+// graphs of their work) and gpu_info.cpp (the inventory, peer access and
+// copy speed of `dptrain devices`).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "device.hpp"
+
+namespace dpt::gpu_internal {
+
+// Whether GPU a can address GPU b's memory (cudaDeviceCanAccessPeer).
+bool can_access_peer(int a, int b);
+// Direct copies between every pair of GPUs 0..gpus-1, where the hardware allows.
+void enable_peer_access(int gpus);
+// Every pair of GPUs 0..gpus-1 copies directly (else some go through host memory).
+bool all_peer_copies_direct(int gpus);
+
+// A GPU replica's CUDA device and stream (`d` must be a GPU replica).
+int gpu_of(Device& d);
+cudaStream_t stream_of(Device& d);
+
+}  // namespace dpt::gpu_internal

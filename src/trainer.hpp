@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device.hpp"
+#include "report.hpp"
 #include "settings.hpp"
 
 namespace dpt {
@@ -20,17 +21,6 @@ std::vector<float> init_params(InitKind init, uint64_t seed);
 // The order of the training samples in epoch `epoch` (1-based): a shuffle
 // determined by the seed and the epoch alone, whatever the device count.
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);
-
-// One finished epoch, as printed.
-struct EpochReport {
-    int epoch = 0;
-    double train_time_s = 0, samples_per_s = 0, train_loss = 0, test_acc = 0;
-    // --breakdown: device 0's phases (seconds, indexed by Phase) and every
-    // device's forward+backward time.
-    PhaseTimes phases{};
-    double compute_mean_s = 0, compute_slowest_s = 0;
-    int slowest_device = 0;
-};
 
 struct TrainResult {
     int exit_status = 0;  // 0, or 130 / 143 when SIGINT / SIGTERM stopped the run

@@ -1,0 +1,170 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "errors.hpp"
+#include "gpu.hpp"
+
+namespace dpt {
+
+std::string with_commas(double value) {
+    const std::string digits = std::to_string(std::llabs(std::llround(value)));
+    std::string out = value < 0 ? "-" : "";
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+void print_banner(const TrainConfig& c, const std::string& dir, const FashionMnist& data,
+                  std::span<Device* const> devices, const AllreduceInfo& allreduce, size_t steps) {
+    const int n = int(devices.size());
+    const int capacity = (c.batch + n - 1) / n;
+    const bool resuming = !c.resume_path.empty();
+    const std::string origin = resuming                     ? "parameters from the checkpoint " + c.resume_path
+                               : !c.load_path.empty()       ? "parameters from " + c.load_path
+                               : c.init == InitKind::xavier ? "xavier init"
+                                                            : "normal init";
+    std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
+                c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
+                data.test.count);
+    if (c.kind == DeviceKind::gpu) {
+        std::printf("devices: %s; each replica has its own stream and memory%s%s\n", describe_gpu_replicas(n).c_str(),
+                    c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
+    } else {
+        const int cores = usable_cores();
+        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s%s\n", n,
+                    n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", c.devices_note.empty() ? "" : "; ",
+                    c.devices_note.c_str());
+        if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
+    }
+    char per_device[32];  // "256", or "170-171" when the parts differ by one
+    std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
+    std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
+                double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.summary).c_str());
+    if (resuming)
+        std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
+    if (!c.checkpoint_path.empty())
+        std::printf("checkpoint: %s, every %d epoch%s and when stopped by SIGINT or SIGTERM\n",
+                    c.checkpoint_path.c_str(), c.checkpoint_every, c.checkpoint_every == 1 ? "" : "s");
+    std::fflush(stdout);
+
+}
+
+void ProgressBar::update(size_t done, size_t samples) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(200)) return;
+    last_draw_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = double(samples) / elapsed;
+    const double eta = done > first_ ? elapsed * double(total_ - done) / double(done - first_) : 0.0;
+    constexpr int width = 30;
+    const int filled = int(width * done / std::max<size_t>(total_, 1));
+    std::printf("\repoch %d [%s%s] %zu/%zu batches  %s samples/s  ETA %.0f s\033[K", epoch_,
+                std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(), done,
+                total_, with_commas(rate).c_str(), eta);
+    std::fflush(stdout);
+    drawn_ = true;
+}
+
+void ProgressBar::clear() {
+    if (drawn_) std::printf("\r\033[K");
+    drawn_ = false;
+}
+
+// --breakdown: device 0's timeline (the step's critical path: it waits for
+// every peer, sums, and sends the sum back), plus every device's compute time.
+void take_breakdown(std::span<Device* const> devices, EpochReport& r) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const PhaseTimes t = devices[i]->take_phase_times();
+        if (i == 0) r.phases = t;
+        const double compute = t[size_t(Phase::compute)];
+        r.compute_mean_s += compute / double(devices.size());
+        if (compute > r.compute_slowest_s) r.compute_slowest_s = compute, r.slowest_device = int(i);
+    }
+}
+
+namespace {
+
+void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
+    const double epoch_s = r.train_time_s;
+    const auto part = [&](Phase p) { return r.phases[size_t(p)]; };
+    const auto share = [&](Phase p) { return 100.0 * part(p) / epoch_s; };
+    std::printf("  phases on %s: split_and_load %.2f s (%.0f%%), forward+backward %.2f s (%.0f%%", devices[0]->name().c_str(),
+                part(Phase::load), share(Phase::load), part(Phase::compute), share(Phase::compute));
+    if (devices.size() > 1)
+        std::printf("; mean of the devices %.2f s, slowest %s %.2f s", r.compute_mean_s,
+                    devices[size_t(r.slowest_device)]->name().c_str(), r.compute_slowest_s);
+    std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
+                "sum %.2f s of the epoch's %.2f s\n",
+                part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
+                part(Phase::update), share(Phase::update),
+                part(Phase::load) + part(Phase::compute) + part(Phase::wait) + part(Phase::allreduce) +
+                    part(Phase::update),
+                epoch_s);
+}
+
+}  // namespace
+
+// resumed_at > 0: the epoch was resumed after that many steps, so its time
+// and samples/s cover only the steps run since.
+void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* const> devices, bool breakdown) {
+    std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f", s.epoch, s.train_time_s,
+                with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
+    if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
+    std::printf("\n");
+    if (breakdown) print_breakdown(s, devices);
+    std::fflush(stdout);
+}
+
+MetricsFile::MetricsFile(const TrainConfig& c) : config_(c) {
+    if (c.metrics_path.empty()) return;
+    // A resumed run goes on with the metrics of the run it continues.
+    out_.open(c.metrics_path, c.resume_path.empty() ? std::ios::trunc : std::ios::app);
+    if (!out_) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+void MetricsFile::write(const EpochReport& s) {
+    if (!out_.is_open()) return;
+    const TrainConfig& c = config_;
+    char line[1024];
+    int n = std::snprintf(line, sizeof line,
+                          "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
+                          "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g",
+                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices,
+                          to_string(c.kind), c.batch, double(c.lr));
+    if (c.breakdown)
+        n += std::snprintf(line + n, sizeof line - size_t(n),
+                           ", \"load_s\": %.6f, \"compute_s\": %.6f, \"compute_mean_s\": %.6f, "
+                           "\"compute_slowest_s\": %.6f, \"wait_s\": %.6f, \"allreduce_s\": %.6f, \"update_s\": %.6f",
+                           s.phases[size_t(Phase::load)], s.phases[size_t(Phase::compute)], s.compute_mean_s,
+                           s.compute_slowest_s, s.phases[size_t(Phase::wait)], s.phases[size_t(Phase::allreduce)],
+                           s.phases[size_t(Phase::update)]);
+    out_ << line << "}\n" << std::flush;
+}
+
+// The advice names the learning rate the tutorial's linear scaling
+// rule gives for this batch: 0.3 at 256, in proportion.
+std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step, size_t steps) {
+    char text[512];
+    const std::string where = bad_step >= 0 ? " at step " + std::to_string(bad_step + 1) + " of " +
+                                                  std::to_string(steps) : "";
+    const double rule = 0.3 * double(c.batch) / 256.0;
+    std::snprintf(text, sizeof text,
+                  "training diverged in epoch %d%s: the loss or the gradients are no longer finite (NaN or "
+                  "infinity) with --lr %g. Try a smaller --lr; for --batch %d the linear scaling rule (lr 0.3 "
+                  "at batch 256, growing with the batch%s) suggests --lr %g.%s",
+                  epoch, where.c_str(), double(c.lr), c.batch,
+                  c.devices > 1 ? ", as when going from 1 device to N" : "", rule,
+                  c.checkpoint_path.empty() ? "" : " No checkpoint was written for this epoch.");
+    return text;
+}
+
+}  // namespace dpt

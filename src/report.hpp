@@ -1,0 +1,85 @@
+// What a training run tells its user: the banner, a progress bar on
+// terminals, one line per epoch (and --breakdown's phases), the --metrics
+// JSON Lines, and the message of a run that diverged. The epoch loop
+// (trainer.cpp) decides; this file only says.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <string>
+
+#include "allreduce.hpp"
+#include "dataset.hpp"
+#include "device.hpp"
+#include "settings.hpp"
+
+namespace dpt {
+
+// One finished epoch, as printed.
+struct EpochReport {
+    int epoch = 0;
+    double train_time_s = 0, samples_per_s = 0, train_loss = 0, test_acc = 0;
+    // --breakdown: device 0's phases (seconds, indexed by Phase) and every
+    // device's forward+backward time.
+    PhaseTimes phases{};
+    double compute_mean_s = 0, compute_slowest_s = 0;
+    int slowest_device = 0;
+};
+
+// 12,345
+std::string with_commas(double value);
+
+// The lines before the first epoch: model and data, devices, batch, the
+// allreduce, resume point and checkpoints.
+void print_banner(const TrainConfig& c, const std::string& data_dir, const FashionMnist& data,
+                  std::span<Device* const> devices, const AllreduceInfo& allreduce, size_t steps);
+
+// A one-line progress bar for the epoch under way, on a terminal only: logs
+// and pipes get the epoch lines alone. Redrawn at most 5 times a second;
+// clear() makes room for the epoch's line.
+class ProgressBar {
+   public:
+    explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+
+    void start(int epoch, size_t total_steps, size_t first_step) {
+        epoch_ = epoch, total_ = total_steps, first_ = first_step;
+        start_ = last_draw_ = std::chrono::steady_clock::now();
+    }
+    // `done` steps of the epoch are finished, `samples` samples of them since start().
+    void update(size_t done, size_t samples);
+    // Makes room for the epoch's line.
+    void clear();
+
+   private:
+    const bool enabled_;
+    bool drawn_ = false;
+    int epoch_ = 0;
+    size_t total_ = 0, first_ = 0;
+    std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+// --breakdown: each device's phase times since the last take, into `r`.
+void take_breakdown(std::span<Device* const> devices, EpochReport& r);
+
+// The epoch's line (and with --breakdown its phases); resumed_at > 0: the
+// epoch was resumed after that many steps.
+void print_epoch(const EpochReport& r, size_t resumed_at, std::span<Device* const> devices, bool breakdown);
+
+// --metrics FILE: one JSON object per epoch. A resumed run appends to the
+// file of the run it continues. Opening fails with an InputError.
+class MetricsFile {
+   public:
+    explicit MetricsFile(const TrainConfig& c);
+    void write(const EpochReport& r);
+
+   private:
+    const TrainConfig& config_;
+    std::ofstream out_;
+};
+
+// Step `bad_step` (0-based, -1: unknown) of `epoch` produced a NaN or an
+// infinity: what happened and which --lr to try.
+std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step, size_t steps);
+
+}  // namespace dpt

@@ -1,5 +1,7 @@
 // A cache-blocked single-precision GEMM for one CPU core: the engine under
-// conv2d and dense on CPU devices. CUDA twin: kernels/cuda/gemm.cu.
+// conv2d and dense on CPU devices. On the GPU the layers run tiles.cuh's
+// tiled::gemm; kernels/cuda/gemm.cu runs it on plain matrices, which is what
+// the GPU tests compare with this one.
 //
 // The structure is the classic one (Goto/BLIS): copy ("pack") a block of A and
 // a block of B into buffers laid out in the exact order the inner kernel reads

@@ -13,6 +13,7 @@
 // when that is a whole output position, else 0. Backward-data is then a plain
 // product, each dx element written once: no atomics, the same bits every run.
 #include "kernels.hpp"
+#include "launch.cuh"
 #include "tiles.cuh"
 
 namespace dpt::cuda {
@@ -136,7 +137,7 @@ __global__ void conv_bias_grad(float* db, const float* dy, int n, int oc, int pi
         const float* plane = dy + (size_t(s) * oc + o) * pixels;
         for (int p = threadIdx.x; p < pixels; p += blockDim.x) sum += plane[p];
     }
-    sum = tiled::block_sum(sum);
+    sum = launch::block_sum(sum);
     if (threadIdx.x == 0) db[o] += sum;
 }
 
@@ -185,12 +186,12 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
         tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream);
     } else {
         tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits);
-        add_partials<<<tiled::grid_for(s.weight_size()), tiled::threads, 0, stream>>>(dw, scratch, splits,
+        add_partials<<<launch::grid_for(s.weight_size()), launch::threads, 0, stream>>>(dw, scratch, splits,
                                                                                       s.weight_size());
         CUDA_CHECK_LAUNCH("add_partials");
     }
     if (s.n > 0) {
-        conv_bias_grad<<<unsigned(s.oc), tiled::threads, 0, stream>>>(db, dy, s.n, s.oc, s.col_cols());
+        conv_bias_grad<<<unsigned(s.oc), launch::threads, 0, stream>>>(db, dy, s.n, s.oc, s.col_cols());
         CUDA_CHECK_LAUNCH("conv_bias_grad");
     }
 }

@@ -2,6 +2,7 @@
 // tiles.cuh, with bias (and ReLU) in the forward epilogue. CPU twin:
 // kernels/cpu/dense.cpp.
 #include "kernels.hpp"
+#include "launch.cuh"
 #include "tiles.cuh"
 
 namespace dpt::cuda {
@@ -48,7 +49,7 @@ __global__ void dense_bias_grad(float* db, const float* dy, int n, int out) {
     const int o = blockIdx.x;
     float sum = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) sum += dy[size_t(i) * out + o];
-    sum = tiled::block_sum(sum);
+    sum = launch::block_sum(sum);
     if (threadIdx.x == 0) db[o] += sum;
 }
 
@@ -75,7 +76,7 @@ void dense_backward(float* dx, float* dw, float* db, const float* dy, const floa
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
     // dw (out, in) += dy^T (out, n) . x (n, in)
     tiled::gemm(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, stream);
-    dense_bias_grad<<<unsigned(out), tiled::threads, 0, stream>>>(db, dy, n, out);
+    dense_bias_grad<<<unsigned(out), launch::threads, 0, stream>>>(db, dy, n, out);
     CUDA_CHECK_LAUNCH("dense_bias_grad");
     // dx (n, in) = dy (n, out) . w (out, in)
     if (dx) tiled::gemm(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, stream);

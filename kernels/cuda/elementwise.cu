@@ -2,7 +2,7 @@
 // softmax cross-entropy, accuracy, the SGD update and the allreduce's sum.
 // CPU twin: kernels/cpu/elementwise.cpp.
 #include "kernels.hpp"
-#include "tiles.cuh"
+#include "launch.cuh"
 
 namespace dpt::cuda {
 namespace {
@@ -49,7 +49,7 @@ __global__ void softmax_xent(float* dlogits, double* loss_sum, const float* logi
         g[labels[i]] -= 1.0f;
         loss += double(logf(sum) + zmax - z[labels[i]]);
     }
-    loss = tiled::block_sum(loss);
+    loss = launch::block_sum(loss);
     if (threadIdx.x == 0) *loss_sum += loss;
 }
 
@@ -63,7 +63,7 @@ __global__ void correct_count(unsigned long long* correct, const float* logits, 
             if (z[j] > z[best]) best = j;
         hits += best == labels[i];
     }
-    hits = tiled::block_sum(hits);
+    hits = launch::block_sum(hits);
     if (threadIdx.x == 0) *correct += hits;
 }
 
@@ -95,52 +95,52 @@ __global__ void nonfinite(int32_t* first_bad, const float* x, size_t count, int3
 void gather_samples(float* x, int32_t* labels_out, const uint8_t* images, const uint8_t* labels,
                     const uint32_t* index, int count, int pixels, cudaStream_t stream) {
     if (count <= 0) return;
-    gather<<<tiled::grid_for(size_t(count) * pixels), tiled::threads, 0, stream>>>(x, labels_out, images, labels,
+    gather<<<launch::grid_for(size_t(count) * pixels), launch::threads, 0, stream>>>(x, labels_out, images, labels,
                                                                                   index, count, pixels);
     CUDA_CHECK_LAUNCH("gather");
 }
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream) {
     if (count == 0) return;
-    relu_fwd<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(y, x, count);
+    relu_fwd<<<launch::grid_for(count), launch::threads, 0, stream>>>(y, x, count);
     CUDA_CHECK_LAUNCH("relu_fwd");
 }
 
 void relu_backward(float* dx, const float* dy, const float* y, size_t count, cudaStream_t stream) {
     if (count == 0) return;
-    relu_bwd<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(dx, dy, y, count);
+    relu_bwd<<<launch::grid_for(count), launch::threads, 0, stream>>>(dx, dy, y, count);
     CUDA_CHECK_LAUNCH("relu_bwd");
 }
 
 void softmax_cross_entropy(float* dlogits, double* loss_sum, const float* logits, const int32_t* labels, int n,
                            int classes, cudaStream_t stream) {
     if (n <= 0) return;
-    softmax_xent<<<1, tiled::threads, 0, stream>>>(dlogits, loss_sum, logits, labels, n, classes);
+    softmax_xent<<<1, launch::threads, 0, stream>>>(dlogits, loss_sum, logits, labels, n, classes);
     CUDA_CHECK_LAUNCH("softmax_xent");
 }
 
 void count_correct(unsigned long long* correct, const float* logits, const int32_t* labels, int n, int classes,
                    cudaStream_t stream) {
     if (n <= 0) return;
-    correct_count<<<1, tiled::threads, 0, stream>>>(correct, logits, labels, n, classes);
+    correct_count<<<1, launch::threads, 0, stream>>>(correct, logits, labels, n, classes);
     CUDA_CHECK_LAUNCH("correct_count");
 }
 
 void sgd_update(float* params, const float* grads, float scale, size_t count, cudaStream_t stream) {
     if (count == 0) return;
-    sgd<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(params, grads, scale, count);
+    sgd<<<launch::grid_for(count), launch::threads, 0, stream>>>(params, grads, scale, count);
     CUDA_CHECK_LAUNCH("sgd");
 }
 
 void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStream_t stream) {
     if (count == 0 || parts <= 0) return;
-    sum_parts<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(acc, staged, parts, count);
+    sum_parts<<<launch::grid_for(count), launch::threads, 0, stream>>>(acc, staged, parts, count);
     CUDA_CHECK_LAUNCH("sum_parts");
 }
 
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step, cudaStream_t stream) {
     if (count == 0) return;
-    nonfinite<<<tiled::grid_for(count), tiled::threads, 0, stream>>>(first_bad, x, count, step);
+    nonfinite<<<launch::grid_for(count), launch::threads, 0, stream>>>(first_bad, x, count, step);
     CUDA_CHECK_LAUNCH("nonfinite");
 }
 

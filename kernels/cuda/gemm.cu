@@ -1,5 +1,7 @@
-// The plain GEMM on the GPU: the twin of kernels/cpu/gemm.cpp, and the test
-// of tiles.cuh on its own (the layers use the same kernel with other loaders).
+// tiles.cuh's GEMM on plain row-major matrices. No layer calls this: the
+// layers run tiled::gemm with loaders of their own (conv.cu, dense.cu). It
+// exists so the GPU tests can check the GEMM on its own, shape by shape,
+// against kernels/cpu/gemm.cpp's gemm().
 #include "kernels.hpp"
 #include "tiles.cuh"
 

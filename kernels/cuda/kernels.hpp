@@ -22,8 +22,9 @@
 namespace dpt::cuda {
 
 // C (m, n) = op(A) . op(B), or C += ... when accumulate is set (row-major;
-// A stored (k, m) when trans_a, B stored (n, k) when trans_b). The tiled
-// shared-memory SGEMM of tiles.cuh, which also runs the layers below.
+// A stored (k, m) when trans_a, B stored (n, k) when trans_b): tiles.cuh's
+// SGEMM on plain matrices, for the tests (the layers below run the same
+// kernel through loaders of their own; none calls this).
 void gemm(float* c, const float* a, const float* b, int m, int n, int k,
           bool trans_a, bool trans_b, bool accumulate, cudaStream_t stream);
 

@@ -5,7 +5,7 @@
 // scatters them), so each dx element is written once, with no atomics, and
 // pooling backward gives the same bits as the CPU.
 #include "kernels.hpp"
-#include "tiles.cuh"
+#include "launch.cuh"
 
 namespace dpt::cuda {
 namespace {
@@ -74,9 +74,9 @@ void backward(float* dx, const float* dy, const float* x, const float* y, PoolKi
               cudaStream_t stream) {
     if (s.in_size() == 0) return;
     const Geometry g(s);
-    const unsigned grid = tiled::grid_for(s.in_size());
-    if (kind == PoolKind::avg) pool_backward<PoolKind::avg, relu_mask><<<grid, tiled::threads, 0, stream>>>(dx, dy, x, y, g);
-    else pool_backward<PoolKind::max, relu_mask><<<grid, tiled::threads, 0, stream>>>(dx, dy, x, y, g);
+    const unsigned grid = launch::grid_for(s.in_size());
+    if (kind == PoolKind::avg) pool_backward<PoolKind::avg, relu_mask><<<grid, launch::threads, 0, stream>>>(dx, dy, x, y, g);
+    else pool_backward<PoolKind::max, relu_mask><<<grid, launch::threads, 0, stream>>>(dx, dy, x, y, g);
     CUDA_CHECK_LAUNCH("pool_backward");
 }
 
@@ -85,9 +85,9 @@ void backward(float* dx, const float* dy, const float* x, const float* y, PoolKi
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s, cudaStream_t stream) {
     if (s.out_size() == 0) return;
     const Geometry g(s);
-    const unsigned grid = tiled::grid_for(s.out_size());
-    if (kind == PoolKind::avg) pool_forward<PoolKind::avg><<<grid, tiled::threads, 0, stream>>>(y, x, g);
-    else pool_forward<PoolKind::max><<<grid, tiled::threads, 0, stream>>>(y, x, g);
+    const unsigned grid = launch::grid_for(s.out_size());
+    if (kind == PoolKind::avg) pool_forward<PoolKind::avg><<<grid, launch::threads, 0, stream>>>(y, x, g);
+    else pool_forward<PoolKind::max><<<grid, launch::threads, 0, stream>>>(y, x, g);
     CUDA_CHECK_LAUNCH("pool_forward");
 }
 

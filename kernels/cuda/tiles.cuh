@@ -1,13 +1,11 @@
-// The building blocks every CUDA layer is made of:
-//
-//  - tiled::gemm, a tiled shared-memory SGEMM. It reads its operands through
-//    small loader objects, a(i, kk) and b(kk, j), and hands each result to an
-//    epilogue, out(split, i, j, value). Loaders let the convolutions run as
-//    *implicit* GEMMs: the unfolded (im2col) matrix is never written out, its
-//    elements are computed from the image as the tiles are loaded. Epilogues
-//    let a layer add its bias, apply ReLU and write NCHW in the same pass.
-//  - block_sum, a deterministic sum over one thread block (fixed tree order),
-//    for the bias gradients, the loss and the accuracy count.
+// tiled::gemm, the tiled shared-memory SGEMM that the convolutions and the
+// dense layers run on. It reads its operands through small loader objects,
+// a(i, kk) and b(kk, j), and hands each result to an epilogue,
+// out(split, i, j, value). Loaders let the convolutions run as *implicit*
+// GEMMs: the unfolded (im2col) matrix is never written out, its elements are
+// computed from the image as the tiles are loaded. Epilogues let a layer add
+// its bias, apply ReLU and write NCHW in the same pass. (Launch settings and
+// block_sum, shared by every kernel, are in launch.cuh.)
 //
 // Tiles: a block of 256 threads computes a 64x64 tile of C, 16 columns of
 // A and rows of B at a time, staged in shared memory; each thread keeps a
@@ -29,7 +27,7 @@
 
 namespace dpt::cuda::tiled {
 
-constexpr int BM = 64, BN = 64, BK = 16, threads = 256;
+constexpr int BM = 64, BN = 64, BK = 16, threads = 256;  // threads: one GEMM block (16 x 16, 4 x 4 results each)
 // Enough blocks to fill an H100's 132 multiprocessors about twice. A fixed
 // number, not the device's, so every GPU splits (and rounds) the same way.
 constexpr int target_blocks = 256;
@@ -116,26 +114,5 @@ struct StoreMatrix {
         dst = accumulate ? dst + v : v;
     }
 };
-
-// The sum of v over the block, in a fixed order; valid in thread 0.
-// blockDim.x must be `threads`.
-template <class T>
-__device__ T block_sum(T v) {
-    __shared__ T partial[threads];
-    partial[threadIdx.x] = v;
-    __syncthreads();
-    for (int half = threads / 2; half > 0; half /= 2) {
-        if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-        __syncthreads();
-    }
-    return partial[0];
-}
-
-// A grid that covers `count` elements with `threads`-wide blocks, for the
-// element-wise kernels (each thread then strides by the grid's size).
-inline unsigned grid_for(size_t count) {
-    const size_t blocks = (count + threads - 1) / threads;
-    return unsigned(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
-}
 
 }  // namespace dpt::cuda::tiled

@@ -15,7 +15,7 @@ if [[ -d $root/bundle/include ]]; then
     exit 0
 fi
 
-packages=(g++ pkg-config meson ninja-build libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist)
+packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist)
 # --with-plot adds matplotlib for scripts/plot.py.
 [[ " $* " == *" --with-plot "* ]] && packages+=(python3-matplotlib)
 # --with-fuzz adds clang and its libFuzzer runtime for scripts/fuzz.sh.

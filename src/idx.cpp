@@ -40,8 +40,8 @@ size_t announced_size(std::span<const uint8_t> bytes) {
     return data > max_data_bytes ? bytes.size() : header + size_t(data) + 1;
 }
 
-}  // namespace
-
+// Checks and decodes the bytes of an IDX file (already decompressed);
+// `name` is used in messages.
 IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& name) {
     auto fail = [&](const std::string& what) { throw InputError(name + ": " + what); };
     if (bytes.size() < 4) fail("too short to be an IDX file (" + std::to_string(bytes.size()) + " bytes)");
@@ -68,6 +68,8 @@ IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& name) {
     out.data.assign(bytes.begin() + header, bytes.end());
     return out;
 }
+
+}  // namespace
 
 IdxArray read_idx(const std::string& path) {
     gzFile raw = gzopen(path.c_str(), "rb");

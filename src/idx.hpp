@@ -18,8 +18,4 @@ struct IdxArray {
 // wrong: missing, unreadable, corrupt gzip, bad magic, wrong size.
 IdxArray read_idx(const std::string& path);
 
-// Checks and decodes the bytes of an IDX file (already decompressed);
-// `name` is used in messages.
-IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& name);
-
 }  // namespace dpt

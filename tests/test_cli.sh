@@ -9,6 +9,13 @@ tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
+# What the checks below run besides dptrain: a missing one fails the test
+# instead of silently skipping checks (scripts/deps.sh installs python3;
+# script(1) comes with Debian's essential bsdutils).
+for tool in python3 script; do
+    command -v "$tool" >/dev/null || { echo "FAIL: test_cli.sh needs $tool"; exit 1; }
+done
+
 # expect_error "what stderr must contain" args...: exit 2, that text on stderr, nothing on stdout.
 expect_error() {
     local want=$1; shift
@@ -94,10 +101,8 @@ files)
     for key in epoch train_time_s samples_per_s train_loss test_acc devices device_kind; do
         grep -q "\"$key\"" "$tmp/m.jsonl" || fail "--metrics lacks $key"
     done
-    if command -v python3 >/dev/null; then
-        python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$tmp/m.jsonl" \
-            && echo "ok: --metrics is valid JSON Lines" || fail "--metrics is not valid JSON Lines"
-    fi
+    python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$tmp/m.jsonl" \
+        && echo "ok: --metrics is valid JSON Lines" || fail "--metrics is not valid JSON Lines"
     [[ $(wc -l <"$tmp/m.jsonl") -eq 1 ]] || fail "--metrics should have 1 line for 1 epoch"
     ;;
 learning)
@@ -146,15 +151,14 @@ checkpoints)
     expect_error "corrupted (its CRC-32 does not match" --resume "$tmp/flip.ck"
     sed '1s/^dptrain-checkpoint 2$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
     expect_error "checkpoint format version 7; this dptrain reads versions 1 to 2" --resume "$tmp/v7.ck"
-    if command -v python3 >/dev/null; then  # another model, checksum made right
-        python3 - "$tmp/one.saved" "$tmp/model.ck" <<'PY'
+    # Another model, checksum made right.
+    python3 - "$tmp/one.saved" "$tmp/model.ck" <<'PY'
 import sys, zlib
 data = open(sys.argv[1], 'rb').read()
 body = data[:data.rindex(b'crc32 ')].replace(b'dense1.weight 128 800', b'dense1.weight 256 800', 1)
 open(sys.argv[2], 'wb').write(body + b'crc32 %08x\n' % zlib.crc32(body))
 PY
-        expect_error "written for another model" --resume "$tmp/model.ck"
-    fi
+    expect_error "written for another model" --resume "$tmp/model.ck"
     expect_error "is a parameters file" --resume "$tmp/whole.params"
     expect_error "--resume $tmp: is a directory" --resume "$tmp"
     expect_error "--lr 0.5 differs from the checkpoint's 0.3" --resume "$tmp/one.saved" --lr 0.5
@@ -224,12 +228,10 @@ breakdown)
     grep -q $'\r' "$tmp/file.out" && fail "progress output in a file: $(cat -A "$tmp/file.out" | head -3)"
     grep -q "batches" "$tmp/file.out" && fail "progress text in a file"
     echo "ok: no progress bar when stdout is a file"
-    if command -v script >/dev/null; then
-        script -qc "$dptrain --cpus 2 --epochs 1 --limit-train 4096 --limit-test 256" "$tmp/tty.out" >/dev/null || fail "run on a terminal failed"
-        grep -qE $'epoch 1 \\[#*\\.*\\] [0-9]+/16 batches .* samples/s  ETA' "$tmp/tty.out" \
-            && echo "ok: a progress bar on a terminal" || fail "no progress bar on a terminal: $(cat -A "$tmp/tty.out" | head -5)"
-        tr '\r' '\n' <"$tmp/tty.out" | grep -q "^.*epoch 1  time" || fail "the epoch line does not replace the bar"
-    fi
+    script -qc "$dptrain --cpus 2 --epochs 1 --limit-train 4096 --limit-test 256" "$tmp/tty.out" >/dev/null || fail "run on a terminal failed"
+    grep -qE $'epoch 1 \\[#*\\.*\\] [0-9]+/16 batches .* samples/s  ETA' "$tmp/tty.out" \
+        && echo "ok: a progress bar on a terminal" || fail "no progress bar on a terminal: $(cat -A "$tmp/tty.out" | head -5)"
+    tr '\r' '\n' <"$tmp/tty.out" | grep -q "^.*epoch 1  time" || fail "the epoch line does not replace the bar"
     ;;
 compare)
     # dptrain compare: every column, a verdict, CSV and JSON that agree with the table.

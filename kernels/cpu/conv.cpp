@@ -19,8 +19,12 @@
 #include "kernels.hpp"
 
 namespace dpt::cpu {
+namespace {
 
+// Samples unfolded together for one GEMM.
 int conv_group_size(const ConvShape& s) { return std::clamp(640 / s.col_cols(), 1, std::max(s.n, 1)); }
+
+}  // namespace
 
 // The unfolded group (c*kh*kw, cols), the output matrix (oc, cols), and the
 // implicit GEMM's offsets (c*kh*kw + cols ints), with cols = group * oh*ow.
@@ -41,8 +45,8 @@ void inside_range(const ConvShape& s, int kj, int& lo, int& hi) {
     if (hi < lo) hi = lo;
 }
 
-}  // namespace
-
+// Unfolds one image (c, h, w) into col (c*kh*kw rows of oh*ow, row stride ld);
+// zeros where a tap falls into padding.
 void im2col(float* col, const float* x, const ConvShape& s, int ld) {  // x (c, h, w) -> col (c*kh*kw, ld)
     const int oh = s.oh(), ow = s.ow();
     for (int ch = 0; ch < s.c; ++ch)
@@ -71,7 +75,8 @@ void im2col(float* col, const float* x, const ConvShape& s, int ld) {  // x (c, 
             }
 }
 
-void col2im(float* dx, const float* dcol, const ConvShape& s, int ld) {  // dx (c, h, w) += fold(dcol)
+// The adjoint of im2col: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow; row stride ld).
+void col2im(float* dx, const float* dcol, const ConvShape& s, int ld) {
     const int oh = s.oh(), ow = s.ow();
     for (int ch = 0; ch < s.c; ++ch)
         for (int ki = 0; ki < s.kh; ++ki)
@@ -96,7 +101,6 @@ void col2im(float* dx, const float* dcol, const ConvShape& s, int ld) {  // dx (
 // col (c*kh*kw, cols) followed by a matrix (oc, cols) of outputs or output
 // gradients, with cols = samples in the group * oh*ow. A group of one sample
 // uses y / dy in place instead of the second matrix.
-namespace {
 
 struct Group {
     int first, count, cols;

@@ -30,15 +30,8 @@ void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
                     const uint8_t* labels, const uint32_t* index, int count,
                     int pixels);
 
-// Unfolds one image (c, h, w) into col (c*kh*kw rows of oh*ow, row stride ld);
-// zeros where a tap falls into padding.
-void im2col(float* col, const float* x, const ConvShape& s, int ld);
-// The adjoint of im2col: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow; row stride ld).
-void col2im(float* dx, const float* dcol, const ConvShape& s, int ld);
-
-// Samples unfolded together for one GEMM, and the scratch floats the three
-// conv2d kernels need for shape s (no more for a smaller s.n).
-int conv_group_size(const ConvShape& s);
+// The scratch floats the three conv2d kernels need for shape s (no more for
+// a smaller s.n).
 size_t conv2d_scratch_floats(const ConvShape& s);
 
 // y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc).

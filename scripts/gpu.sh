@@ -212,7 +212,7 @@ stage_train() {
         local last
         last=$(grep '^epoch ' "$work/run.log" | tail -1)
         if [[ $rc -ne 0 ]]; then fail "dptrain $args: exit $rc"; show_tail "$work/run.log"
-        elif [[ $args == *--breakdown* ]] && ! grep -q '^  phases on cuda:0: split_and_load' "$work/run.log"; then
+        elif [[ $args == *--breakdown* ]] && ! grep -q '^  phases on gpu:0: split_and_load' "$work/run.log"; then
             fail "dptrain $args: no phase line"; show_tail "$work/run.log"
         else ok "dptrain $args: $last"; fi
         grep -E '^(devices|CUDA graph|note):' "$work/run.log" | head -3 | sed 's/^/      /'

@@ -57,7 +57,7 @@ class Device {
    public:
     virtual ~Device() = default;
     virtual DeviceKind kind() const = 0;
-    virtual std::string name() const = 0;  // "cpu:0", "cuda:1"
+    virtual std::string name() const = 0;  // "cpu:0", "gpu:1" (as --cpus and --gpus name them)
     // Floats in the flat parameter buffer, and in the gradient buffer.
     virtual size_t param_floats() const = 0;
 

@@ -162,7 +162,7 @@ class GpuDevice final : public Device {
     }
 
     DeviceKind kind() const override { return DeviceKind::gpu; }
-    std::string name() const override { return "cuda:" + std::to_string(index_); }
+    std::string name() const override { return "gpu:" + std::to_string(index_); }
     size_t param_floats() const override { return model_.param_count(); }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }

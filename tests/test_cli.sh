@@ -334,7 +334,7 @@ gpu)
     fi
     "$dptrain" --gpus 2 --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
         --metrics "$tmp/gb.jsonl" >"$tmp/out" 2>&1 || fail "--gpus 2 --breakdown failed: $(cat "$tmp/out")"
-    grep -qE "^  phases on cuda:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+    grep -qE "^  phases on gpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
         && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line on GPU replicas: $(cat "$tmp/out")"
     grep -q "^note: --breakdown times each phase with events" "$tmp/out" || fail "no note that --breakdown queues kernel by kernel"
     phases_add_up "$tmp/gb.jsonl" "2 GPU replicas"

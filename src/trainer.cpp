@@ -1,3 +1,6 @@
+// The training run (trainer.hpp): set-up, devices, the CUDA graph of an
+// epoch on GPUs, and the epoch loop. What it prints is report.cpp; its
+// checkpoints, run_checkpoints.cpp.
 #include "trainer.hpp"
 
 #include <unistd.h>

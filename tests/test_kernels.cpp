@@ -217,11 +217,20 @@ TEST_CASE("note_nonfinite marks the earliest step that saw a NaN or an infinity"
     }
 }
 
+// A model with the walk's other paths: a conv with no ReLU after it (plain
+// forward), a pool with no ReLU before it (plain backward), stride and padding.
+const Model& unfused_model() {
+    static const Model model("unfused", {1, 28, 28},
+                             {conv(4, 3), pool(2, 2), conv(6, 3, 2, 1), relu(), pool(2, 2), flatten(), dense(10)});
+    return model;
+}
+
 TEST_CASE("the whole LeNet backward matches finite differences of the loss", "[lenet]") {
     const PoolKind pool = GENERATE(PoolKind::avg, PoolKind::max);
-    CAPTURE(int(pool));
+    const bool unfused = GENERATE(false, true);
+    CAPTURE(int(pool), unfused);
     const int n = 3;
-    const Model& model = lenet::model();
+    const Model& model = unfused ? unfused_model() : lenet::model();
     const size_t scratch = model.scratch_floats<cpu::KernelSet>(n);
     std::vector<float> memory(model.activation_floats(n, scratch));
     const Activations a = model.carve(memory.data(), n, scratch);

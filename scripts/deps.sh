@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what dptrain needs to build, test and train on a Debian machine.
 # As root it runs apt-get; otherwise it names the missing packages and how to get them.
-# Sourced by run.sh and test.sh; safe to run again (it installs only what is missing).
+# Run by run.sh and test.sh; safe to run again (it installs only what is missing).
 #
 # With an offline bundle (bundle/, made by scripts/bundle.sh) it installs
 # nothing and never calls apt-get: that is how a machine without a package
@@ -41,7 +41,7 @@ if [[ $(id -u) -ne 0 ]]; then
     echo "install them with:  sudo apt-get install ${missing[*]}" >&2
     exit 1
 fi
-echo "installing: ${missing[*]}"
+echo "installing with apt-get (a minute or two on a fresh machine): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # A machine without a registry fails here within seconds, not after apt's retries.
 timeout 120 apt-get -o Acquire::Retries=0 -o Acquire::http::Timeout=15 update -qq >/dev/null 2>&1 ||

@@ -5,13 +5,14 @@ Left: test accuracy after each epoch, one line per configuration. Right: where
 an epoch's time went (the mean over the epochs after the first), one stacked
 bar per configuration, with the measured epoch time marked beside each bar.
 
-    scripts/plot.py DIR/compare.json [-o DIR/compare.png] [--title TEXT]
+    scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]    (DIR/compare.json, or the file itself)
 
 Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
 /usr/bin/python3 above. Exit status: 0 written, 2 a missing or malformed result.
 """
 import argparse
 import json
+import os
 import sys
 
 PHASES = [  # (key in phases_s, legend label, colour)
@@ -58,10 +59,12 @@ def label(c):
 
 def main():
     parser = argparse.ArgumentParser(description="Draw a dptrain compare result (compare.json) as a PNG.")
-    parser.add_argument("result", help="compare.json, from dptrain compare --out DIR")
+    parser.add_argument("result", help="the --out DIR of dptrain compare, or the compare.json in it")
     parser.add_argument("-o", "--output", help="the PNG to write (default: beside the result, compare.png)")
     parser.add_argument("--title", help="a title over both panels")
     args = parser.parse_args()
+    if os.path.isdir(args.result):
+        args.result = os.path.join(args.result, "compare.json")
     result = load(args.result)
     output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
 

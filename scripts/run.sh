@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+[[ -f build/build.ninja ]] || echo "configuring and building build/ (the first time: about a minute, two with the CUDA kernels)"
 scripts/build.sh >/dev/null
 exec build/dptrain "$@"

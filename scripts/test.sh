@@ -18,17 +18,17 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh --with-plot
 dir=${DPTRAIN_BUILD_DIR:-build}
 scripts/build.sh
-meson test -C "$dir" --print-errorlogs "$@"
+meson test -C "$dir" --no-rebuild --print-errorlogs "$@"
 if [[ $# -eq 0 && -e $dir/tests/gpu/gpu_tests ]]; then
     echo "== the same tests in a build without CUDA (-Dcuda=disabled) =="
     DPTRAIN_BUILD_DIR=$dir-nocuda scripts/build.sh -Dcuda=disabled
-    meson test -C "$dir-nocuda" --print-errorlogs "$@"
+    meson test -C "$dir-nocuda" --no-rebuild --print-errorlogs "$@"
 fi
 if [[ $# -eq 0 && ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
     echo "== the CPU tests under ASan and UBSan (-Db_sanitize=address,undefined) =="
     DPTRAIN_BUILD_DIR=$dir-sanitize scripts/build.sh -Dcuda=disabled -Db_sanitize=address,undefined \
         -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all -Dcpp_link_args=-fno-sanitize-recover=all
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$dir-sanitize" --print-errorlogs "$@"
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$dir-sanitize" --no-rebuild --print-errorlogs "$@"
 fi
 if [[ $# -eq 0 && ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
     # The lent GPU machine has no Debian packages: it builds from bundle/.

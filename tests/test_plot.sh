@@ -32,6 +32,11 @@ cp "$fixture" "$tmp/compare.json"
 "$python" "$plot" "$tmp/compare.json" >/dev/null 2>&1 && [[ -s $tmp/compare.png ]] \
     && echo "ok: without -o, compare.png beside the result" || fail "no compare.png beside the result"
 
+# The --out directory of compare works as well as the file in it.
+rm -f "$tmp/compare.png"
+"$python" "$plot" "$tmp" >/dev/null 2>&1 && [[ -s $tmp/compare.png ]] \
+    && echo "ok: given compare's --out directory, it reads compare.json there" || fail "a directory is not accepted"
+
 for bad in '{}' '{"configs": []}' 'not json' '{"configs": [{"devices": 1}]}'; do
     printf '%s' "$bad" >"$tmp/bad.json"
     "$python" "$plot" "$tmp/bad.json" -o "$tmp/bad.png" >"$tmp/log" 2>&1

@@ -116,6 +116,7 @@ std::string encode_checkpoint(const Checkpoint& k) {
     line("allreduce", c.allreduce);
     line("batch", text_of(c.batch));
     line("lr", text_of(c.lr));
+    line("warmup", text_of(c.warmup));
     line("seed", text_of(c.seed));
     line("pool", c.pool == PoolKind::avg ? "avg" : "max");
     line("init", c.init == InitKind::xavier ? "xavier" : "normal");
@@ -215,6 +216,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     const int max_int = std::numeric_limits<int>::max();
     c.batch = h.number<int>("batch", c.devices, max_int);
     c.lr = h.number<float>("lr", std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
+    if (version >= 2) c.warmup = h.number<double>("warmup", 0.0, 1000.0);
     c.seed = h.number<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max());
     c.pool = h.word("pool", "avg", "max") == "avg" ? PoolKind::avg : PoolKind::max;
     c.init = h.word("init", "xavier", "normal") == "xavier" ? InitKind::xavier : InitKind::normal;

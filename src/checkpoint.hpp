@@ -9,6 +9,7 @@
 //   allreduce naive                (version 2 on; a version 1 file reads as naive)
 //   batch 256
 //   lr 0.3
+//   warmup 0                       (version 2 on, as the allreduce line)
 //   seed 0                         the seed of every random draw (see below)
 //   pool avg
 //   init xavier

@@ -40,6 +40,9 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     char saved_lr[32];
     std::snprintf(saved_lr, sizeof saved_lr, "%g", double(saved.lr));
     keep("lr", c.lr == saved.lr, saved_lr);
+    char saved_warmup[32];
+    std::snprintf(saved_warmup, sizeof saved_warmup, "%g", saved.warmup);
+    keep("warmup", c.warmup == saved.warmup, saved_warmup);
     keep("seed", c.seed == saved.seed, std::to_string(saved.seed));
     keep("pool", c.pool == saved.pool, saved.pool == PoolKind::avg ? "avg" : "max");
     keep("init", c.init == saved.init, saved.init == InitKind::xavier ? "xavier" : "normal");
@@ -47,6 +50,7 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     keep("limit-test", c.limit_test == saved.limit_test, std::to_string(saved.limit_test));
     c.batch = saved.batch;
     c.lr = saved.lr;
+    c.warmup = saved.warmup;
     c.seed = saved.seed;
     c.pool = saved.pool;
     c.init = saved.init;
@@ -108,6 +112,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     options.add_options("Training")
         ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
+        ("warmup", "raise the rate linearly from lr/W to lr over the first E epochs (W steps; fractions allowed), as the linear scaling rule's gradual warm-up; default 0: constant", cxxopts::value<std::string>()->default_value("0"), "E")
         ("epochs", "passes over the training set (0: only evaluate)", cxxopts::value<std::string>()->default_value("5"), "E")
         ("seed", "seed for the initial weights and the data order", cxxopts::value<std::string>()->default_value("0"), "S")
         ("pool", "pooling: avg (the tutorial's) or max (the gluon version's)", cxxopts::value<std::string>()->default_value("avg"), "avg|max")
@@ -146,6 +151,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     c.batch = positive_int(r, "batch", c.batch);
     c.lr = parse_number<float>("lr", r["lr"].as<std::string>(), std::numeric_limits<float>::min(),
                                std::numeric_limits<float>::max(), "a positive number");
+    c.warmup = parse_number<double>("warmup", r["warmup"].as<std::string>(), 0.0, 1000.0, "a number of epochs from 0 to 1000");
     c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 0, 1000000, "a whole number from 0");
     c.seed = parse_number<uint64_t>("seed", r["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max(),
                                     "a whole number from 0");

@@ -47,6 +47,12 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
     std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    if (c.warmup > 0) {
+        // As trainer.hpp's lr_at: W = max(1, round(E * steps)) steps, the k-th at lr * k / W.
+        const double w = std::max(1.0, std::round(c.warmup * double(steps)));
+        std::printf("warm-up: the rate rises linearly from %g to %g over the first %.0f steps (%g epoch%s)\n",
+                    double(c.lr) / w, double(c.lr), w, c.warmup, c.warmup == 1 ? "" : "s");
+    }
     if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.summary).c_str());
     if (resuming)
         std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
@@ -121,6 +127,22 @@ void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* cons
     if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
     std::printf("\n");
     if (breakdown) print_breakdown(s, devices);
+    std::fflush(stdout);
+}
+
+// A network that predicts one class for every input scores 1 / classes
+// (0.10) and, once its outputs are uniform, has loss ln(classes) (2.3026).
+// Healthy runs are far from both after an epoch; a run stuck there has
+// usually been pushed by its first large steps into dead ReLUs or into
+// predicting one class, which a gentler start avoids.
+void warn_if_at_chance(const TrainConfig& c, const EpochReport& r, int classes) {
+    const double chance = 1.0 / classes, uniform_loss = std::log(double(classes));
+    if (std::abs(r.train_loss - uniform_loss) > 0.02 || r.test_acc > chance + 0.02) return;
+    std::printf("note: epoch %d is at chance (loss %.4f = ln %d, test accuracy %.4f): the first steps at lr %g "
+                "likely pushed the network into predicting one class (dead ReLUs); try %s, a smaller --lr, or "
+                "another --seed\n",
+                r.epoch, r.train_loss, classes, r.test_acc, double(c.lr),
+                c.warmup > 0 ? "a longer --warmup" : "--warmup 1");
     std::fflush(stdout);
 }
 

@@ -78,6 +78,10 @@ class MetricsFile {
     std::ofstream out_;
 };
 
+// After an epoch whose loss is still ln(classes) and whose test accuracy is
+// chance: one line on the likely cause and what to try.
+void warn_if_at_chance(const TrainConfig& c, const EpochReport& r, int classes);
+
 // Step `bad_step` (0-based, -1: unknown) of `epoch` produced a NaN or an
 // infinity: what happened and which --lr to try.
 std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step, size_t steps);

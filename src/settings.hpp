@@ -25,6 +25,7 @@ struct TrainConfig {
     std::string devices_note;  // why this kind and count, when not asked for explicitly
     int batch = 256;
     float lr = 0.3f;
+    double warmup = 0;         // --warmup E: epochs over which the rate rises linearly to lr (0: constant)
     int epochs = 5;
     uint64_t seed = 0;
     std::string data_dir;      // empty: the default search

@@ -76,6 +76,26 @@ std::vector<float> init_params(InitKind init, uint64_t seed) {
     return params;
 }
 
+namespace {
+
+size_t warmup_steps(const TrainConfig& c, size_t steps) {
+    return c.warmup > 0 ? std::max<size_t>(1, size_t(std::llround(c.warmup * double(steps)))) : 0;
+}
+
+}  // namespace
+
+float lr_at(const TrainConfig& c, size_t steps, int epoch, size_t step) {
+    const size_t warmup = warmup_steps(c, steps);
+    const size_t k = size_t(epoch - 1) * steps + step + 1;  // the run's k-th step
+    return k >= warmup ? c.lr : float(double(c.lr) * double(k) / double(warmup));
+}
+
+int first_full_rate_epoch(const TrainConfig& c, size_t steps) {
+    const size_t warmup = warmup_steps(c, steps);
+    // Epoch e's steps are (e-1)*steps + 1 ..; all at full rate once the first is >= warmup.
+    return warmup <= 1 ? 1 : int((warmup - 2) / steps) + 2;
+}
+
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
     std::vector<uint32_t> order(count);
     std::iota(order.begin(), order.end(), 0u);
@@ -86,21 +106,23 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
 
 namespace {
 
-// Step `step` of an epoch of `count` samples, queued on the devices' streams;
-// the host does not wait.
+// Step `step` of epoch `epoch` (of `count` samples), queued on the devices'
+// streams; the host does not wait.
 void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce, size_t count,
-                size_t step) {
+                int epoch, size_t step) {
     const size_t first = step * size_t(c.batch);
-    train_step(devices, allreduce, first, int(std::min<size_t>(c.batch, count - first)), c.lr, int32_t(step),
-               c.breakdown);
+    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
+    train_step(devices, allreduce, first, int(std::min<size_t>(c.batch, count - first)), lr_at(c, steps, epoch, step),
+               int32_t(step), c.breakdown);
 }
 
-// On GPUs the epoch is recorded once as a CUDA graph, before any clock
-// starts: every epoch is then one launch instead of thousands. Null (and
-// said why) where there is none.
+// On GPUs the epoch is recorded once as a CUDA graph, before its clock
+// starts: every epoch is then one launch instead of thousands. The graph
+// holds each step's rate, so it is recorded for the first epoch at the full
+// rate (`epoch`), after any warm-up. Null (and said why) where there is none.
 std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* const> devices,
-                                        const Allreduce& allreduce, size_t count, size_t steps) {
-    if (c.kind != DeviceKind::gpu || !c.graphs || c.epochs < c.start.epoch) return nullptr;
+                                        const Allreduce& allreduce, size_t count, size_t steps, int epoch) {
+    if (c.kind != DeviceKind::gpu || !c.graphs || c.epochs < epoch) return nullptr;
     if (c.breakdown) {
         std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
                     "(no CUDA graph)\n");
@@ -109,7 +131,7 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     const auto start = std::chrono::steady_clock::now();
     std::string why;
     std::unique_ptr<Recording> graph = record_graph(
-        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, count, s); }, why);
+        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, count, epoch, s); }, why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (graph)
         std::printf("CUDA graph: the epoch's %zu steps recorded in %.0f ms, replayed each epoch "
@@ -150,7 +172,10 @@ TrainResult train(const TrainConfig& c) {
     const std::vector<Device*> devices = pointers(owned);
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
     print_banner(c, dir, data, devices, allreduce.info(), steps);
-    const std::unique_ptr<Recording> graph = record_epoch(c, devices, allreduce, count, steps);
+    // Warm-up epochs queue their steps one by one (each has its own rate);
+    // the graph, on GPUs, is recorded before the first epoch at the full rate.
+    const int graph_from = std::max(c.start.epoch, first_full_rate_epoch(c, steps));
+    std::unique_ptr<Recording> graph;
 
     TrainResult result;
     // After a stop request: the checkpoint (unless just written), and where the run stopped.
@@ -168,6 +193,7 @@ TrainResult train(const TrainConfig& c) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;
         const size_t first_step = resumed ? c.start.step : 0;
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
+        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, count, steps, epoch);
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
@@ -177,7 +203,7 @@ TrainResult train(const TrainConfig& c) {
             done = steps;
         } else {
             for (; done < steps && stop.signal() == 0; ++done) {
-                queue_step(c, devices, allreduce, count, done);
+                queue_step(c, devices, allreduce, count, epoch, done);
                 for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
                 const size_t finished = std::max(first_step, done >= 1 ? done - 1 : 0);  // at most 2 queued
                 progress.update(finished, (finished - first_step) * size_t(c.batch));
@@ -202,6 +228,7 @@ TrainResult train(const TrainConfig& c) {
         result.epochs.push_back(stats);
         check_replicas_identical(devices);
         print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown);
+        warn_if_at_chance(c, stats, lenet::model().classes());
         metrics.write(stats);
         const bool checkpoint_due =
             !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);

@@ -18,6 +18,16 @@ namespace dpt {
 // biases zero. The same on every platform.
 std::vector<float> init_params(InitKind init, uint64_t seed);
 
+// The learning rate of step `step` (0-based) of epoch `epoch` (1-based), an
+// epoch having `steps` steps. With --warmup E > 0 (Goyal et al.'s gradual
+// warm-up for the linear scaling rule) it rises linearly over the first
+// W = max(1, round(E * steps)) steps of the run: lr * k / W at its k-th step
+// (1-based), then stays at lr. Without, always lr.
+float lr_at(const TrainConfig& c, size_t steps, int epoch, size_t step);
+
+// The first epoch whose steps all run at the full rate (1 without --warmup).
+int first_full_rate_epoch(const TrainConfig& c, size_t steps);
+
 // The order of the training samples in epoch `epoch` (1-based): a shuffle
 // determined by the seed and the epoch alone, whatever the device count.
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);

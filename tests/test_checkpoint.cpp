@@ -25,6 +25,7 @@ Checkpoint example() {
     k.settings.allreduce = "naive";
     k.settings.batch = 511;
     k.settings.lr = 0.1f + 0.2f;  // not the float nearest 0.3: must come back as these very bits
+    k.settings.warmup = 0.1 + 0.2;  // likewise, a double
     k.settings.seed = 18446744073709551615ULL;
     k.settings.pool = PoolKind::max;
     k.settings.init = InitKind::normal;
@@ -75,6 +76,7 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     CHECK(b.allreduce == a.allreduce);
     CHECK(b.batch == a.batch);
     CHECK(std::memcmp(&b.lr, &a.lr, sizeof a.lr) == 0);
+    CHECK(std::memcmp(&b.warmup, &a.warmup, sizeof a.warmup) == 0);
     CHECK(b.seed == a.seed);
     CHECK(b.pool == a.pool);
     CHECK(b.init == a.init);
@@ -128,14 +130,18 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
         v3.replace(0, std::strlen("dptrain-checkpoint 2"), "dptrain-checkpoint 3");
         CHECK(rejection(resealed(v3)) == "ck: checkpoint format version 3; this dptrain reads versions 1 to 2");
     }
-    SECTION("version 1, written before --allreduce, reads as the naive allreduce") {
+    SECTION("version 1, written before --allreduce and --warmup, reads as naive and no warm-up") {
         std::string v1 = bytes;
         v1.replace(0, std::strlen("dptrain-checkpoint 2"), "dptrain-checkpoint 1");
         const size_t at = v1.find("allreduce naive\n");
         REQUIRE(at != std::string::npos);
         v1.erase(at, std::strlen("allreduce naive\n"));
+        const size_t warmup_at = v1.find("warmup ");
+        REQUIRE(warmup_at != std::string::npos);
+        v1.erase(warmup_at, v1.find('\n', warmup_at) + 1 - warmup_at);
         const Checkpoint back = decode_checkpoint(bytes_of(resealed(v1)), "ck");
         CHECK(back.settings.allreduce == "naive");
+        CHECK(back.settings.warmup == 0);  // version 1 runs had no warm-up
         CHECK(back.settings.batch == 511);
         CHECK(back.params == example().params);
         // A version 1 header has no allreduce line.

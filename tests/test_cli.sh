@@ -61,6 +61,7 @@ errors)
     expect_error "cannot be combined" --cpus 1 --gpus 1
     expect_error "--cpus must be a whole number from 1 to 1024" --cpus 1025
     expect_error "--allreduce must be one of naive (got 'ring')" --allreduce ring
+    expect_error "--warmup must be a number of epochs from 0 to 1000" --warmup -1
     expect_error "--allreduce must be one of naive" inspect --allreduce ring
     expect_error "--gpus must be" --gpus 0
     # With no GPU (hidden here, so this holds on GPU machines too): exit 2 and
@@ -116,6 +117,16 @@ learning)
     loss=$(grep -o 'loss [0-9.]*' "$tmp/out" | tail -1 | cut -d' ' -f2)
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.60) }' && echo "ok: test accuracy $acc >= 0.60" || fail "test accuracy $acc < 0.60"
     awk -v l="$loss" 'BEGIN { exit !(l <= 0.9) }' && echo "ok: training loss $loss <= 0.9" || fail "training loss $loss > 0.9"
+    grep -q "at chance" "$tmp/out" && fail "a healthy run warned that it is at chance"
+    # A run that sits at chance (8 steps of lr 0.6 from the tutorial's N(0, 0.01)
+    # init leave loss 2.3026 and accuracy 0.105) says so, once an epoch, with what to try.
+    "$dptrain" --cpus 2 --init normal --limit-train 4096 --limit-test 1000 --batch 512 --lr 0.6 --epochs 1 >"$tmp/out"
+    grep -q "^note: epoch 1 is at chance (loss 2.30.. = ln 10, test accuracy 0.1...): .* try --warmup 1, a smaller --lr, or another --seed$" "$tmp/out" \
+        && echo "ok: $(grep '^note: epoch 1 is at chance' "$tmp/out" | cut -c1-100)..." || fail "no at-chance note: $(cat "$tmp/out")"
+    # --warmup: said in the banner, and the schedule reaches the rate (tests/test_parallel.cpp [schedule]).
+    "$dptrain" --cpus 2 --limit-train 4096 --limit-test 256 --batch 512 --lr 0.6 --epochs 1 --warmup 1 >"$tmp/out"
+    grep -q "^warm-up: the rate rises linearly from 0.075 to 0.6 over the first 8 steps (1 epoch)$" "$tmp/out" \
+        && echo "ok: $(grep '^warm-up' "$tmp/out")" || fail "no warm-up line: $(cat "$tmp/out")"
     ;;
 checkpoints)
     # Resume is exact: 3 epochs in one run, or 1 epoch then a resume to 3,

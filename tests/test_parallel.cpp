@@ -268,3 +268,38 @@ TEST_CASE("the divergence watch names the first step whose summed gradients are 
     // The watch is per step: the same run stopped just before that step saw nothing.
     CHECK(first_bad(1e9f, bad) == -1);
 }
+
+TEST_CASE("--warmup raises the rate linearly over its steps, then holds it", "[schedule]") {
+    TrainConfig c;
+    c.lr = 0.6f;
+    const size_t steps = 118;  // 60,000 samples at batch 512
+    SECTION("no warm-up: every step at lr, the same bits") {
+        for (int epoch : {1, 2})
+            for (size_t step : {size_t(0), size_t(1), size_t(117)}) CHECK(lr_at(c, steps, epoch, step) == c.lr);
+        CHECK(first_full_rate_epoch(c, steps) == 1);
+    }
+    SECTION("one epoch: lr * k / 118 at the run's k-th step") {
+        c.warmup = 1;
+        CHECK(lr_at(c, steps, 1, 0) == Approx(0.6 / 118).epsilon(1e-6));
+        CHECK(lr_at(c, steps, 1, 58) == Approx(0.6 * 59 / 118).epsilon(1e-6));
+        CHECK(lr_at(c, steps, 1, 117) == c.lr);  // the 118th step reaches it
+        CHECK(lr_at(c, steps, 2, 0) == c.lr);
+        CHECK(first_full_rate_epoch(c, steps) == 2);
+    }
+    SECTION("fractions of an epoch, and warm-ups that end inside an epoch") {
+        c.warmup = 0.5;  // 59 steps
+        CHECK(lr_at(c, steps, 1, 0) == Approx(0.6 / 59).epsilon(1e-6));
+        CHECK(lr_at(c, steps, 1, 58) == c.lr);
+        CHECK(first_full_rate_epoch(c, steps) == 2);  // epoch 1 still has warm-up steps
+        c.warmup = 2.5;  // 295 steps: epochs 1, 2 and the start of 3
+        CHECK(lr_at(c, steps, 3, 0) == Approx(0.6 * 237 / 295).epsilon(1e-6));
+        CHECK(lr_at(c, steps, 3, 58) == c.lr);
+        CHECK(first_full_rate_epoch(c, steps) == 4);
+        c.warmup = 2;  // 236 steps: exactly two epochs
+        CHECK(lr_at(c, steps, 2, 117) == c.lr);
+        CHECK(first_full_rate_epoch(c, steps) == 3);
+        c.warmup = 0.001;  // rounds to 0 steps: at least one, at the full rate
+        CHECK(lr_at(c, steps, 1, 0) == c.lr);
+        CHECK(first_full_rate_epoch(c, steps) == 1);
+    }
+}

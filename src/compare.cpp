@@ -38,6 +38,8 @@ struct Row {
     double epoch_s = 0, samples_per_s = 0, speedup = 1, efficiency = 1, test_acc = 0;
     PhaseTimes phases{};
     double compute_mean_s = 0, compute_slowest_s = 0;
+    double least_core_share = -1;  // CPU devices: the least share of a core any device got, any epoch
+    int least_core_device = -1;
     std::vector<EpochReport> epochs;
 };
 
@@ -133,6 +135,9 @@ Row summarise(const TrainConfig& config, const std::vector<EpochReport>& epochs)
         row.compute_mean_s += epochs[i].compute_mean_s * share;
         row.compute_slowest_s += epochs[i].compute_slowest_s * share;
     }
+    for (const EpochReport& e : epochs)
+        if (e.least_core_device >= 0 && (row.least_core_device < 0 || e.least_core_share < row.least_core_share))
+            row.least_core_share = e.least_core_share, row.least_core_device = e.least_core_device;
     std::sort(times.begin(), times.end());
     const size_t m = times.size();
     row.epoch_s = m % 2 ? times[m / 2] : 0.5 * (times[m / 2 - 1] + times[m / 2]);
@@ -161,6 +166,13 @@ void print_table(const std::vector<Row>& rows) {
 void print_verdict(const std::vector<Row>& rows, bool global_batch, const AllreduceInfo& allreduce) {
     const Row& base = rows.front();
     std::printf("\nverdict:\n");
+    // Before any blame: a device that did not get its core measures the machine's load, not the algorithm.
+    for (const Row& r : rows)
+        if (r.least_core_device >= 0 && r.least_core_share < busy_core_share)
+            std::printf("- careful: in the %d-device run, cpu:%d got only %.0f%% of a core for its forward+backward: "
+                        "another program is using this machine, so the speed-up below is not the algorithm's "
+                        "(run compare on an idle machine).\n",
+                        r.config.devices, r.least_core_device, 100.0 * r.least_core_share);
     for (size_t i = 1; i < rows.size(); ++i) {
         const Row& r = rows[i];
         const double ratio = double(r.config.devices) / double(base.config.devices);

@@ -111,6 +111,12 @@ class Device {
     // the device's own clock (CPU: steady_clock on the worker; GPU: events).
     virtual PhaseTimes take_phase_times() = 0;
 
+    // Synchronous: the share of a core the device's forward+backward got since
+    // the last take (its thread's CPU time over the wall time), or -1 where
+    // the device cannot measure it (GPUs). Well under 1 on a CPU device means
+    // another program took the core, not that the algorithm is slow.
+    virtual double take_core_share() { return -1.0; }
+
     // --- Asynchronous: the pieces of an allreduce (allreduce.hpp). ---
     // Ranges are in floats of the flat gradient buffer; `staged` in floats of
     // this device's staging memory (ReplicaSetup::staging_floats).

@@ -130,6 +130,22 @@ void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* cons
     std::fflush(stdout);
 }
 
+void take_core_shares(std::span<Device* const> devices, EpochReport& r) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const double share = devices[i]->take_core_share();
+        if (share >= 0 && (r.least_core_device < 0 || share < r.least_core_share))
+            r.least_core_share = share, r.least_core_device = int(i);
+    }
+}
+
+void warn_if_core_was_busy(const EpochReport& r, std::span<Device* const> devices) {
+    if (r.least_core_device < 0 || r.least_core_share >= busy_core_share) return;
+    std::printf("note: %s got %.0f%% of a core for its forward+backward in epoch %d: another program is using "
+                "this machine's cores, so the time and speed-up are not the algorithm's\n",
+                devices[size_t(r.least_core_device)]->name().c_str(), 100.0 * r.least_core_share, r.epoch);
+    std::fflush(stdout);
+}
+
 // A network that predicts one class for every input scores 1 / classes
 // (0.10) and, once its outputs are uniform, has loss ln(classes) (2.3026).
 // Healthy runs are far from both after an epoch; a run stuck there has
@@ -169,6 +185,8 @@ void MetricsFile::write(const EpochReport& s) {
                            s.phases[size_t(Phase::load)], s.phases[size_t(Phase::compute)], s.compute_mean_s,
                            s.compute_slowest_s, s.phases[size_t(Phase::wait)], s.phases[size_t(Phase::allreduce)],
                            s.phases[size_t(Phase::update)]);
+    if (s.least_core_device >= 0)
+        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"least_core_share\": %.3f", s.least_core_share);
     out_ << line << "}\n" << std::flush;
 }
 

@@ -25,7 +25,17 @@ struct EpochReport {
     PhaseTimes phases{};
     double compute_mean_s = 0, compute_slowest_s = 0;
     int slowest_device = 0;
+    // CPU devices: the smallest share of a core a device's forward+backward
+    // got this epoch, and which device (-1: not measured, as on GPUs).
+    double least_core_share = -1;
+    int least_core_device = -1;
 };
+
+// Below this share of a core, a CPU device was slowed by another program.
+inline constexpr double busy_core_share = 0.85;
+
+// Each device's core share since the last take, the least into `r`.
+void take_core_shares(std::span<Device* const> devices, EpochReport& r);
 
 // 12,345
 std::string with_commas(double value);
@@ -77,6 +87,10 @@ class MetricsFile {
     const TrainConfig& config_;
     std::ofstream out_;
 };
+
+// When a CPU device got less than busy_core_share of a core: a line that
+// says so, so that nobody blames the algorithm for another program's load.
+void warn_if_core_was_busy(const EpochReport& r, std::span<Device* const> devices);
 
 // After an epoch whose loss is still ln(classes) and whose test accuracy is
 // chance: one line on the likely cause and what to try.

@@ -225,9 +225,11 @@ TrainResult train(const TrainConfig& c) {
         EpochReport stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
                           test_accuracy(*devices[0], data.test.count, capacity)};
         if (c.breakdown) take_breakdown(devices, stats);
+        take_core_shares(devices, stats);
         result.epochs.push_back(stats);
         check_replicas_identical(devices);
         print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown);
+        warn_if_core_was_busy(stats, devices);
         warn_if_at_chance(c, stats, lenet::model().classes());
         metrics.write(stats);
         const bool checkpoint_due =

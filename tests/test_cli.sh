@@ -234,6 +234,15 @@ breakdown)
             && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line: $(cat "$tmp/out")"
         phases_add_up "$tmp/m$devices.jsonl" "$devices CPU device(s)"
     done
+    # Two CPU devices on one core (taskset) each get about half of it: the
+    # epoch line and compare say that the machine, not the algorithm, is slow.
+    taskset -c 0 "$dptrain" --cpus 2 --epochs 1 --limit-train 2048 --limit-test 256 --metrics "$tmp/busy.jsonl" >"$tmp/out"
+    grep -qE "^note: cpu:[01] got [0-9]{1,2}% of a core for its forward\+backward in epoch 1: another program" "$tmp/out" \
+        && echo "ok: $(grep '% of a core' "$tmp/out" | cut -c1-90)..." || fail "no busy-core note: $(cat "$tmp/out")"
+    grep -q '"least_core_share": 0\.[0-7]' "$tmp/busy.jsonl" || fail "--metrics lacks a small least_core_share: $(cat "$tmp/busy.jsonl")"
+    taskset -c 0 "$dptrain" compare --cpus 1,2 --epochs 1 --limit-train 2048 --limit-test 256 >"$tmp/out" 2>&1
+    grep -qE "^- careful: in the 2-device run, cpu:[01] got only [0-9]{1,2}% of a core" "$tmp/out" \
+        && echo "ok: compare's verdict warns first" || fail "compare does not warn: $(sed -n '/verdict/,$p' "$tmp/out")"
     # Progress: a bar on a terminal (a pseudo-terminal from script(1)), never in a pipe or a file.
     "$dptrain" --cpus 2 --epochs 1 --limit-train 4096 --limit-test 256 >"$tmp/file.out" || fail "run to a file failed"
     grep -q $'\r' "$tmp/file.out" && fail "progress output in a file: $(cat -A "$tmp/file.out" | head -3)"

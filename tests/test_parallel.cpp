@@ -178,13 +178,26 @@ namespace {
 std::atomic<uint64_t> allocations{0};
 }  // namespace
 
+// Every plain and nothrow form, new and delete alike, so that whatever one
+// allocates the other frees (AddressSanitizer checks the pairing; the
+// aligned forms stay the runtime's, and pair among themselves).
 void* operator new(size_t bytes) {
     allocations.fetch_add(1, std::memory_order_relaxed);
     if (void* p = std::malloc(bytes ? bytes : 1)) return p;
     throw std::bad_alloc();
 }
+void* operator new[](size_t bytes) { return operator new(bytes); }
+void* operator new(size_t bytes, const std::nothrow_t&) noexcept {
+    allocations.fetch_add(1, std::memory_order_relaxed);
+    return std::malloc(bytes ? bytes : 1);
+}
+void* operator new[](size_t bytes, const std::nothrow_t& tag) noexcept { return operator new(bytes, tag); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 TEST_CASE("queuing training steps on CPU devices allocates nothing", "[replicas]") {
     const int n = GENERATE(1, 2, 3);

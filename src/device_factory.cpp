@@ -3,7 +3,7 @@
 #include "errors.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
-#include "options.hpp"
+#include "numbers.hpp"
 
 namespace dpt {
 

@@ -1,11 +1,15 @@
 #!/usr/bin/python3
-"""Draws a `dptrain compare --out DIR` result as one PNG.
+"""Draws a `dptrain compare --out DIR` or `dptrain drift --out DIR` result as one PNG.
+
+drift: how far the N-device weights are from the 1-device ones after each
+sampled step, on log scales, with the test accuracies in the legend.
+
 
 Left: test accuracy after each epoch, one line per configuration. Right: where
 an epoch's time went (the mean over the epochs after the first), one stacked
 bar per configuration, with the measured epoch time marked beside each bar.
 
-    scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]    (DIR/compare.json, or the file itself)
+    scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]    (DIR/compare.json or DIR/drift.json, or the file itself)
 
 Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
 /usr/bin/python3 above. Exit status: 0 written, 2 a missing or malformed result.
@@ -53,6 +57,55 @@ def load(path):
     return result
 
 
+def is_drift(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return "drift" in json.load(f)
+    except (OSError, ValueError, TypeError):
+        return False  # load() says what is wrong
+
+
+def draw_drift(args):
+    with open(args.result, encoding="utf-8") as f:
+        d = json.load(f)["drift"]
+    try:
+        steps, max_rel, mean_rel = d["steps"], d["max_rel"], d["mean_rel"]
+        acc, n = d["test_acc"], d["devices"][1]
+        if not steps or len(steps) != len(max_rel) or len(steps) != len(mean_rel):
+            raise ValueError("steps")
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        fail(f"{args.result} is not a dptrain drift result (missing or bad {e})")
+    try:
+        import matplotlib
+    except ImportError:
+        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    # Step 0 (and any exact zero) has no place on a log scale.
+    shown = [(s, a, b) for s, a, b in zip(steps, max_rel, mean_rel) if s > 0 and a > 0 and b > 0]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot([s for s, _, _ in shown], [a for _, a, _ in shown], marker="o", label="largest |diff| / largest |w|")
+    ax.plot([s for s, _, _ in shown], [b for _, _, b in shown], marker="s", label="mean |diff| / mean |w|")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"{n} devices' weights against 1 device's")
+    ax.grid(alpha=0.3, which="both")
+    seeds = acc.get("other_seeds") or []
+    spread = f"; 1 device, other seeds: {min(seeds):.3f}..{max(seeds):.3f}" if seeds else ""
+    ax.set_title(f"test accuracy: 1 device {acc['one']:.3f}, {n} devices {acc['many']:.3f}{spread}", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
+    try:
+        fig.savefig(output, dpi=100)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror}")
+    print(f"wrote {output}")
+
+
 def label(c):
     return f"{c['device_kind']} x{c['devices']}, batch {c['batch']}, lr {c['lr']:g}"
 
@@ -64,7 +117,12 @@ def main():
     parser.add_argument("--title", help="a title over both panels")
     args = parser.parse_args()
     if os.path.isdir(args.result):
-        args.result = os.path.join(args.result, "compare.json")
+        drift = os.path.join(args.result, "drift.json")
+        compare = os.path.join(args.result, "compare.json")
+        args.result = drift if os.path.exists(drift) and not os.path.exists(compare) else compare
+    if is_drift(args.result):
+        draw_drift(args)
+        return
     result = load(args.result)
     output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
 

@@ -11,6 +11,9 @@ int run_inspect(int argc, const char* const* argv);
 // `dptrain demo allreduce|split`: the two pieces of data parallelism on small tensors.
 int run_demo(int argc, const char* const* argv);
 
+// `dptrain drift`: 1 and N devices from the same seed, how their weights drift apart.
+int run_drift(int argc, const char* const* argv);
+
 // `dptrain devices`: CPU cores, GPUs, peer access and measured copy speed.
 int run_devices(int argc, const char* const* argv);
 

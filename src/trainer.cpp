@@ -30,13 +30,6 @@ namespace {
 // Independent random streams drawn from one seed.
 constexpr uint64_t stream_init = 0, stream_order = 1;
 
-// Test accuracy of device 0's replica, evaluated in chunks that fit its buffers.
-double test_accuracy(Device& device, size_t test_count, int capacity) {
-    for (size_t first = 0; first < test_count; first += size_t(capacity))
-        device.evaluate_test(first, int(std::min<size_t>(capacity, test_count - first)));
-    return double(device.take_correct()) / double(test_count);
-}
-
 // Every step ends with the same update on every replica; a difference means a bug.
 void check_replicas_identical(std::span<Device* const> devices) {
     std::vector<float> first(lenet::model().param_count()), other(lenet::model().param_count());
@@ -61,6 +54,12 @@ void check_can_create(const std::string& option, const std::string& path) {
 }
 
 }  // namespace
+
+double test_accuracy(Device& device, size_t test_count, int capacity) {
+    for (size_t first = 0; first < test_count; first += size_t(capacity))
+        device.evaluate_test(first, int(std::min<size_t>(capacity, test_count - first)));
+    return double(device.take_correct()) / double(test_count);
+}
 
 std::vector<float> init_params(InitKind init, uint64_t seed) {
     Rng rng(seed, stream_init);

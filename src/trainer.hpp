@@ -28,6 +28,10 @@ float lr_at(const TrainConfig& c, size_t steps, int epoch, size_t step);
 // The first epoch whose steps all run at the full rate (1 without --warmup).
 int first_full_rate_epoch(const TrainConfig& c, size_t steps);
 
+// Test accuracy of `device`'s replica on the first `test_count` test samples,
+// evaluated in chunks of `capacity` (what its buffers hold).
+double test_accuracy(Device& device, size_t test_count, int capacity);
+
 // The order of the training samples in epoch `epoch` (1-based): a shuffle
 // determined by the seed and the epoch alone, whatever the device count.
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);

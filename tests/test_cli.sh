@@ -2,7 +2,7 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|compare|inspect|demo|resources|gpu}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|compare|inspect|demo|drift|resources|gpu}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -344,6 +344,30 @@ demo)
         && grep -qE "^GPUs: " "$tmp/out" && echo "ok: devices: $(grep -E 'usable|GPUs' "$tmp/out" | tr '\n' ' ')" \
         || fail "devices: $(cat "$tmp/out")"
     expect_error "takes no arguments" devices --all
+    ;;
+drift)
+    # dptrain drift: 1 and 3 devices from one seed; identical at step 0, a
+    # rounding-sized difference after one step, growing after that.
+    "$dptrain" drift --cpus 1,3 --limit-train 3000 --limit-test 500 --batch 64 --lr 0.2 --seeds 1 --out "$tmp/drift" >"$tmp/out" 2>&1 \
+        || fail "drift failed: $(cat "$tmp/out")"
+    grep -qE "^ +step +largest \|diff\| / \|w\| +mean \|diff\| / mean \|w\|$" "$tmp/out" && echo "ok: drift's columns" || fail "drift header: $(cat "$tmp/out")"
+    grep -qE "^ +0 +0 +0$" "$tmp/out" && echo "ok: at step 0 the weights are identical" || fail "step 0 differs: $(cat "$tmp/out")"
+    grep -qE "^test accuracy: 1 device 0\.[0-9]{4}, 3 devices 0\.[0-9]{4}$" "$tmp/out" || fail "no accuracies: $(cat "$tmp/out")"
+    grep -qE "^1 device over 2 seeds: .* the 3-device result is (inside|outside)" "$tmp/out" || fail "no seed spread: $(cat "$tmp/out")"
+    python3 - "$tmp/drift" <<'PY' && echo "ok: drift.csv and drift.json agree; 1 step: under 1e-6, then it grows" || fail "drift files"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1] + "/drift.csv")))
+d = json.load(open(sys.argv[1] + "/drift.json"))["drift"]
+steps = [int(r["step"]) for r in rows]
+assert steps == d["steps"] and steps[:4] == [0, 1, 2, 3] and steps[-1] == 47, steps
+assert float(rows[0]["max_rel"]) == 0 and float(rows[0]["mean_rel"]) == 0
+assert 0 < float(rows[1]["max_rel"]) < 1e-6, rows[1]   # float rounding after one step
+assert float(rows[-1]["max_rel"]) > 10 * float(rows[1]["max_rel"]), rows  # amplified since
+assert d["devices"] == [1, 3] and len(d["test_acc"]["other_seeds"]) == 1
+PY
+    expect_error "must be 1,N" drift --cpus 2,3
+    expect_error "needs N of at least 2" drift --cpus 1,1
+    expect_error "drift takes one of" drift --cpus 1,2 --gpus 1,2
     ;;
 gpu)
     # The binary's own path on GPU replicas (meson suite gpu): --breakdown,

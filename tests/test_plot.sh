@@ -50,4 +50,14 @@ done
 "$python" "$plot" "$tmp/missing.json" >/dev/null 2>&1
 [[ $? -eq 2 ]] && echo "ok: a missing file -> 2" || fail "a missing file does not exit 2"
 
+# A drift result (tests/fixtures/drift.json, from a real `dptrain drift --cpus 1,2` run), by its directory.
+mkdir -p "$tmp/drift" && cp "$(dirname "$fixture")/drift.json" "$tmp/drift/"
+"$python" "$plot" "$tmp/drift" >"$tmp/log" 2>&1
+size=$(stat -c %s "$tmp/drift/drift.png" 2>/dev/null || echo 0)
+[[ $(head -c 8 "$tmp/drift/drift.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]] \
+    && echo "ok: a drift result drawn as a $size-byte PNG" || fail "drift plot: $(cat "$tmp/log")"
+printf '{"drift": {"steps": [0, 1]}}' >"$tmp/bad-drift.json"
+"$python" "$plot" "$tmp/bad-drift.json" >"$tmp/log" 2>&1
+[[ $? -eq 2 ]] && grep -q "not a dptrain drift result" "$tmp/log" && echo "ok: a malformed drift result -> 2" || fail "bad drift: $(cat "$tmp/log")"
+
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "checkpoint.hpp"
+#include "trainer.hpp"  // init_params
 
 int main(int argc, char** argv) {
     if (argc != 2) {

@@ -92,8 +92,8 @@ class MetricsFile {
 // says so, so that nobody blames the algorithm for another program's load.
 void warn_if_core_was_busy(const EpochReport& r, std::span<Device* const> devices);
 
-// After an epoch whose loss is still ln(classes) and whose test accuracy is
-// chance: one line on the likely cause and what to try.
+// After an epoch whose loss is still about ln(classes) (or above) and whose
+// test accuracy is about chance: one line on the likely cause and what to try.
 void warn_if_at_chance(const TrainConfig& c, const EpochReport& r, int classes);
 
 // Step `bad_step` (0-based, -1: unknown) of `epoch` produced a NaN or an

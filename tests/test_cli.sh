@@ -118,11 +118,16 @@ learning)
     awk -v a="$acc" 'BEGIN { exit !(a >= 0.60) }' && echo "ok: test accuracy $acc >= 0.60" || fail "test accuracy $acc < 0.60"
     awk -v l="$loss" 'BEGIN { exit !(l <= 0.9) }' && echo "ok: training loss $loss <= 0.9" || fail "training loss $loss > 0.9"
     grep -q "at chance" "$tmp/out" && fail "a healthy run warned that it is at chance"
-    # A run that sits at chance (8 steps of lr 0.6 from the tutorial's N(0, 0.01)
-    # init leave loss 2.3026 and accuracy 0.105) says so, once an epoch, with what to try.
+    # Runs that sit at chance say so, once an epoch, with what to try for
+    # their init: 8 steps of lr 0.6 from the tutorial's N(0, 0.01) weights
+    # leave loss 2.3026 and accuracy 0.105; xavier seed 0 at batch 512, lr 1.0
+    # on 8,192 samples (16 steps) overshoots (measured: loss 2.79, accuracy 0.105).
     "$dptrain" --cpus 2 --init normal --limit-train 4096 --limit-test 1000 --batch 512 --lr 0.6 --epochs 1 >"$tmp/out"
-    grep -q "^note: epoch 1 is at chance (loss 2.30.. = ln 10, test accuracy 0.1...): .* try --warmup 1, a smaller --lr, or another --seed$" "$tmp/out" \
-        && echo "ok: $(grep '^note: epoch 1 is at chance' "$tmp/out" | cut -c1-100)..." || fail "no at-chance note: $(cat "$tmp/out")"
+    grep -q "^note: epoch 1 is at chance (loss 2.30.., where uniform guessing gives ln 10 = 2.3026; test accuracy 0.1...): the tutorial's tiny initial weights .* try --init xavier, or more epochs$" "$tmp/out" \
+        && echo "ok: $(grep '^note: epoch 1 is at chance' "$tmp/out" | cut -c1-100)..." || fail "no at-chance note (normal): $(cat "$tmp/out")"
+    "$dptrain" --cpus 2 --limit-train 8192 --limit-test 1000 --batch 512 --lr 1.0 --epochs 1 >"$tmp/out"
+    grep -q "^note: epoch 1 is at chance (.*): the first steps at lr 1 likely pushed .* try --warmup 1, a smaller --lr, or another --seed$" "$tmp/out" \
+        && echo "ok: xavier at chance: the note suggests --warmup 1" || fail "no at-chance note (xavier): $(cat "$tmp/out")"
     # --warmup: said in the banner, and the schedule reaches the rate (tests/test_parallel.cpp [schedule]).
     "$dptrain" --cpus 2 --limit-train 4096 --limit-test 256 --batch 512 --lr 0.6 --epochs 1 --warmup 1 >"$tmp/out"
     grep -q "^warm-up: the rate rises linearly from 0.075 to 0.6 over the first 8 steps (1 epoch)$" "$tmp/out" \
@@ -276,6 +281,11 @@ assert [c["devices"] for c in data["configs"]] == [1, 2]
 assert all(len(c["epochs"]) == 2 for c in data["configs"])
 assert abs(data["configs"][1]["speedup"] - float(rows[1]["speedup"])) < 1e-3
 PY
+    # --warmup reaches every configuration (each scales lr; the warm-up is in epochs, the same for all).
+    "$dptrain" compare --cpus 1,2 "${small[@]}" --epochs 1 --warmup 0.5 >"$tmp/out" 2>&1 || fail "compare --warmup failed"
+    [[ $(grep -c "^warm-up: the rate rises linearly from .* over the first 16 steps (0.5 epochs)$" "$tmp/out") -eq 1 &&
+       $(grep -c "^warm-up: the rate rises linearly from .* over the first 8 steps (0.5 epochs)$" "$tmp/out") -eq 1 ]] \
+        && echo "ok: compare passes --warmup on to each configuration" || fail "compare --warmup: $(grep warm-up "$tmp/out")"
     "$dptrain" compare --cpus 1,2 "${small[@]}" --epochs 1 --global-batch >"$tmp/out" 2>&1 || fail "compare --global-batch failed"
     grep -qE "^cpu x2 +64 +0.3 " "$tmp/out" && echo "ok: --global-batch keeps batch 64 and lr 0.3" || fail "--global-batch rows: $(grep '^cpu' "$tmp/out")"
     "$dptrain" compare --cpus 1,2 "${small[@]}" --epochs 1 --scale-lr sqrt >"$tmp/out" 2>&1 || fail "compare --scale-lr sqrt failed"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,7 +14,6 @@
 #include "cli.hpp"
 #include "device_factory.hpp"
 #include "errors.hpp"
-#include "options.hpp"
 #include "trainer.hpp"
 
 namespace dpt {

@@ -23,7 +23,6 @@
 #include "device_factory.hpp"
 #include "lenet.hpp"
 #include "options.hpp"
-#include "parallel.hpp"
 #include "subcommands.hpp"
 #include "trainer.hpp"
 
@@ -124,7 +123,7 @@ struct Replicas {
     int capacity = 0;
     Replicas(DeviceKind kind, int n, const TrainConfig& c, const FashionMnist& data, const std::vector<float>& initial) {
         capacity = (c.batch + n - 1) / n;
-        owned = make_devices({kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce_named("naive"));
+        owned = make_devices({kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce_named(c.allreduce));
         devices = pointers(owned);
         for (Device* d : devices) d->write_params(initial);
     }
@@ -152,17 +151,12 @@ Sample compare_weights(size_t step, const std::vector<float>& one, const std::ve
     return {step, largest > 0 ? diff_max / largest : diff_max, w_sum > 0 ? diff_sum / w_sum : diff_sum};
 }
 
-void train_steps(std::span<Device* const> devices, const TrainConfig& c, size_t count, size_t step) {
-    const size_t first = step * size_t(c.batch);
-    train_step(devices, allreduce_named("naive"), first, int(std::min<size_t>(c.batch, count - first)), c.lr,
-               int32_t(step));
-}
-
 Drift run(const DriftOptions& o, const FashionMnist& data) {
     const TrainConfig& c = o.train;
     const size_t count = data.train.count, steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
     const size_t total = steps * size_t(c.epochs);
     const std::vector<float> initial = init_params(c.init, c.seed);
+    const Allreduce& allreduce = allreduce_named(c.allreduce);
     Replicas one(o.kind, 1, c, data, initial), many(o.kind, o.devices, c, data, initial);
     Drift drift;
     std::vector<float> w_one(initial.size()), w_many(initial.size());
@@ -178,8 +172,8 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
                 drift.samples.push_back(compare_weights(done, w_one, w_many));
             }
             // Both queued before either is waited for: on CPU devices they run side by side.
-            train_steps(one.devices, c, count, step);
-            train_steps(many.devices, c, count, step);
+            queue_step(c, one.devices, allreduce, count, epoch, step);
+            queue_step(c, many.devices, allreduce, count, epoch, step);
             for (Device* d : one.devices) d->throttle(2);
             for (Device* d : many.devices) d->throttle(2);
             ++done;
@@ -200,7 +194,7 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
             const std::vector<uint32_t> order = epoch_order(count, other.seed, epoch);
             for (Device* d : r.devices) d->set_order(order.data(), order.size());
             for (size_t step = 0; step < steps; ++step) {
-                train_steps(r.devices, other, count, step);
+                queue_step(other, r.devices, allreduce, count, epoch, step);
                 r.devices[0]->throttle(2);
             }
             r.devices[0]->synchronize();

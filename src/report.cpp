@@ -8,6 +8,7 @@
 
 #include "errors.hpp"
 #include "gpu.hpp"
+#include "schedule.hpp"
 
 namespace dpt {
 
@@ -47,12 +48,10 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
     std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
-    if (c.warmup > 0) {
-        // As trainer.hpp's lr_at: W = max(1, round(E * steps)) steps, the k-th at lr * k / W.
-        const double w = std::max(1.0, std::round(c.warmup * double(steps)));
-        std::printf("warm-up: the rate rises linearly from %g to %g over the first %.0f steps (%g epoch%s)\n",
-                    double(c.lr) / w, double(c.lr), w, c.warmup, c.warmup == 1 ? "" : "s");
-    }
+    if (c.warmup > 0)
+        std::printf("warm-up: the rate rises linearly from %g to %g over the first %zu steps (%g epoch%s)\n",
+                    double(lr_at(c, steps, 1, 0)), double(c.lr), warmup_steps(c, steps), c.warmup,
+                    c.warmup == 1 ? "" : "s");
     if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.summary).c_str());
     if (resuming)
         std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
@@ -60,7 +59,6 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
         std::printf("checkpoint: %s, every %d epoch%s and when stopped by SIGINT or SIGTERM\n",
                     c.checkpoint_path.c_str(), c.checkpoint_every, c.checkpoint_every == 1 ? "" : "s");
     std::fflush(stdout);
-
 }
 
 void ProgressBar::update(size_t done, size_t samples) {

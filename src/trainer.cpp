@@ -75,24 +75,12 @@ std::vector<float> init_params(InitKind init, uint64_t seed) {
     return params;
 }
 
-namespace {
-
-size_t warmup_steps(const TrainConfig& c, size_t steps) {
-    return c.warmup > 0 ? std::max<size_t>(1, size_t(std::llround(c.warmup * double(steps)))) : 0;
-}
-
-}  // namespace
-
-float lr_at(const TrainConfig& c, size_t steps, int epoch, size_t step) {
-    const size_t warmup = warmup_steps(c, steps);
-    const size_t k = size_t(epoch - 1) * steps + step + 1;  // the run's k-th step
-    return k >= warmup ? c.lr : float(double(c.lr) * double(k) / double(warmup));
-}
-
-int first_full_rate_epoch(const TrainConfig& c, size_t steps) {
-    const size_t warmup = warmup_steps(c, steps);
-    // Epoch e's steps are (e-1)*steps + 1 ..; all at full rate once the first is >= warmup.
-    return warmup <= 1 ? 1 : int((warmup - 2) / steps) + 2;
+void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce, size_t count,
+                int epoch, size_t step) {
+    const size_t first = step * size_t(c.batch);
+    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
+    train_step(devices, allreduce, first, int(std::min<size_t>(c.batch, count - first)), lr_at(c, steps, epoch, step),
+               int32_t(step), c.breakdown);
 }
 
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
@@ -104,16 +92,6 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
 }
 
 namespace {
-
-// Step `step` of epoch `epoch` (of `count` samples), queued on the devices'
-// streams; the host does not wait.
-void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce, size_t count,
-                int epoch, size_t step) {
-    const size_t first = step * size_t(c.batch);
-    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-    train_step(devices, allreduce, first, int(std::min<size_t>(c.batch, count - first)), lr_at(c, steps, epoch, step),
-               int32_t(step), c.breakdown);
-}
 
 // On GPUs the epoch is recorded once as a CUDA graph, before its clock
 // starts: every epoch is then one launch instead of thousands. The graph

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "device.hpp"
+#include "allreduce.hpp"
 #include "report.hpp"
+#include "schedule.hpp"
 #include "settings.hpp"
 
 namespace dpt {
@@ -18,15 +20,11 @@ namespace dpt {
 // biases zero. The same on every platform.
 std::vector<float> init_params(InitKind init, uint64_t seed);
 
-// The learning rate of step `step` (0-based) of epoch `epoch` (1-based), an
-// epoch having `steps` steps. With --warmup E > 0 (Goyal et al.'s gradual
-// warm-up for the linear scaling rule) it rises linearly over the first
-// W = max(1, round(E * steps)) steps of the run: lr * k / W at its k-th step
-// (1-based), then stays at lr. Without, always lr.
-float lr_at(const TrainConfig& c, size_t steps, int epoch, size_t step);
-
-// The first epoch whose steps all run at the full rate (1 without --warmup).
-int first_full_rate_epoch(const TrainConfig& c, size_t steps);
+// Step `step` of epoch `epoch` of a training set of `count` samples (at
+// c.batch a step, at the rate lr_at gives), queued on the devices' streams;
+// the host does not wait.
+void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce, size_t count,
+                int epoch, size_t step);
 
 // Test accuracy of `device`'s replica on the first `test_count` test samples,
 // evaluated in chunks of `capacity` (what its buffers hold).

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -25,7 +26,7 @@ static_assert(std::endian::native == std::endian::little, "checkpoints store lit
 namespace {
 
 constexpr std::string_view magic = "dptrain-checkpoint ";
-constexpr int format_version = 2;  // 2: the allreduce line; 1 still reads
+constexpr int format_version = 3;  // 3: the split line; 2: the allreduce and warmup lines; 1 and 2 still read
 constexpr size_t max_header_bytes = 16384;   // ours is under 600
 constexpr size_t max_file_bytes = 64 << 20;  // ours is 517 KB
 constexpr std::string_view crc_key = "crc32 ";
@@ -103,6 +104,37 @@ class HeaderReader {
     const std::string& name_;
 };
 
+// "even", "weights 192 64", "auto" (not measured yet) or "auto 192 64":
+// one part per device, each at least 1, summing to the batch.
+SplitChoice split_from_text(std::string_view text, int devices, int batch, HeaderReader& h) {
+    const auto bad = [&] {
+        h.fail("split " + quoted(text) + " is not a valid value for " + std::to_string(devices) +
+               " devices and a batch of " + std::to_string(batch));
+    };
+    std::vector<std::string_view> words;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t end = std::min(text.find(' ', at), text.size());
+        words.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    SplitChoice split;
+    if (words[0] == "weights") split.mode = SplitMode::weights;
+    else if (words[0] == "auto") split.mode = SplitMode::automatic;
+    else if (words[0] != "even") bad();
+    int64_t sum = 0;
+    for (size_t i = 1; i < words.size(); ++i) {
+        int part = 0;
+        if (!parse(words[i], part) || part < 1) bad();
+        split.counts.push_back(part);
+        sum += part;
+    }
+    const bool counted = !split.counts.empty();
+    if ((split.mode == SplitMode::even && counted) || (split.mode == SplitMode::weights && !counted) ||
+        (counted && (int(split.counts.size()) != devices || sum != batch)))
+        bad();
+    return split;
+}
+
 }  // namespace
 
 std::string encode_checkpoint(const Checkpoint& k) {
@@ -114,6 +146,9 @@ std::string encode_checkpoint(const Checkpoint& k) {
     };
     line("devices", std::string(to_string(c.kind)) + " " + text_of(c.devices));
     line("allreduce", c.allreduce);
+    std::string split = c.split.mode == SplitMode::even ? "even" : c.split.mode == SplitMode::weights ? "weights" : "auto";
+    for (int part : c.split.counts) split.append(" ").append(text_of(part));
+    line("split", split);
     line("batch", text_of(c.batch));
     line("lr", text_of(c.lr));
     line("warmup", text_of(c.warmup));
@@ -155,7 +190,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     const std::string_view version_text = text.substr(magic.size(), first_end - magic.size());
     int version = 0;
     if (!parse(version_text, version)) fail("not a dptrain checkpoint (bad version " + quoted(version_text) + ")");
-    if (version != format_version && version != 1)
+    if (version < 1 || version > format_version)
         fail("checkpoint format version " + std::to_string(version) + "; this dptrain reads versions 1 to " +
              std::to_string(format_version));
 
@@ -213,8 +248,11 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
         if (!find_allreduce(name)) h.fail("allreduce " + quoted(name) + " is not an algorithm this dptrain knows");
         c.allreduce = std::string(name);
     }
+    std::string_view split;
+    if (version >= 3) split = h.next("split");
     const int max_int = std::numeric_limits<int>::max();
     c.batch = h.number<int>("batch", c.devices, max_int);
+    if (version >= 3) c.split = split_from_text(split, c.devices, c.batch, h);
     c.lr = h.number<float>("lr", std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
     if (version >= 2) c.warmup = h.number<double>("warmup", 0.0, 1000.0);
     c.seed = h.number<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max());

@@ -20,6 +20,52 @@ int positive_int(const cxxopts::ParseResult& r, const std::string& option, int f
                              "a whole number of at least 1");
 }
 
+void add_note(TrainConfig& c, const std::string& note) {
+    c.devices_note += (c.devices_note.empty() ? "" : "; ") + note;
+}
+
+// A resumed run divides its batches as the checkpoint's did (its measured
+// parts too, for --split auto), unless --split says otherwise.
+void resume_split(const cxxopts::ParseResult& r, TrainConfig& c, const TrainConfig& saved) {
+    c.split = saved.split;
+    const auto said = [](const SplitChoice& s) {
+        return s.mode == SplitMode::even ? std::string("even") : s.mode == SplitMode::automatic ? "auto" : "by weights";
+    };
+    if (r.count("split")) {
+        const SplitChoice asked = parse_split(given(r, "split"), c.devices, c.batch);
+        if (asked.mode == saved.split.mode && asked.mode != SplitMode::weights) return;  // auto keeps its measured parts
+        if (asked.mode != saved.split.mode || asked.counts != saved.split.counts)
+            add_note(c, "the checkpoint's run split its batches " + said(saved.split) + " (" +
+                            describe_split(saved.split, saved.batch) +
+                            "), so this run matches it up to float summation order, not bit for bit");
+        c.split = asked;
+    } else if (!c.split.counts.empty() && int(c.split.counts.size()) != c.devices) {
+        if (c.split.mode == SplitMode::weights)
+            throw InputError("--resume " + c.resume_path + ": its run split batches " +
+                             describe_split(saved.split, saved.batch) + " over " +
+                             std::to_string(saved.split.counts.size()) + " devices; with " + std::to_string(c.devices) +
+                             " give --split (even, auto or one weight per device)");
+        c.split.counts.clear();  // auto: measured again on these devices
+        add_note(c, "--split auto measures again on these devices");
+    }
+}
+
+// --slowdown NAME=K[,NAME=K...]: which devices compute their parts K times over.
+std::vector<TrainConfig::Slowdown> parse_slowdowns(const std::string& text) {
+    std::vector<TrainConfig::Slowdown> out;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        const std::string item = text.substr(at, comma - at);
+        const size_t equals = item.find('=');
+        if (equals == std::string::npos || equals == 0)
+            throw InputError("--slowdown " + text + ": expected DEVICE=K, e.g. cpu:1=3 (got '" + item + "')");
+        out.push_back({item.substr(0, equals),
+                       parse_number<int>("slowdown", item.substr(equals + 1), 2, 1000, "a whole factor from 2 to 1000 after DEVICE=")});
+        at = comma + 1;
+    }
+    return out;
+}
+
 // --resume FILE: the run goes on with the checkpoint's settings. Options that
 // would change its trajectory are refused unless they repeat the saved value;
 // --epochs may raise the total; the devices may change (then the result
@@ -76,8 +122,9 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
                          ", so this run matches it up to float summation order, not bit for bit";
     }
     if (other_allreduce)
-        c.devices_note += std::string(c.devices_note.empty() ? "" : "; ") + "the checkpoint's run used --allreduce " +
-                          saved.allreduce + ", so this run matches it up to float summation order, not bit for bit";
+        add_note(c, "the checkpoint's run used --allreduce " + saved.allreduce +
+                        ", so this run matches it up to float summation order, not bit for bit");
+    resume_split(r, c, saved);
     c.start = k.position;
     c.resume_params = std::move(k.params);
 }
@@ -108,7 +155,9 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("cpus", "train on N CPU devices, one worker thread (one core) each", cxxopts::value<std::string>(), "N")
         ("gpus", "train on N GPU replicas (more than the GPUs present share them round-robin)", cxxopts::value<std::string>(), "N")
         ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)")
-        ("allreduce", "how the devices sum their gradients: " + allreduce_names() + " (default naive, as the tutorial)", cxxopts::value<std::string>(), "NAME");
+        ("allreduce", "how the devices sum their gradients: " + allreduce_names() + " (default naive, as the tutorial)", cxxopts::value<std::string>(), "NAME")
+        ("split", "how each batch is divided: even (the tutorial's), weights such as 3,1 (one per device), or auto (time the first steps, then give each device a part in proportion to its speed); the update is the same", cxxopts::value<std::string>()->default_value("even"), "HOW")
+        ("slowdown", "make CPU device NAME compute each part K times over (same result, K times the time), to try --split on identical devices; e.g. cpu:1=3", cxxopts::value<std::string>(), "NAME=K");
     options.add_options("Training")
         ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
@@ -169,6 +218,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         throw InputError("--checkpoint-every needs --checkpoint FILE");
     c.checkpoint_every = positive_int(r, "checkpoint-every", 1);
     if (r.count("resume")) resume_from(r, c);
+    else c.split = parse_split(r["split"].as<std::string>(), c.devices, c.batch);
+    if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
 
     if (c.batch < c.devices)
         throw InputError("--batch " + std::to_string(c.batch) + " is smaller than the number of devices (" +

@@ -120,6 +120,11 @@ class CpuDevice final : public Device {
         const double cpu = std::exchange(compute_cpu_s_, 0.0), wall = std::exchange(compute_wall_s_, 0.0);
         return wall > 0 ? cpu / wall : -1.0;
     }
+    bool slow_down(int factor) override {
+        synchronize();
+        slowdown_ = factor;
+        return true;
+    }
     void throttle(int steps) override {
         for (uint64_t done = updates_done_.load(); updates_queued_ - done > uint64_t(steps);
              done = updates_done_.load())
@@ -143,14 +148,18 @@ class CpuDevice final : public Device {
         stream_.enqueue([this] {
             const double cpu_start = thread_cpu_seconds();
             const auto wall_start = std::chrono::steady_clock::now();
-            std::fill(grads_.begin(), grads_.end(), 0.0f);
             const int classes = model_.classes();
-            for (int first = 0; first < loaded_; first += chunk_) {
-                const int n = std::min(chunk_, loaded_ - first);
-                const Chunk c = chunk_of(first);
-                model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
-                loss_sum_ += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, classes);
-                model_.backward(kernels_, act_, params_.data(), grads_.data(), setup_.pool, n, c.x);
+            for (int repeat = 1; repeat <= slowdown_; ++repeat) {  // --slowdown: the same sums again
+                double discarded = 0;
+                double& loss = repeat == slowdown_ ? loss_sum_ : discarded;  // the loss counts once
+                std::fill(grads_.begin(), grads_.end(), 0.0f);
+                for (int first = 0; first < loaded_; first += chunk_) {
+                    const int n = std::min(chunk_, loaded_ - first);
+                    const Chunk c = chunk_of(first);
+                    model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
+                    loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, classes);
+                    model_.backward(kernels_, act_, params_.data(), grads_.data(), setup_.pool, n, c.x);
+                }
             }
             compute_cpu_s_ += thread_cpu_seconds() - cpu_start;
             compute_wall_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -304,6 +313,7 @@ class CpuDevice final : public Device {
     Phase phase_ = Phase::idle;  // --breakdown: the phase since phase_start_
     std::chrono::steady_clock::time_point phase_start_;
     PhaseTimes phase_times_{};
+    int slowdown_ = 1;  // --slowdown: forward+backward runs this many times
     double compute_cpu_s_ = 0, compute_wall_s_ = 0;  // forward+backward: the worker's CPU time, and wall time
     std::exception_ptr error_;
 

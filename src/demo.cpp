@@ -152,7 +152,7 @@ int demo_split(const DemoOptions& o) {
     std::vector<uint32_t> order(static_cast<size_t>(rows));
     std::iota(order.begin(), order.end(), 0u);
     for (Device* d : devices) d->set_order(order.data(), order.size());
-    split_and_load(devices, 0, rows);
+    split_and_load(devices, 0, even_parts(rows, n));
 
     std::printf("\nsplit_and_load onto %d %s:\n", n, o.devices.kind == DeviceKind::cpu ? "CPU devices" : "GPU replicas");
     std::vector<float> images(size_t(capacity) * cols);

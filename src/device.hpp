@@ -117,6 +117,15 @@ class Device {
     // another program took the core, not that the algorithm is slow.
     virtual double take_core_share() { return -1.0; }
 
+    // --slowdown: from now on forward_backward() computes each part `factor`
+    // times over (the same gradients and loss, `factor` times the time): a
+    // device that is slower by a known factor, for trying --split on
+    // identical devices and for testing it. False where the kind cannot (GPUs).
+    virtual bool slow_down(int factor) {
+        (void)factor;
+        return false;
+    }
+
     // --- Asynchronous: the pieces of an allreduce (allreduce.hpp). ---
     // Ranges are in floats of the flat gradient buffer; `staged` in floats of
     // this device's staging memory (ReplicaSetup::staging_floats).

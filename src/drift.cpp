@@ -121,8 +121,10 @@ struct Replicas {
     std::vector<std::unique_ptr<Device>> owned;
     std::vector<Device*> devices;
     int capacity = 0;
-    Replicas(DeviceKind kind, int n, const TrainConfig& c, const FashionMnist& data, const std::vector<float>& initial) {
-        capacity = (c.batch + n - 1) / n;
+    BatchParts parts;  // even
+    Replicas(DeviceKind kind, int n, const TrainConfig& c, const FashionMnist& data, const std::vector<float>& initial)
+        : parts(SplitChoice{}, n, c.batch, data.train.count) {
+        capacity = parts.largest();
         owned = make_devices({kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce_named(c.allreduce));
         devices = pointers(owned);
         for (Device* d : devices) d->write_params(initial);
@@ -172,8 +174,8 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
                 drift.samples.push_back(compare_weights(done, w_one, w_many));
             }
             // Both queued before either is waited for: on CPU devices they run side by side.
-            queue_step(c, one.devices, allreduce, count, epoch, step);
-            queue_step(c, many.devices, allreduce, count, epoch, step);
+            queue_step(c, one.devices, allreduce, one.parts, count, epoch, step, false);
+            queue_step(c, many.devices, allreduce, many.parts, count, epoch, step, false);
             for (Device* d : one.devices) d->throttle(2);
             for (Device* d : many.devices) d->throttle(2);
             ++done;
@@ -194,7 +196,7 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
             const std::vector<uint32_t> order = epoch_order(count, other.seed, epoch);
             for (Device* d : r.devices) d->set_order(order.data(), order.size());
             for (size_t step = 0; step < steps; ++step) {
-                queue_step(other, r.devices, allreduce, count, epoch, step);
+                queue_step(other, r.devices, allreduce, r.parts, count, epoch, step, false);
                 r.devices[0]->throttle(2);
             }
             r.devices[0]->synchronize();

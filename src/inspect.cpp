@@ -199,7 +199,7 @@ int run_inspect(int argc, const char* const* argv) {
     std::printf("\n1. split_and_load: the batch of %d is cut into %d contiguous parts, one per device\n", batch, n);
     for (Device* d : devices) d->set_order(order.data(), order.size());
     one.set_order(order.data(), order.size());
-    split_and_load(devices, 0, batch);
+    split_and_load(devices, 0, even_parts(batch, n));
     one.load_train(0, batch);
     const size_t pixels = data.train.pixels();
     std::vector<float> images(size_t(setup.capacity) * pixels);

@@ -11,18 +11,22 @@ Part part_of(int batch, int devices, int i) {
     return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
-void split_and_load(std::span<Device* const> devices, size_t first, int size) {
-    const int n = int(devices.size());
-    for (int i = 0; i < n; ++i) {
-        const Part part = part_of(size, n, i);
-        devices[i]->load_train(first + size_t(part.first), part.count);
-    }
+std::vector<Part> even_parts(int batch, int devices) {
+    std::vector<Part> parts;
+    for (int i = 0; i < devices; ++i) parts.push_back(part_of(batch, devices, i));
+    return parts;
 }
 
-void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first, int size, float lr,
-                int32_t step, bool timed) {
+void split_and_load(std::span<Device* const> devices, size_t first, std::span<const Part> parts) {
+    assert(parts.size() == devices.size());
+    for (size_t i = 0; i < devices.size(); ++i) devices[i]->load_train(first + size_t(parts[i].first), parts[i].count);
+}
+
+void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
+                std::span<const Part> parts, float lr, int32_t step, bool timed) {
+    const int size = parts.back().first + parts.back().count;
     for (Device* d : devices) mark_phase(*d, Phase::load, timed);
-    split_and_load(devices, first, size);
+    split_and_load(devices, first, parts);
     for (Device* d : devices) {
         mark_phase(*d, Phase::compute, timed);
         d->forward_backward();

@@ -5,28 +5,32 @@
 #include <cstddef>
 #include <span>
 
+#include <vector>
+
 #include "allreduce.hpp"
 #include "device.hpp"
+#include "split.hpp"
 
 namespace dpt {
 
-// Part i of a batch of `batch` samples over `devices` devices: contiguous, of
-// batch / devices samples each, the first batch % devices parts one more.
-struct Part {
-    int first;  // offset within the batch
-    int count;
-};
+// Part i of a batch of `batch` samples over `devices` devices, split evenly
+// (the tutorial's split): contiguous, of batch / devices samples each, the
+// first batch % devices parts one more. Other splits: split.hpp.
 Part part_of(int batch, int devices, int i);
+// All of them (tests, demos: this allocates).
+std::vector<Part> even_parts(int batch, int devices);
 
-// The batch is samples [first, first + size) of the epoch's order (host side).
-// Queues on device i the load of part i. Nothing waits.
-void split_and_load(std::span<Device* const> devices, size_t first, int size);
+// The batch is samples [first, first + size) of the epoch's order (host
+// side), size being the parts' sum. Queues on device i the load of part i.
+// Nothing waits.
+void split_and_load(std::span<Device* const> devices, size_t first, std::span<const Part> parts);
 
-// Step `step` of an epoch, on the batch [first, first + size) of the epoch's
-// order: split_and_load, forward+backward everywhere, the allreduce, the
-// divergence watch on device 0's summed gradients, update everywhere with
-// lr / size. Queued work only; `timed` adds the phase marks of --breakdown.
-void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first, int size, float lr,
-                int32_t step, bool timed = false);
+// Step `step` of an epoch, on the batch of the epoch's order that starts at
+// `first`, cut into `parts` (one per device): split_and_load,
+// forward+backward everywhere, the allreduce, the divergence watch on device
+// 0's summed gradients, update everywhere with lr / (the batch's size).
+// Queued work only; `timed` adds the phase marks of --breakdown.
+void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
+                std::span<const Part> parts, float lr, int32_t step, bool timed = false);
 
 }  // namespace dpt

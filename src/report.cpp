@@ -44,10 +44,23 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                     c.devices_note.c_str());
         if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
     }
-    char per_device[32];  // "256", or "170-171" when the parts differ by one
-    std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d" : "%d", c.batch / n, capacity);
-    std::printf("batch %d (%s per device), lr %g, %d epoch%s, seed %llu\n", c.batch, per_device,
+    char per_device[64];  // "256 per device", or "170-171 per device" when the parts differ by one
+    std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d per device" : "%d per device", c.batch / n,
+                  capacity);
+    const std::string parts = c.split.mode == SplitMode::even      ? std::string(per_device)
+                              : c.split.mode == SplitMode::weights ? "split " + describe_split(c.split, c.batch) + " by --split"
+                              : c.split.measured() ? "split " + describe_split(c.split, c.batch) + ", as --split auto measured"
+                                                   : "split " + describe_split(c.split, c.batch);
+    std::printf("batch %d (%s), lr %g, %d epoch%s, seed %llu\n", c.batch, parts.c_str(),
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    if (c.split.mode == SplitMode::automatic && !c.split.measured())
+        std::printf("split auto: steps %zu-%zu go even and are timed; from step %zu on each device's part is in "
+                    "proportion to its samples/s\n",
+                    std::min(steps, c.start.step + 2), std::min(steps, c.start.step + auto_split_after),
+                    std::min(steps, c.start.step + auto_split_after) + 1);
+    for (const TrainConfig::Slowdown& s : c.slowdowns)
+        std::printf("slowdown: %s computes each part %d times over (--slowdown: the same result, %dx the time)\n",
+                    s.device.c_str(), s.factor, s.factor);
     if (c.warmup > 0)
         std::printf("warm-up: the rate rises linearly from %g to %g over the first %zu steps (%g epoch%s)\n",
                     double(lr_at(c, steps, 1, 0)), double(c.lr), warmup_steps(c, steps), c.warmup,
@@ -85,9 +98,11 @@ void ProgressBar::clear() {
 
 // --breakdown: device 0's timeline (the step's critical path: it waits for
 // every peer, sums, and sends the sum back), plus every device's compute time.
-void take_breakdown(std::span<Device* const> devices, EpochReport& r) {
+void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<const PhaseTimes> earlier) {
     for (size_t i = 0; i < devices.size(); ++i) {
-        const PhaseTimes t = devices[i]->take_phase_times();
+        PhaseTimes t = devices[i]->take_phase_times();
+        if (i < earlier.size())
+            for (int p = 0; p < phase_count; ++p) t[size_t(p)] += earlier[i][size_t(p)];
         if (i == 0) r.phases = t;
         const double compute = t[size_t(Phase::compute)];
         r.compute_mean_s += compute / double(devices.size());

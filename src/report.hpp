@@ -69,8 +69,9 @@ class ProgressBar {
     std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
-// --breakdown: each device's phase times since the last take, into `r`.
-void take_breakdown(std::span<Device* const> devices, EpochReport& r);
+// --breakdown: each device's phase times since the last take, plus what was
+// taken `earlier` in the epoch (one per device, or none), into `r`.
+void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<const PhaseTimes> earlier = {});
 
 // The epoch's line (and with --breakdown its phases); resumed_at > 0: the
 // epoch was resumed after that many steps.

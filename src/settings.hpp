@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "device.hpp"
+#include "split.hpp"
 
 namespace dpt {
 
@@ -36,6 +37,14 @@ struct TrainConfig {
     InitKind init = InitKind::xavier;
     bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it
     bool breakdown = false;    // time each phase of the steps (split, compute, wait, allreduce, update)
+    SplitChoice split;         // --split: how each batch is divided among the devices
+    // --slowdown NAME=K: device NAME computes each part K times (the same
+    // result, K times the time), to try --split on identical devices.
+    struct Slowdown {
+        std::string device;
+        int factor = 1;
+    };
+    std::vector<Slowdown> slowdowns;
     std::string allreduce = "naive";  // the algorithm's name (allreduce.hpp)
     std::string checkpoint_path;  // empty: no checkpoints
     int checkpoint_every = 1;     // epochs

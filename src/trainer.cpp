@@ -75,12 +75,28 @@ std::vector<float> init_params(InitKind init, uint64_t seed) {
     return params;
 }
 
-void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce, size_t count,
-                int epoch, size_t step) {
+void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
+                const BatchParts& parts, size_t count, int epoch, size_t step, bool timed) {
     const size_t first = step * size_t(c.batch);
     const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-    train_step(devices, allreduce, first, int(std::min<size_t>(c.batch, count - first)), lr_at(c, steps, epoch, step),
-               int32_t(step), c.breakdown);
+    train_step(devices, allreduce, first, parts.of(int(std::min<size_t>(c.batch, count - first))),
+               lr_at(c, steps, epoch, step), int32_t(step), timed);
+}
+
+void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
+    for (const TrainConfig::Slowdown& s : c.slowdowns) {
+        std::string names;
+        Device* found = nullptr;
+        for (Device* d : devices) {
+            names += (names.empty() ? "" : ", ") + d->name();
+            if (d->name() == s.device) found = d;
+        }
+        if (!found)
+            throw InputError("--slowdown " + s.device + "=" + std::to_string(s.factor) + ": this run has no device " +
+                             s.device + " (it has " + names + ")");
+        if (!found->slow_down(s.factor))
+            throw InputError("--slowdown " + s.device + ": only CPU devices can be slowed down");
+    }
 }
 
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
@@ -98,7 +114,8 @@ namespace {
 // holds each step's rate, so it is recorded for the first epoch at the full
 // rate (`epoch`), after any warm-up. Null (and said why) where there is none.
 std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* const> devices,
-                                        const Allreduce& allreduce, size_t count, size_t steps, int epoch) {
+                                        const Allreduce& allreduce, const BatchParts& parts, size_t count,
+                                        size_t steps, int epoch) {
     if (c.kind != DeviceKind::gpu || !c.graphs || c.epochs < epoch) return nullptr;
     if (c.breakdown) {
         std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
@@ -108,7 +125,8 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     const auto start = std::chrono::steady_clock::now();
     std::string why;
     std::unique_ptr<Recording> graph = record_graph(
-        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, count, epoch, s); }, why);
+        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, parts, count, epoch, s, false); },
+        why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (graph)
         std::printf("CUDA graph: the epoch's %zu steps recorded in %.0f ms, replayed each epoch "
@@ -118,9 +136,65 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     return graph;
 }
 
+
+// --split auto: the steps of the run that are timed at the even split, and
+// the parts their speeds give. Steps first+1 .. first+auto_split_after-1 of
+// the run are timed (first: where this process starts; its own first step
+// warms caches and loads GPU kernels), all of them in a run too short for that.
+class SplitProbe {
+   public:
+    SplitProbe(const SplitChoice& split, size_t first_step, size_t steps)
+        : active_(!split.measured()),
+          end_(std::min(steps, first_step + auto_split_after)),
+          from_(end_ - first_step >= 2 ? first_step + 1 : first_step) {}
+
+    bool active() const { return active_; }
+    bool timed(size_t step) const { return active_ && step >= from_ && step < end_; }
+    // Whether the parts are measured after `step` is queued.
+    bool ends_at(size_t step) const { return active_ && step + 1 == end_; }
+
+    // Called after each timed step is queued: its parts count toward the speeds.
+    void count(std::span<const Part> parts) {
+        samples_.resize(parts.size());
+        for (size_t i = 0; i < parts.size(); ++i) samples_[i] += parts[i].count;
+    }
+
+    // Waits for the timed steps, then says and returns the parts in
+    // proportion to each device's samples/s over load and forward+backward.
+    // The phase times taken go into `carried` (--breakdown adds them to the epoch's).
+    SplitChoice measure(std::span<Device* const> devices, int batch, std::vector<PhaseTimes>& carried) {
+        active_ = false;
+        std::vector<double> speeds;
+        std::string said;
+        double waited = 0;
+        for (size_t i = 0; i < devices.size(); ++i) {
+            devices[i]->begin_phase(Phase::idle);  // closes the last timed step's update
+            const PhaseTimes t = devices[i]->take_phase_times();
+            for (int p = 0; p < phase_count; ++p) carried[i][size_t(p)] += t[size_t(p)];
+            const double busy = t[size_t(Phase::load)] + t[size_t(Phase::compute)];
+            speeds.push_back(busy > 0 ? double(samples_[i]) / busy : 1.0);
+            said += (i ? ", " : "") + devices[i]->name() + " " + with_commas(speeds.back());
+            if (i == 0) waited = t[size_t(Phase::wait)];
+        }
+        SplitChoice split{SplitMode::automatic, counts_for_speeds(batch, speeds)};
+        const size_t timed_steps = end_ - from_;
+        std::printf("split auto: steps %zu-%zu timed at the even split: %s samples/s; %s waited %.1f ms a step "
+                    "for its peers. From step %zu on the parts are %s\n",
+                    from_ + 1, end_, said.c_str(), devices[0]->name().c_str(), 1e3 * waited / double(timed_steps),
+                    end_ + 1, describe_split(split, batch).c_str());
+        std::fflush(stdout);
+        return split;
+    }
+
+   private:
+    bool active_;
+    size_t end_, from_;
+    std::vector<int64_t> samples_;
+};
 }  // namespace
 
-TrainResult train(const TrainConfig& c) {
+TrainResult train(const TrainConfig& config) {
+    TrainConfig c = config;  // --split auto fills in its parts once measured
     // Everything a user can get wrong fails here, before any training.
     const std::string dir = find_data_dir(c.data_dir);
     const FashionMnist data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
@@ -142,16 +216,23 @@ TrainResult train(const TrainConfig& c) {
                                                               : init_params(c.init, c.seed);
 
     const int n = c.devices;
-    const int capacity = (c.batch + n - 1) / n;
+    BatchParts parts(c.split, n, c.batch, count);
+    // --split auto may give a device up to the whole batch but one sample a peer.
+    const int capacity = c.split.measured() ? parts.largest() : c.batch;
     const Allreduce& allreduce = allreduce_named(c.allreduce);
     const std::vector<std::unique_ptr<Device>> owned =
         make_devices({c.kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce);
     const std::vector<Device*> devices = pointers(owned);
+    apply_slowdowns(c, devices);
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
     print_banner(c, dir, data, devices, allreduce.info(), steps);
-    // Warm-up epochs queue their steps one by one (each has its own rate);
-    // the graph, on GPUs, is recorded before the first epoch at the full rate.
-    const int graph_from = std::max(c.start.epoch, first_full_rate_epoch(c, steps));
+    SplitProbe probe(c.split, c.start.step, steps);
+    std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early
+    // Warm-up epochs queue their steps one by one (each has its own rate),
+    // and so does an epoch whose parts --split auto changes midway; the
+    // graph, on GPUs, is recorded before the first epoch after both.
+    const int graph_from =
+        std::max({c.start.epoch + (probe.active() ? 1 : 0), first_full_rate_epoch(c, steps)});
     std::unique_ptr<Recording> graph;
 
     TrainResult result;
@@ -170,7 +251,7 @@ TrainResult train(const TrainConfig& c) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;
         const size_t first_step = resumed ? c.start.step : 0;
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
-        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, count, steps, epoch);
+        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, parts, count, steps, epoch);
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
@@ -180,7 +261,13 @@ TrainResult train(const TrainConfig& c) {
             done = steps;
         } else {
             for (; done < steps && stop.signal() == 0; ++done) {
-                queue_step(c, devices, allreduce, count, epoch, done);
+                const bool timed = probe.timed(done);
+                queue_step(c, devices, allreduce, parts, count, epoch, done, c.breakdown || timed);
+                if (timed) probe.count(parts.of(int(std::min<size_t>(c.batch, count - done * size_t(c.batch)))));
+                if (probe.ends_at(done)) {  // the one point where the parts change
+                    c.split = probe.measure(devices, c.batch, carried);
+                    parts = BatchParts(c.split, n, c.batch, count);
+                }
                 for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
                 const size_t finished = std::max(first_step, done >= 1 ? done - 1 : 0);  // at most 2 queued
                 progress.update(finished, (finished - first_step) * size_t(c.batch));
@@ -201,7 +288,7 @@ TrainResult train(const TrainConfig& c) {
         const size_t samples = count - std::min(count, first_step * size_t(c.batch));
         EpochReport stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
                           test_accuracy(*devices[0], data.test.count, capacity)};
-        if (c.breakdown) take_breakdown(devices, stats);
+        if (c.breakdown) take_breakdown(devices, stats, std::exchange(carried, std::vector<PhaseTimes>(devices.size())));
         take_core_shares(devices, stats);
         result.epochs.push_back(stats);
         check_replicas_identical(devices);

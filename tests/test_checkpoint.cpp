@@ -24,6 +24,7 @@ Checkpoint example() {
     k.settings.devices = 3;
     k.settings.allreduce = "naive";
     k.settings.batch = 511;
+    k.settings.split = {SplitMode::automatic, {300, 200, 11}};  // as --split auto measured it
     k.settings.lr = 0.1f + 0.2f;  // not the float nearest 0.3: must come back as these very bits
     k.settings.warmup = 0.1 + 0.2;  // likewise, a double
     k.settings.seed = 18446744073709551615ULL;
@@ -75,6 +76,8 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     CHECK(b.devices == a.devices);
     CHECK(b.allreduce == a.allreduce);
     CHECK(b.batch == a.batch);
+    CHECK(b.split.mode == SplitMode::automatic);
+    CHECK(b.split.counts == a.split.counts);
     CHECK(std::memcmp(&b.lr, &a.lr, sizeof a.lr) == 0);
     CHECK(std::memcmp(&b.warmup, &a.warmup, sizeof a.warmup) == 0);
     CHECK(b.seed == a.seed);
@@ -125,14 +128,45 @@ TEST_CASE("a changed byte anywhere in a checkpoint is caught", "[checkpoint]") {
 
 TEST_CASE("a checkpoint of another format version, model or kind of file is named as such", "[checkpoint]") {
     const std::string bytes = encode_checkpoint(example());
+    const std::string split_line = "split auto 300 200 11\n";
+    const size_t split_at = bytes.find(split_line);
+    REQUIRE(split_at != std::string::npos);
     SECTION("another version") {
-        std::string v3 = bytes;
-        v3.replace(0, std::strlen("dptrain-checkpoint 2"), "dptrain-checkpoint 3");
-        CHECK(rejection(resealed(v3)) == "ck: checkpoint format version 3; this dptrain reads versions 1 to 2");
+        std::string v4 = bytes;
+        v4.replace(0, std::strlen("dptrain-checkpoint 3"), "dptrain-checkpoint 4");
+        CHECK(rejection(resealed(v4)) == "ck: checkpoint format version 4; this dptrain reads versions 1 to 3");
+    }
+    SECTION("version 2, written before --split, reads as an even split") {
+        std::string v2 = bytes;
+        v2.replace(0, std::strlen("dptrain-checkpoint 3"), "dptrain-checkpoint 2");
+        v2.erase(split_at, split_line.size());
+        const Checkpoint back = decode_checkpoint(bytes_of(resealed(v2)), "ck");
+        CHECK(back.settings.split.mode == SplitMode::even);
+        CHECK(back.settings.split.counts.empty());
+        CHECK(back.settings.batch == 511);
+    }
+    SECTION("the split line: even, weights, auto before and after measuring; nothing else") {
+        const auto with_split = [&](const std::string& line) {
+            std::string other = bytes;
+            other.replace(split_at, split_line.size(), line);
+            return resealed(other);
+        };
+        for (const char* good : {"split even\n", "split auto\n", "split weights 1 1 509\n"}) {
+            CAPTURE(good);
+            CHECK(rejection(with_split(good)) == "");
+        }
+        CHECK(decode_checkpoint(bytes_of(with_split("split weights 1 1 509\n")), "ck").settings.split.counts ==
+              std::vector<int>{1, 1, 509});
+        for (const char* bad : {"split auto 300 200\n", "split auto 300 200 12\n", "split weights\n",
+                                "split even 511\n", "split auto 311 200 0\n", "split fast\n", "split auto  300 200 11\n"}) {
+            CAPTURE(bad);
+            CHECK(rejection(with_split(bad)).find("ck: corrupted header (split '") == 0);
+        }
     }
     SECTION("version 1, written before --allreduce and --warmup, reads as naive and no warm-up") {
         std::string v1 = bytes;
-        v1.replace(0, std::strlen("dptrain-checkpoint 2"), "dptrain-checkpoint 1");
+        v1.replace(0, std::strlen("dptrain-checkpoint 3"), "dptrain-checkpoint 1");
+        v1.erase(split_at, split_line.size());
         const size_t at = v1.find("allreduce naive\n");
         REQUIRE(at != std::string::npos);
         v1.erase(at, std::strlen("allreduce naive\n"));

@@ -2,7 +2,7 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|compare|inspect|demo|drift|resources|gpu}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|split|compare|inspect|demo|drift|resources|gpu}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -165,8 +165,8 @@ checkpoints)
     cp "$tmp/one.saved" "$tmp/flip.ck"
     printf '\x55' | dd of="$tmp/flip.ck" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
     expect_error "corrupted (its CRC-32 does not match" --resume "$tmp/flip.ck"
-    sed '1s/^dptrain-checkpoint 2$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
-    expect_error "checkpoint format version 7; this dptrain reads versions 1 to 2" --resume "$tmp/v7.ck"
+    sed '1s/^dptrain-checkpoint 3$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
+    expect_error "checkpoint format version 7; this dptrain reads versions 1 to 3" --resume "$tmp/v7.ck"
     # Another model, checksum made right.
     python3 - "$tmp/one.saved" "$tmp/model.ck" <<'PY'
 import sys, zlib
@@ -257,6 +257,71 @@ breakdown)
     grep -qE $'epoch 1 \\[#*\\.*\\] [0-9]+/16 batches .* samples/s  ETA' "$tmp/tty.out" \
         && echo "ok: a progress bar on a terminal" || fail "no progress bar on a terminal: $(cat -A "$tmp/tty.out" | head -5)"
     tr '\r' '\n' <"$tmp/tty.out" | grep -q "^.*epoch 1  time" || fail "the epoch line does not replace the bar"
+    ;;
+split)
+    # --split and --slowdown: bad input, the waiting that auto removes, the
+    # same update as even, and a resume that divides as the run it continues.
+    expect_error "--split 1,2,3 gives 3 shares for 2 devices" --cpus 2 --split 1,2,3
+    expect_error "--split must be even, auto, or one positive number per device" --cpus 2 --split 0,1
+    expect_error "--split must be" --cpus 2 --split fast
+    expect_error "--slowdown cpu:2=3: this run has no device cpu:2 (it has cpu:0, cpu:1)" --cpus 2 --slowdown cpu:2=3 --epochs 0
+    expect_error "--slowdown cpu:1: expected DEVICE=K" --cpus 2 --slowdown cpu:1
+    expect_error "--slowdown must be a whole factor from 2 to 1000" --cpus 2 --slowdown cpu:1=1
+
+    # cpu:1 computes each part 3 times over: with the even split cpu:0 waits
+    # for it most of every step; auto (and 3,1) must cut that wait by half or more.
+    slow=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-train 6400 --limit-test 256 --batch 128 --breakdown)
+    for how in even auto 3,1; do
+        "$dptrain" "${slow[@]}" --split "$how" --metrics "$tmp/$how.jsonl" >"$tmp/$how.out" || fail "--split $how run failed: $(cat "$tmp/$how.out")"
+        phases_add_up "$tmp/$how.jsonl" "--split $how"
+    done
+    grep -qE "^split auto: steps 2-4 timed at the even split: cpu:0 [0-9,]+, cpu:1 [0-9,]+ samples/s; cpu:0 waited [0-9.]+ ms a step for its peers. From step 5 on the parts are [0-9]+ \+ [0-9]+ of 128$" "$tmp/auto.out" \
+        && echo "ok: $(grep '^split auto: steps 2-4 timed' "$tmp/auto.out")" || fail "auto does not say what it measured: $(cat "$tmp/auto.out")"
+    python3 - "$tmp" <<'PY' || fail "the split did not cut the waiting by half"
+import json, sys
+wait = {how: json.loads(open(f"{sys.argv[1]}/{how}.jsonl").readline())["wait_s"] for how in ("even", "auto", "3,1")}
+print(f"   cpu:0 waiting for its peers in the epoch: even {wait['even']:.3f} s, auto {wait['auto']:.3f} s, 3,1 {wait['3,1']:.3f} s")
+assert wait["auto"] <= 0.5 * wait["even"] and wait["3,1"] <= 0.5 * wait["even"], wait
+PY
+
+    # The same update: 9 steps (auto's parts from step 5 on) against even,
+    # within 1e-5; and the measured parts differ from even's.
+    same=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-train 1152 --limit-test 64 --batch 128)
+    "$dptrain" "${same[@]}" --save "$tmp/even.params" >/dev/null || fail "even run failed"
+    "$dptrain" "${same[@]}" --split auto --save "$tmp/auto.params" >"$tmp/out" || fail "auto run failed"
+    grep -q "From step 5 on the parts are" "$tmp/out" || fail "the 9-step auto run did not measure: $(cat "$tmp/out")"
+    python3 - "$tmp/even.params" "$tmp/auto.params" <<'PY' && echo "ok: auto's parameters after 9 steps match even's within 1e-5" || fail "auto's parameters differ from even's"
+import struct, sys
+def floats(path):
+    data = open(path, "rb").read()
+    at = data.index(b"\ndata float32-le ") + 1
+    start = data.index(b"\n", at) + 1
+    count = int(data[at:start - 1].split()[-1])
+    return struct.unpack(f"<{count}f", data[start:start + 4 * count])
+even, auto = floats(sys.argv[1]), floats(sys.argv[2])
+worst = max(abs(a - b) for a, b in zip(even, auto))
+print(f"   largest difference {worst:.2e} over {len(even)} parameters")
+assert 0 < worst <= 1e-5, worst
+PY
+
+    # Resume: the checkpoint records the measured parts, and a resumed run
+    # divides as they say, whether it stops and resumes again or not.
+    ck=(--limit-train 2048 --limit-test 128 --batch 128)
+    "$dptrain" --cpus 2 --slowdown cpu:1=3 --split auto "${ck[@]}" --epochs 1 --checkpoint "$tmp/a1.ck" >/dev/null || fail "auto run to a checkpoint failed"
+    grep -aqE "^split auto [0-9]+ [0-9]+$" "$tmp/a1.ck" && echo "ok: the checkpoint records $(grep -a '^split ' "$tmp/a1.ck")" \
+        || fail "the checkpoint lacks the measured split: $(grep -a '^split' "$tmp/a1.ck")"
+    cp "$tmp/a1.ck" "$tmp/b1.ck"
+    "$dptrain" --resume "$tmp/a1.ck" --epochs 3 --save "$tmp/a3.params" >"$tmp/out" || fail "resume failed"
+    grep -qE "^batch 128 \(split [0-9]+ \+ [0-9]+ of 128, as --split auto measured\)" "$tmp/out" || fail "resume does not say its split: $(cat "$tmp/out")"
+    grep -q "timed at the even split" "$tmp/out" && fail "a resumed auto run measured again"
+    "$dptrain" --resume "$tmp/b1.ck" --epochs 2 >/dev/null && "$dptrain" --resume "$tmp/b1.ck" --epochs 3 --save "$tmp/b3.params" >/dev/null \
+        || fail "second resume failed"
+    cmp "$tmp/a3.params" "$tmp/b3.params" && echo "ok: resumed to 3 == resumed to 2 then to 3, byte for byte" || fail "resumed runs differ"
+    "$dptrain" --resume "$tmp/b1.ck" --cpus 3 --epochs 4 >"$tmp/out" || fail "resume on 3 devices failed"
+    grep -q "split auto measures again on these devices" "$tmp/out" && grep -q "timed at the even split" "$tmp/out" \
+        && echo "ok: on other devices, auto measures again" || fail "auto did not measure again on 3 devices: $(cat "$tmp/out")"
+    "$dptrain" --cpus 2 --split 3,1 "${ck[@]}" --epochs 1 --checkpoint "$tmp/w.ck" >/dev/null || fail "weights run failed"
+    expect_error "give --split (even, auto or one weight per device)" --resume "$tmp/w.ck" --cpus 3 --epochs 2
     ;;
 compare)
     # dptrain compare: every column, a verdict, CSV and JSON that agree with the table.

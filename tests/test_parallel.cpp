@@ -12,6 +12,7 @@
 #include "lenet.hpp"
 #include "parallel.hpp"
 #include "rng.hpp"
+#include "replicas.hpp"
 #include "synthetic.hpp"
 #include "testing.hpp"
 #include "trainer.hpp"
@@ -21,24 +22,7 @@ using namespace dpt;
 namespace {
 
 const Allreduce& naive() { return allreduce_named("naive"); }
-
-struct Run {
-    Dataset train, test;
-    std::vector<std::unique_ptr<Device>> owned;
-    std::vector<Device*> devices;
-
-    Run(int n, int batch, size_t count, bool random_pixels = false)
-        : train(testing::synthetic(count, random_pixels)), test(testing::synthetic(16, random_pixels)) {
-        owned = make_devices({DeviceKind::cpu, n}, {&train, &test, (batch + n - 1) / n, PoolKind::avg}, naive());
-        devices = pointers(owned);
-    }
-    std::vector<float> params(int i) {
-        std::vector<float> p(lenet::model().param_count());
-        devices[size_t(i)]->read_params(p);
-        return p;
-    }
-};
-
+using testing::Run;
 }  // namespace
 
 TEST_CASE("part_of splits a batch into contiguous parts, the first B % N one larger", "[split]") {
@@ -79,7 +63,7 @@ TEST_CASE("split_and_load puts part i of the batch, in order, on device i", "[sp
     const std::vector<uint32_t> order = epoch_order(40, 3, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
     const size_t first = 12;
-    split_and_load(run.devices, first, batch);
+    split_and_load(run.devices, first, even_parts(batch, n));
 
     std::vector<float> images(size_t(batch) * 784);
     std::vector<int32_t> labels(static_cast<size_t>(batch));
@@ -129,9 +113,9 @@ TEST_CASE("after k training steps all replicas are bit-identical", "[replicas]")
     for (Device* d : run.devices) d->write_params(init);
     const std::vector<uint32_t> order = epoch_order(200, 1, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
-    for (int step = 0; step < 5; ++step) train_step(run.devices, naive(), size_t(step) * batch, batch, 0.1f, step);
+    for (int step = 0; step < 5; ++step) train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, int(run.devices.size())), 0.1f, step);
     // And a short batch with fewer samples than devices: empty parts.
-    train_step(run.devices, naive(), 190, n - 1, 0.1f, 5);
+    train_step(run.devices, naive(), 190, even_parts(n - 1, int(run.devices.size())), 0.1f, 5);
 
     const auto p0 = run.params(0);
     const bool trained = p0 != init;
@@ -159,7 +143,7 @@ TEST_CASE("replicas are identical to the right thing: one step on N devices is o
         Run run(devices, batch, 200, true);
         for (Device* d : run.devices) d->write_params(init);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        train_step(run.devices, naive(), 0, batch, 0.1f, 0);
+        train_step(run.devices, naive(), 0, even_parts(batch, int(run.devices.size())), 0.1f, 0);
         return run.params(devices - 1);
     };
     const auto single = one_step(1), many = one_step(n);
@@ -207,11 +191,12 @@ TEST_CASE("queuing training steps on CPU devices allocates nothing", "[replicas]
     for (Device* d : run.devices) d->write_params(init);
     const std::vector<uint32_t> order = epoch_order(400, 5, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
-    train_step(run.devices, naive(), 0, 32, 0.1f, 0);  // warm-up: first touches
+    const std::vector<Part> parts = even_parts(32, n);
+    train_step(run.devices, naive(), 0, parts, 0.1f, 0);  // warm-up: first touches
     for (Device* d : run.devices) d->synchronize();
     const uint64_t before = allocations.load();
     for (int step = 1; step < 12; ++step) {
-        train_step(run.devices, naive(), size_t(step) * 32, 32, 0.1f, step, step % 2 == 0);  // with and without phase marks
+        train_step(run.devices, naive(), size_t(step) * 32, parts, 0.1f, step, step % 2 == 0);  // with and without phase marks
         for (Device* d : run.devices) d->throttle(2);
     }
     for (Device* d : run.devices) d->synchronize();
@@ -227,7 +212,7 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
         for (Device* d : run.devices) d->write_params(init);
         const std::vector<uint32_t> order = epoch_order(2000, 2, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), size_t(step) * batch, batch, 0.1f, step);
+        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, int(run.devices.size())), 0.1f, step);
         return run.params(0);
     };
     const auto one = train(1);
@@ -264,7 +249,7 @@ TEST_CASE("the divergence watch names the first step whose summed gradients are 
         const std::vector<uint32_t> order = epoch_order(400, 3, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
         for (int step = 0; step < steps; ++step) {
-            train_step(run.devices, naive(), size_t(step) * batch, batch, lr, step);
+            train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, int(run.devices.size())), lr, step);
             for (Device* d : run.devices) d->throttle(1);
         }
         const int32_t bad = run.devices[0]->take_first_bad_step();

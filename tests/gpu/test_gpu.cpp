@@ -371,7 +371,7 @@ Trained train_epochs(DeviceKind kind, int n, int batch, const EpochOptions& o = 
     for (Device* d : devices) d->write_params(init);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
-            train_step(devices, naive(), first, int(std::min<size_t>(batch, count - first)), o.lr, int32_t(first / batch));
+            train_step(devices, naive(), first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), o.lr, int32_t(first / batch));
     };
     std::unique_ptr<Recording> recording;
     if (o.graph) {
@@ -475,13 +475,13 @@ void check_failed_recording(int n, int batch) {
     for (Device* d : devices) d->set_order(order.data(), order.size());
     std::string why;
     const auto recording = record_graph(devices, [&] {
-        train_step(devices, naive(), 0, batch, 0.1f, 0);
+        train_step(devices, naive(), 0, even_parts(batch, int(devices.size())), 0.1f, 0);
         throw std::runtime_error("stopped on purpose after one step");
     }, why);
     report(recording == nullptr && why.find("on purpose") != std::string::npos,
            "a recording that fails midway returns null and the reason", "(why: " + why + ")");
     for (size_t first = 0; first < count; first += size_t(batch))
-        train_step(devices, naive(), first, int(std::min<size_t>(batch, count - first)), 0.1f, int32_t(first / batch));
+        train_step(devices, naive(), first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), 0.1f, int32_t(first / batch));
     Trained after;
     for (Device* d : devices) {
         after.params.emplace_back(lenet::model().param_count());

@@ -1,0 +1,31 @@
+// A run's CPU devices on synthetic data, for the tests of training steps.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "device_factory.hpp"
+#include "lenet.hpp"
+#include "synthetic.hpp"
+
+namespace dpt::testing {
+
+struct Run {
+    Dataset train, test;
+    std::vector<std::unique_ptr<Device>> owned;
+    std::vector<Device*> devices;
+
+    // n CPU devices whose parts hold up to `capacity` samples (0: an even part of `batch`).
+    Run(int n, int batch, size_t count, bool random_pixels = false, int capacity = 0)
+        : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
+        const int part = capacity > 0 ? capacity : (batch + n - 1) / n;
+        owned = make_devices({DeviceKind::cpu, n}, {&train, &test, part, PoolKind::avg}, allreduce_named("naive"));
+        devices = pointers(owned);
+    }
+    std::vector<float> params(int i) {
+        std::vector<float> p(lenet::model().param_count());
+        devices[size_t(i)]->read_params(p);
+        return p;
+    }
+};
+
+}  // namespace dpt::testing

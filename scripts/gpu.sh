@@ -8,10 +8,12 @@
 #             and the GPU test suite alone: every kernel against its CPU twin,
 #             replicas against CPU devices, graphs against queued kernels
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck
-#             on tiny training runs (1 and 2 replicas, graphs and not)
+#             on tiny training runs (1 and 2 replicas, graphs and not, and a
+#             GPU beside a CPU device)
 #   train     resume on 2 replicas with and without graphs (byte-identical),
-#             --breakdown on GPU replicas, the classroom runs, inspect, the
-#             demos and `dptrain devices`
+#             --breakdown on GPU replicas, the classroom runs, mixed runs (a
+#             GPU beside a CPU device, --split auto), inspect, the demos and
+#             `dptrain devices`
 #   bench     full epochs against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU; `dptrain compare --gpus 1,2,4` and its plot
@@ -144,6 +146,8 @@ stage_sanitize() {
         "racecheck|--gpus 2 ${tinier[*]}"
         "initcheck|--gpus 2 ${tiny[*]}"
         "synccheck|--gpus 2 --no-graphs ${tinier[*]}"
+        "memcheck|--gpus 1 --cpus 1 ${tiny[*]}"
+        "racecheck|--gpus 1 --cpus 1 ${tinier[*]}"
     )
     local run tool args out started
     for run in "${runs[@]}"; do
@@ -201,6 +205,8 @@ stage_train() {
         "--gpus 2 --batch 512 --lr 0.6 --epochs 3"
         "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --breakdown"
         "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --no-graphs"
+        "--gpus 1 --cpus 1 --batch 256 --epochs 1 --limit-train 12800 --breakdown"
+        "--devices gpu:0,cpu:0 --batch 256 --epochs 1 --limit-train 12800 --split auto --breakdown"
     )
     local args
     for args in "${runs[@]}"; do

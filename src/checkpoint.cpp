@@ -104,6 +104,37 @@ class HeaderReader {
     const std::string& name_;
 };
 
+// "cpu 2", "cuda 4", or from version 3 on a mixed run's "cuda 1 cpu 2" (the
+// GPUs first, as in the run). Which GPUs is not recorded: a resumed run may
+// use others.
+std::string devices_text(const DeviceChoice& d) {
+    std::string text = d.gpus == 0 ? std::string("cpu ").append(text_of(d.cpus)) : std::string("cuda ").append(text_of(d.gpus));
+    if (d.gpus > 0 && d.cpus > 0) text.append(" cpu ").append(text_of(d.cpus));
+    return text;
+}
+
+DeviceChoice devices_from_text(std::string_view text, int version, HeaderReader& h) {
+    DeviceChoice d{0, 0, {}};
+    const size_t space = text.find(' '), second = text.find(' ', space + 1);
+    const std::string_view first = text.substr(0, second);  // "KIND N"
+    int n = 0;
+    const auto count = [&](std::string_view pair, std::string_view kind) {
+        return pair.substr(0, kind.size() + 1) == std::string(kind) + " " &&
+               parse(pair.substr(kind.size() + 1), n) && n >= 1 && n <= 1 << 20;
+    };
+    if (count(first, "cpu") && second == std::string_view::npos) d.cpus = n;
+    else if (count(first, "cuda")) {
+        d.gpus = n;
+        if (second != std::string_view::npos) {
+            if (version < 3 || !count(text.substr(second + 1), "cpu")) h.fail("devices " + quoted(text) + " is not a valid value");
+            d.cpus = n;
+        }
+    } else {
+        h.fail("devices " + quoted(text) + " is not a valid value");
+    }
+    return d;
+}
+
 // "even", "weights 192 64", "auto" (not measured yet) or "auto 192 64":
 // one part per device, each at least 1, summing to the batch.
 SplitChoice split_from_text(std::string_view text, int devices, int batch, HeaderReader& h) {
@@ -144,7 +175,7 @@ std::string encode_checkpoint(const Checkpoint& k) {
     const auto line = [&](std::string_view key, const std::string& value) {
         out.append(key).append(" ").append(value).append("\n");
     };
-    line("devices", std::string(to_string(c.kind)) + " " + text_of(c.devices));
+    line("devices", devices_text(c.devices));
     line("allreduce", c.allreduce);
     std::string split = c.split.mode == SplitMode::even ? "even" : c.split.mode == SplitMode::weights ? "weights" : "auto";
     for (int part : c.split.counts) split.append(" ").append(text_of(part));
@@ -236,13 +267,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
                    name);
     Checkpoint k;
     TrainConfig& c = k.settings;
-    const std::string_view devices = h.next("devices");
-    const size_t space = devices.find(' ');
-    const std::string_view kind = devices.substr(0, space);
-    if (space == std::string_view::npos || (kind != "cpu" && kind != "cuda") ||
-        !parse(devices.substr(space + 1), c.devices) || c.devices < 1 || c.devices > 1 << 20)
-        h.fail("devices " + quoted(devices) + " is not a valid value");
-    c.kind = kind == "cpu" ? DeviceKind::cpu : DeviceKind::gpu;
+    c.devices = devices_from_text(h.next("devices"), version, h);
     if (version >= 2) {
         const std::string_view name = h.next("allreduce");
         if (!find_allreduce(name)) h.fail("allreduce " + quoted(name) + " is not an algorithm this dptrain knows");
@@ -251,8 +276,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     std::string_view split;
     if (version >= 3) split = h.next("split");
     const int max_int = std::numeric_limits<int>::max();
-    c.batch = h.number<int>("batch", c.devices, max_int);
-    if (version >= 3) c.split = split_from_text(split, c.devices, c.batch, h);
+    c.batch = h.number<int>("batch", c.devices.count(), max_int);
+    if (version >= 3) c.split = split_from_text(split, c.devices.count(), c.batch, h);
     c.lr = h.number<float>("lr", std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
     if (version >= 2) c.warmup = h.number<double>("warmup", 0.0, 1000.0);
     c.seed = h.number<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max());

@@ -20,6 +20,8 @@ int positive_int(const cxxopts::ParseResult& r, const std::string& option, int f
                              "a whole number of at least 1");
 }
 
+bool devices_given(const cxxopts::ParseResult& r) { return r.count("cpus") || r.count("gpus") || r.count("devices"); }
+
 void add_note(TrainConfig& c, const std::string& note) {
     c.devices_note += (c.devices_note.empty() ? "" : "; ") + note;
 }
@@ -32,18 +34,18 @@ void resume_split(const cxxopts::ParseResult& r, TrainConfig& c, const TrainConf
         return s.mode == SplitMode::even ? std::string("even") : s.mode == SplitMode::automatic ? "auto" : "by weights";
     };
     if (r.count("split")) {
-        const SplitChoice asked = parse_split(given(r, "split"), c.devices, c.batch);
+        const SplitChoice asked = parse_split(given(r, "split"), c.devices.count(), c.batch);
         if (asked.mode == saved.split.mode && asked.mode != SplitMode::weights) return;  // auto keeps its measured parts
         if (asked.mode != saved.split.mode || asked.counts != saved.split.counts)
             add_note(c, "the checkpoint's run split its batches " + said(saved.split) + " (" +
                             describe_split(saved.split, saved.batch) +
                             "), so this run matches it up to float summation order, not bit for bit");
         c.split = asked;
-    } else if (!c.split.counts.empty() && int(c.split.counts.size()) != c.devices) {
+    } else if (!c.split.counts.empty() && int(c.split.counts.size()) != c.devices.count()) {
         if (c.split.mode == SplitMode::weights)
             throw InputError("--resume " + c.resume_path + ": its run split batches " +
                              describe_split(saved.split, saved.batch) + " over " +
-                             std::to_string(saved.split.counts.size()) + " devices; with " + std::to_string(c.devices) +
+                             std::to_string(saved.split.counts.size()) + " devices; with " + std::to_string(c.devices.count()) +
                              " give --split (even, auto or one weight per device)");
         c.split.counts.clear();  // auto: measured again on these devices
         add_note(c, "--split auto measures again on these devices");
@@ -106,18 +108,15 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     if (!r.count("checkpoint")) c.checkpoint_path = c.resume_path;
     if (!r.count("checkpoint-every")) c.checkpoint_every = saved.checkpoint_every;
 
-    const std::string saved_devices = std::to_string(saved.devices) +
-                                      (saved.kind == DeviceKind::cpu ? " CPU device" : " GPU replica") +
-                                      (saved.devices == 1 ? "" : "s");
+    const std::string saved_devices = describe(saved.devices);
     // Another allreduce sums in another order: allowed, like other devices.
     const bool other_allreduce = r.count("allreduce") && c.allreduce != saved.allreduce;
     if (!r.count("allreduce")) c.allreduce = saved.allreduce;
-    if (!r.count("cpus") && !r.count("gpus")) {
-        c.kind = saved.kind;
+    if (!devices_given(r)) {
         c.devices = saved.devices;
-        if (c.kind == DeviceKind::gpu) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
+        if (c.devices.gpus > 0) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
         c.devices_note = "as in the checkpoint";
-    } else if (c.kind != saved.kind || c.devices != saved.devices) {
+    } else if (c.devices.gpus != saved.devices.gpus || c.devices.cpus != saved.devices.cpus) {
         c.devices_note = "the checkpoint's run had " + saved_devices +
                          ", so this run matches it up to float summation order, not bit for bit";
     }
@@ -149,11 +148,12 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
                              "Also: dptrain compare (1, 2, ... devices side by side), dptrain inspect\n"
                              "(one step, each stage checked), dptrain demo allreduce|split, dptrain\n"
                              "drift (why 1 and N devices end apart), dptrain devices; each takes --help.\n");
-    options.custom_help("[--cpus N | --gpus N] [--batch B] [--lr LR] [--epochs E] [options]");
+    options.custom_help("[--cpus N] [--gpus N] [--devices LIST] [--batch B] [--lr LR] [--epochs E] [options]");
     // Numbers are taken as text and checked here, so a message can name the option.
     options.add_options("Devices")
         ("cpus", "train on N CPU devices, one worker thread (one core) each", cxxopts::value<std::string>(), "N")
-        ("gpus", "train on N GPU replicas (more than the GPUs present share them round-robin)", cxxopts::value<std::string>(), "N")
+        ("gpus", "train on N GPU replicas (more than the GPUs present share them round-robin); with --cpus too, a mixed run: the GPUs first, then the CPU devices", cxxopts::value<std::string>(), "N")
+        ("devices", "the devices one by one, e.g. gpu:0,cpu:0,cpu:1 (gpu:I is CUDA device I, also written cuda:I; cpu:0, cpu:1, ... are CPU devices); the GPUs go first", cxxopts::value<std::string>(), "LIST")
         ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)")
         ("allreduce", "how the devices sum their gradients: " + allreduce_names() + " (default naive, as the tutorial)", cxxopts::value<std::string>(), "NAME")
         ("split", "how each batch is divided: even (the tutorial's), weights such as 3,1 (one per device), or auto (time the first steps, then give each device a part in proportion to its speed); the update is the same", cxxopts::value<std::string>()->default_value("even"), "HOW")
@@ -186,13 +186,17 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     const cxxopts::ParseResult& r = *parsed;
 
     TrainConfig c;
-    // With neither --cpus nor --gpus: the checkpoint's devices when resuming
-    // (set in resume_from()), else every GPU or 1 CPU device.
-    DeviceChoice fallback;
-    if (!r.count("cpus") && !r.count("gpus") && !r.count("resume")) fallback = default_devices(c.devices_note);
-    const DeviceChoice choice = choose_devices(given(r, "cpus"), given(r, "gpus"), fallback);
-    c.kind = choice.kind;
-    c.devices = choice.count;
+    // With none of --cpus, --gpus, --devices: the checkpoint's devices when
+    // resuming (set in resume_from()), else every GPU or 1 CPU device.
+    if (r.count("devices")) {
+        if (r.count("cpus") || r.count("gpus"))
+            throw InputError("--devices lists every device: give it without --cpus and --gpus");
+        c.devices = parse_device_list(given(r, "devices"));
+    } else {
+        DeviceChoice fallback;
+        if (!devices_given(r) && !r.count("resume")) fallback = default_devices(c.devices_note);
+        c.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), fallback, true);
+    }
     if (r.count("allreduce")) c.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     c.graphs = !r.count("no-graphs");
     c.breakdown = r.count("breakdown") > 0;
@@ -218,12 +222,12 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         throw InputError("--checkpoint-every needs --checkpoint FILE");
     c.checkpoint_every = positive_int(r, "checkpoint-every", 1);
     if (r.count("resume")) resume_from(r, c);
-    else c.split = parse_split(r["split"].as<std::string>(), c.devices, c.batch);
+    else c.split = parse_split(r["split"].as<std::string>(), c.devices.count(), c.batch);
     if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
 
-    if (c.batch < c.devices)
+    if (c.batch < c.devices.count())
         throw InputError("--batch " + std::to_string(c.batch) + " is smaller than the number of devices (" +
-                         std::to_string(c.devices) + "): every device needs at least one sample");
+                         std::to_string(c.devices.count()) + "): every device needs at least one sample");
     return c;
 }
 

@@ -150,7 +150,7 @@ void print_table(const std::vector<Row>& rows) {
                 "speedup", "efficiency", "test_acc", "share of the epoch: load compute wait allreduce update");
     for (const Row& r : rows) {
         const auto pct = [&](Phase p) { return format("%.0f%%", 100.0 * phase(r, p) / r.epoch_s); };
-        const std::string devices = std::string(to_string(r.config.kind)) + " x" + std::to_string(r.config.devices);
+        const std::string devices = std::string(to_string(r.config.devices.kind())) + " x" + std::to_string(r.config.devices.count());
         std::printf("%-9s %6d %8g %9.2f %10.0f %7.2fx %9.0f%% %8.4f  %4s %7s %4s %9s %6s\n", devices.c_str(),
                     r.config.batch, double(r.config.lr), r.epoch_s, r.samples_per_s, r.speedup, 100.0 * r.efficiency,
                     r.test_acc, pct(Phase::load).c_str(), pct(Phase::compute).c_str(), pct(Phase::wait).c_str(),
@@ -170,13 +170,13 @@ void print_verdict(const std::vector<Row>& rows, bool global_batch, const Allred
             std::printf("- careful: in the %d-device run, cpu:%d got only %.0f%% of a core for its forward+backward: "
                         "another program is using this machine, so the speed-up below is not the algorithm's "
                         "(run compare on an idle machine).\n",
-                        r.config.devices, r.least_core_device, 100.0 * r.least_core_share);
+                        r.config.devices.count(), r.least_core_device, 100.0 * r.least_core_share);
     for (size_t i = 1; i < rows.size(); ++i) {
         const Row& r = rows[i];
-        const double ratio = double(r.config.devices) / double(base.config.devices);
+        const double ratio = double(r.config.devices.count()) / double(base.config.devices.count());
         const double ideal = base.epoch_s / ratio;
-        std::printf("- %d devices: %.2fx the speed of %d (ideal %.2gx), %.0f%% scaling efficiency. ", r.config.devices,
-                    r.speedup, base.config.devices, ratio, 100.0 * r.efficiency);
+        std::printf("- %d devices: %.2fx the speed of %d (ideal %.2gx), %.0f%% scaling efficiency. ", r.config.devices.count(),
+                    r.speedup, base.config.devices.count(), ratio, 100.0 * r.efficiency);
         // The lost time, by phase: compute that did not shrink by the ratio,
         // waiting for the slowest device, and the allreduce and update (which
         // do not shrink at all: every device moves and updates all parameters).
@@ -195,18 +195,18 @@ void print_verdict(const std::vector<Row>& rows, bool global_batch, const Allred
         const double lost = r.epoch_s - ideal;
         if (lost <= 0.0) {
             std::printf("Faster than a perfect split of the %d-device epoch (%.2f s) by %.2f s",
-                        base.config.devices, ideal, -lost);
+                        base.config.devices.count(), ideal, -lost);
             std::printf(global_batch ? ".\n" : " (a larger batch makes each step's work more efficient).\n");
         } else {
             std::sort(std::begin(costs), std::end(costs), [](const Cost& a, const Cost& b) { return a.seconds > b.seconds; });
-            std::printf("Against a perfect split of the %d-device epoch (%.2f s) it lost %.2f s: ", base.config.devices,
+            std::printf("Against a perfect split of the %d-device epoch (%.2f s) it lost %.2f s: ", base.config.devices.count(),
                         ideal, lost);
             for (size_t c = 0; c < std::size(costs); ++c)
                 std::printf("%s%s %.2f s", c ? ", " : "", costs[c].what, costs[c].seconds);
             std::printf(". The largest cost: %s (%.0f%% of the ideal epoch).\n", costs[0].what,
                         100.0 * costs[0].seconds / ideal);
         }
-        if (r.config.devices > 1 && r.compute_slowest_s > 0)
+        if (r.config.devices.count() > 1 && r.compute_slowest_s > 0)
             std::printf("  forward+backward per device: mean %.2f s, slowest %.2f s per epoch (%.0f%% apart).\n",
                         r.compute_mean_s, r.compute_slowest_s,
                         100.0 * (r.compute_slowest_s - r.compute_mean_s) / std::max(r.compute_mean_s, 1e-9));
@@ -234,7 +234,7 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
         const Row& r = rows[i];
         const TrainConfig& c = r.config;
         std::snprintf(line, sizeof line, "%s,%d,%d,%g,%.6f,%.1f,%.4f,%.4f,%.4f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
-                      to_string(c.kind), c.devices, c.batch, double(c.lr), r.epoch_s, r.samples_per_s, r.speedup,
+                      to_string(c.devices.kind()), c.devices.count(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s, r.speedup,
                       r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute), phase(r, Phase::wait),
                       phase(r, Phase::allreduce), phase(r, Phase::update), r.compute_mean_s, r.compute_slowest_s);
         csv << line;
@@ -243,7 +243,7 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
                       "\"samples_per_s\": %.1f, \"speedup\": %.4f, \"efficiency\": %.4f, \"test_acc\": %.4f, "
                       "\"phases_s\": {\"load\": %.6f, \"compute\": %.6f, \"wait\": %.6f, \"allreduce\": %.6f, "
                       "\"update\": %.6f}, \"epochs\": [",
-                      i ? "," : "", to_string(c.kind), c.devices, c.batch, double(c.lr), r.epoch_s, r.samples_per_s,
+                      i ? "," : "", to_string(c.devices.kind()), c.devices.count(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s,
                       r.speedup, r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute),
                       phase(r, Phase::wait), phase(r, Phase::allreduce), phase(r, Phase::update));
         json << line;
@@ -287,7 +287,7 @@ int run_compare(int argc, const char* const* argv) {
     std::vector<Row> rows;
     for (int n : o.counts) {
         TrainConfig c = base;
-        c.devices = n;
+        c.devices = DeviceChoice::of(o.kind, n);
         c.devices_note.clear();
         c.breakdown = true;  // the phase shares come from it
         if (!o.global_batch) {
@@ -297,7 +297,7 @@ int run_compare(int argc, const char* const* argv) {
                                               : base.lr;
         }
         if (c.batch < n) throw InputError("--batch " + std::to_string(c.batch) + " is smaller than " + std::to_string(n) + " devices");
-        const char* kind = c.kind == DeviceKind::cpu ? (n == 1 ? "CPU device" : "CPU devices")
+        const char* kind = o.kind == DeviceKind::cpu ? (n == 1 ? "CPU device" : "CPU devices")
                                                      : (n == 1 ? "GPU replica" : "GPU replicas");
         std::printf("\n== compare: %d %s, batch %d, lr %g ==\n", n, kind, c.batch, double(c.lr));
         std::fflush(stdout);
@@ -310,7 +310,7 @@ int run_compare(int argc, const char* const* argv) {
     }
     for (Row& r : rows) {
         r.speedup = rows.front().epoch_s / r.epoch_s;
-        r.efficiency = r.speedup * double(rows.front().config.devices) / double(r.config.devices);
+        r.efficiency = r.speedup * double(rows.front().config.devices.count()) / double(r.config.devices.count());
     }
     std::printf("\ncompare: %s, %d epoch%s each; epoch time is the median of the epochs after the first\n",
                 o.global_batch ? "the same global batch and lr, split over more devices"

@@ -46,13 +46,18 @@ struct CpuGroup {
 
 class CpuDevice final : public Device {
    public:
-    CpuDevice(int index, const ReplicaSetup& setup, size_t staging_floats, std::shared_ptr<CpuGroup> group)
+    CpuDevice(int index, const ReplicaSetup& setup, size_t staging_floats, std::shared_ptr<CpuGroup> group,
+              std::shared_ptr<SharedHostMemory> shared)
         : index_(index),
           setup_(setup),
           group_(std::move(group)),
+          shared_(std::move(shared)),
           model_(lenet::model()),
           params_(model_.param_count()),
-          grads_(model_.param_count()),
+          own_grads_(shared_ ? 0 : model_.param_count()),
+          grads_(shared_ ? static_cast<float*>(shared_->allocate(model_.param_count() * sizeof(float)))
+                         : own_grads_.data(),
+                 model_.param_count()),
           staging_(staging_floats),
           chunk_(std::min(setup.capacity, chunk_samples)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
@@ -61,6 +66,8 @@ class CpuDevice final : public Device {
           activation_memory_(model_.activation_floats(chunk_, scratch_floats(chunk_))),
           act_(model_.carve(activation_memory_.data(), chunk_, scratch_floats(chunk_))),
           eval_index_(setup.capacity),
+          marks_done_(shared_ ? new (shared_->allocate(sizeof(std::atomic<uint64_t>))) std::atomic<uint64_t>(0)
+                              : &own_marks_done_),
           stream_([this](const CpuTask& task) { run(task); }) {
         group_->members.push_back(this);
     }
@@ -84,6 +91,8 @@ class CpuDevice final : public Device {
     void read_params(std::span<float> host) override { read(host, params_); }
     void write_grads(std::span<const float> host) override { write(grads_, host); }
     void read_grads(std::span<float> host) override { read(host, grads_); }
+    float* host_grads() override { return grads_.data(); }
+    HostMarks host_marks() override { return {marks_done_, marks_queued_}; }
     int read_input(std::span<float> images, std::span<int32_t> labels) override {
         synchronize();
         const size_t pixels = setup_.train->pixels();
@@ -202,23 +211,25 @@ class CpuDevice final : public Device {
     }
 
     void mark() override {
-        stream_.enqueue([this, target = ++marks_queued_] {
-            marks_done_.store(target);
-            marks_done_.notify_all();
+        stream_.enqueue([passed = marks_done_, target = ++marks_queued_] {
+            passed->store(target);
+            passed->notify_all();
         });
     }
+    // A CPU peer counts its marks as this device does; a GPU replica of a
+    // mixed run counts them from a host function on its stream.
     void wait_for(Device& other) override {
-        CpuDevice* peer = &cpu_peer(other);
-        stream_.enqueue([peer, target = peer->marks_queued_] {
-            for (uint64_t seen = peer->marks_done_.load(); seen < target; seen = peer->marks_done_.load())
-                peer->marks_done_.wait(seen);
+        const HostMarks marks = other.host_marks();
+        if (!marks.passed) throw std::logic_error(name() + " cannot wait for " + other.name() + " outside a mixed run");
+        stream_.enqueue([passed = marks.passed, target = marks.queued] {
+            for (uint64_t seen = passed->load(); seen < target; seen = passed->load()) passed->wait(seen);
         });
     }
     void copy_from_peer(Device& other, size_t first, size_t count, size_t staged) override {
         assert(first + count <= grads_.size() && staged + count <= staging_.size());
-        CpuDevice* peer = &cpu_peer(other);
-        stream_.enqueue([this, peer, first, count, staged] {
-            std::copy_n(peer->grads_.begin() + ptrdiff_t(first), count, staging_.begin() + ptrdiff_t(staged));
+        const float* from = peer_grads(other);
+        stream_.enqueue([this, from, first, count, staged] {
+            std::copy_n(from + first, count, staging_.begin() + ptrdiff_t(staged));
         });
     }
     void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
@@ -229,9 +240,9 @@ class CpuDevice final : public Device {
     }
     void copy_to_peer(Device& other, size_t first, size_t count) override {
         assert(first + count <= grads_.size());
-        CpuDevice* peer = &cpu_peer(other);
-        stream_.enqueue([this, peer, first, count] {
-            std::copy_n(grads_.begin() + ptrdiff_t(first), count, peer->grads_.begin() + ptrdiff_t(first));
+        float* to = peer_grads(other);
+        stream_.enqueue([this, to, first, count] {
+            std::copy_n(grads_.begin() + ptrdiff_t(first), count, to + first);
         });
     }
 
@@ -257,17 +268,23 @@ class CpuDevice final : public Device {
         return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
     }
 
-    static CpuDevice& cpu_peer(Device& d) {
-        assert(d.kind() == DeviceKind::cpu);
-        return static_cast<CpuDevice&>(d);
+    // A CPU peer's gradients. A GPU's are not this device's to copy: in a
+    // mixed run the GPUs come first and make every copy between kinds.
+    float* peer_grads(Device& peer) const {
+        float* grads = peer.host_grads();
+        if (!grads)
+            throw std::logic_error(name() + " cannot copy " + peer.name() +
+                                   "'s gradients: copies between kinds are the GPU's to make (an allreduce "
+                                   "algorithm that asks otherwise does not support mixed runs)");
+        return grads;
     }
 
-    void write(std::vector<float>& dst, std::span<const float> host) {
+    void write(std::span<float> dst, std::span<const float> host) {
         synchronize();
         assert(host.size() == dst.size());
         std::copy(host.begin(), host.end(), dst.begin());
     }
-    void read(std::span<float> host, const std::vector<float>& src) {
+    void read(std::span<float> host, std::span<const float> src) {
         synchronize();
         assert(host.size() == src.size());
         std::copy(src.begin(), src.end(), host.begin());
@@ -281,8 +298,8 @@ class CpuDevice final : public Device {
         } catch (...) {
             error_ = std::current_exception();
             // Release every device that waits, or will wait, on this one.
-            marks_done_.store(std::numeric_limits<uint64_t>::max());
-            marks_done_.notify_all();
+            marks_done_->store(std::numeric_limits<uint64_t>::max());
+            marks_done_->notify_all();
             updates_done_.store(std::numeric_limits<uint64_t>::max() / 2);  // and the host in throttle()
             updates_done_.notify_all();
         }
@@ -291,8 +308,11 @@ class CpuDevice final : public Device {
     const int index_;
     const ReplicaSetup setup_;
     std::shared_ptr<CpuGroup> group_;
+    std::shared_ptr<SharedHostMemory> shared_;  // a mixed run's: holds grads_ and *marks_done_
     const Model& model_;
-    std::vector<float> params_, grads_;  // the replica: one flat buffer each
+    std::vector<float> params_;          // the replica: one flat buffer each, parameters
+    std::vector<float> own_grads_;       // and gradients, here or in shared_
+    std::span<float> grads_;
     std::vector<float> staging_;         // what the allreduce algorithm asked this device to keep
     const int chunk_;                    // samples per forward/backward pass
     std::vector<float> input_;           // the loaded part (capacity, 784), in [0, 1]
@@ -318,7 +338,8 @@ class CpuDevice final : public Device {
     std::exception_ptr error_;
 
     uint64_t marks_queued_ = 0;             // host side
-    std::atomic<uint64_t> marks_done_{0};   // worker side, read by peers' workers
+    std::atomic<uint64_t> own_marks_done_{0};
+    std::atomic<uint64_t>* marks_done_;     // worker side, read by peers (own_marks_done_ or in shared_)
     uint64_t updates_queued_ = 0;            // host side, for throttle()
     std::atomic<uint64_t> updates_done_{0};  // worker side, read by the host in throttle()
 
@@ -337,13 +358,14 @@ int usable_cores() {
 // class comparing 1 and 2 devices) would then pin onto the same cores.
 // A failed allocation is reported with the sizes asked for.
 std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
-                                                      std::span<const size_t> staging_floats) {
+                                                      std::span<const size_t> staging_floats,
+                                                      std::shared_ptr<SharedHostMemory> shared) {
     std::vector<std::unique_ptr<Device>> devices;
     const auto group = std::make_shared<CpuGroup>();
     const int count = int(staging_floats.size());
     try {
         for (int i = 0; i < count; ++i)
-            devices.push_back(std::make_unique<CpuDevice>(i, setup, staging_floats[size_t(i)], group));
+            devices.push_back(std::make_unique<CpuDevice>(i, setup, staging_floats[size_t(i)], group, shared));
     } catch (const std::bad_alloc&) {
         const Model& model = lenet::model();
         const int chunk = std::min(setup.capacity, chunk_samples);

@@ -59,7 +59,7 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
     only_for("rows", "split");
     only_for("cols", "split");
     DemoOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), {DeviceKind::cpu, 2});
+    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), DeviceChoice::of(DeviceKind::cpu, 2));
     if (r.count("allreduce")) o.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     if (r.count("size"))
         o.size = parse_number<int>("size", given(r, "size"), 1, 16, "a whole number from 1 to 16 (a tensor to read)");
@@ -82,7 +82,7 @@ void print_values(const std::string& lead, const float* values, int count) {
 // The allreduce moves whole gradient buffers; the demo's tensor is the first
 // K floats of each, the rest zero, so what moves is exactly what training moves.
 int demo_allreduce(const DemoOptions& o) {
-    const int n = o.devices.count, k = o.size;
+    const int n = o.devices.count(), k = o.size;
     // Devices need a data set to exist; one blank sample is enough.
     Dataset blank;
     blank.images.assign(lenet::image_side * lenet::image_side, 0);
@@ -95,7 +95,7 @@ int demo_allreduce(const DemoOptions& o) {
     const std::vector<Device*> devices = pointers(owned);
 
     std::printf("allreduce over %d %s: device i's tensor holds %d value%s, all equal to i+1\n\n", n,
-                o.devices.kind == DeviceKind::cpu ? "CPU devices" : "GPU replicas", k, k == 1 ? "" : "s");
+                o.devices.kind() == DeviceKind::cpu ? "CPU devices" : "GPU replicas", k, k == 1 ? "" : "s");
     std::vector<float> buffer(lenet::model().param_count());
     std::printf("before:\n");
     for (int i = 0; i < n; ++i) {
@@ -129,7 +129,7 @@ int demo_allreduce(const DemoOptions& o) {
 // The batch is a data set of R samples of C "pixels" holding 0, 1, 2, ...;
 // devices store pixels scaled to [0, 1], so the values read back are shown x255.
 int demo_split(const DemoOptions& o) {
-    const int n = o.devices.count, rows = o.rows, cols = o.cols;
+    const int n = o.devices.count(), rows = o.rows, cols = o.cols;
     Dataset batch;
     batch.images.resize(size_t(rows) * cols);
     std::iota(batch.images.begin(), batch.images.end(), uint8_t(0));
@@ -154,7 +154,7 @@ int demo_split(const DemoOptions& o) {
     for (Device* d : devices) d->set_order(order.data(), order.size());
     split_and_load(devices, 0, even_parts(rows, n));
 
-    std::printf("\nsplit_and_load onto %d %s:\n", n, o.devices.kind == DeviceKind::cpu ? "CPU devices" : "GPU replicas");
+    std::printf("\nsplit_and_load onto %d %s:\n", n, o.devices.kind() == DeviceKind::cpu ? "CPU devices" : "GPU replicas");
     std::vector<float> images(size_t(capacity) * cols);
     std::vector<int32_t> labels(static_cast<size_t>(capacity));
     bool right = true;

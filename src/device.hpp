@@ -14,6 +14,7 @@
 // device_factory.hpp makes either from --cpus N / --gpus N.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,6 +45,42 @@ enum class Phase : uint8_t {
 };
 inline constexpr int phase_count = 6;
 using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phase
+
+// The devices of a run, in order: GPU replicas first, then CPU devices.
+// Device 0 (where the naive allreduce sums) is thus a GPU whenever there is one.
+struct DeviceChoice {
+    int gpus = 0;               // GPU replicas: devices 0 .. gpus-1
+    int cpus = 1;               // CPU devices after them
+    std::vector<int> gpu_ids;   // --devices: each replica's CUDA device; empty: replica i on GPU i % (GPUs present)
+    static DeviceChoice of(DeviceKind kind, int n) {
+        return kind == DeviceKind::gpu ? DeviceChoice{n, 0, {}} : DeviceChoice{0, n, {}};
+    }
+    int count() const { return gpus + cpus; }
+    bool mixed() const { return gpus > 0 && cpus > 0; }
+    DeviceKind kind() const { return gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu; }  // the first device's
+    bool operator==(const DeviceChoice&) const = default;
+};
+
+// "2 CPU devices", "1 GPU replica and 2 CPU devices".
+std::string describe(const DeviceChoice& choice);
+
+// Host memory every GPU can read and write (CUDA: pinned and mapped), for
+// what a mixed run's GPU replicas reach on CPU devices: their gradient
+// buffers and mark counts. Blocks live as long as this object; every device
+// of the run holds it, so none outlives another's copies.
+class SharedHostMemory {
+   public:
+    virtual ~SharedHostMemory() = default;
+    virtual void* allocate(size_t bytes) = 0;  // zeroed, aligned for any type
+};
+
+// Where a device's stream counts the marks it has passed, in host memory
+// (so that a device of the other kind can wait on it), and how many have
+// been queued so far.
+struct HostMarks {
+    const std::atomic<uint64_t>* passed = nullptr;  // null: not counted (a GPU outside a mixed run)
+    uint64_t queued = 0;
+};
 
 // What every replica of a run is built from.
 struct ReplicaSetup {
@@ -131,6 +168,13 @@ class Device {
     // this device's staging memory (ReplicaSetup::staging_floats).
     virtual void mark() = 0;
     virtual void wait_for(Device& other) = 0;
+    // Across kinds, in a mixed run: the marks this device's stream has passed,
+    // counted in host memory; and its gradient buffer where that is host
+    // memory (CPU devices; GPUs: null). A GPU replica waits for a CPU device
+    // and copies its gradients through these; a CPU device only waits for a
+    // GPU (copies between kinds are the GPU's: its copy engine moves them).
+    virtual HostMarks host_marks() = 0;
+    virtual float* host_grads() { return nullptr; }
     // staging[staged : staged + count) <- peer's gradients[first : first + count).
     virtual void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) = 0;
     // gradients[first : first + count) += each of `slots` staged ranges of
@@ -141,10 +185,13 @@ class Device {
 };
 
 // CPU devices, one worker thread each: device i keeps staging_floats[i]
-// floats of staging memory for the allreduce. device_factory.hpp makes
-// devices of either kind, asking the algorithm; this is its CPU half.
+// floats of staging memory for the allreduce. With `shared` (a mixed run),
+// their gradients and mark counts live there, for the GPUs to reach.
+// device_factory.hpp makes devices of either kind, asking the algorithm;
+// this is its CPU half.
 std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
-                                                      std::span<const size_t> staging_floats);
+                                                      std::span<const size_t> staging_floats,
+                                                      std::shared_ptr<SharedHostMemory> shared = nullptr);
 
 // Cores this process may run on.
 int usable_cores();

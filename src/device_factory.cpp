@@ -1,5 +1,7 @@
 #include "device_factory.hpp"
 
+#include <algorithm>
+
 #include "errors.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
@@ -17,32 +19,92 @@ void require_gpus(const std::string& what) {
     if (gpus.count() == 0) throw InputError(what + ": " + gpus.why_none + "; train on CPU devices with --cpus N");
 }
 
-DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback) {
-    if (!cpus.empty() && !gpus.empty()) throw InputError("--cpus and --gpus cannot be combined: pick one kind");
+DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback, bool mixed_ok) {
+    if (!cpus.empty() && !gpus.empty() && !mixed_ok)
+        throw InputError("--cpus and --gpus cannot be combined here: pick one kind (training takes both)");
+    if (cpus.empty() && gpus.empty()) return fallback;
+    DeviceChoice choice{0, 0, {}};
     if (!gpus.empty()) {
-        const int n = parse_device_count("gpus", gpus);
+        choice.gpus = parse_device_count("gpus", gpus);
         require_gpus("--gpus " + gpus);
-        return {DeviceKind::gpu, n};
     }
-    if (!cpus.empty()) return {DeviceKind::cpu, parse_device_count("cpus", cpus)};
-    return fallback;
+    if (!cpus.empty()) choice.cpus = parse_device_count("cpus", cpus);
+    if (choice.count() > max_devices)
+        throw InputError("--gpus " + gpus + " --cpus " + cpus + ": at most " + std::to_string(max_devices) +
+                         " devices in all");
+    return choice;
+}
+
+DeviceChoice parse_device_list(const std::string& text) {
+    DeviceChoice choice{0, 0, {}};
+    std::vector<int> cpu_numbers;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        const std::string item = text.substr(at, comma - at);
+        at = comma + 1;
+        const size_t colon = item.find(':');
+        const std::string kind = item.substr(0, colon);
+        if (colon == std::string::npos || (kind != "gpu" && kind != "cuda" && kind != "cpu"))
+            throw InputError("--devices " + text + ": '" + item + "' is not gpu:I, cuda:I or cpu:I");
+        const int number = parse_number<int>("devices", item.substr(colon + 1), 0, max_devices - 1,
+                                             ("a device number from 0 after " + kind + ":").c_str());
+        if (kind == "cpu") cpu_numbers.push_back(number);
+        else choice.gpu_ids.push_back(number);
+    }
+    std::sort(cpu_numbers.begin(), cpu_numbers.end());
+    for (size_t i = 0; i < cpu_numbers.size(); ++i)
+        if (cpu_numbers[i] != int(i))
+            throw InputError("--devices " + text + ": CPU devices are numbered cpu:0, cpu:1, ... each once (" +
+                             std::to_string(cpu_numbers.size()) + " CPU devices are cpu:0 to cpu:" +
+                             std::to_string(cpu_numbers.size() - 1) + ")");
+    choice.gpus = int(choice.gpu_ids.size());
+    choice.cpus = int(cpu_numbers.size());
+    if (choice.count() > max_devices)
+        throw InputError("--devices " + text + ": at most " + std::to_string(max_devices) + " devices");
+    if (choice.gpus > 0) {
+        require_gpus("--devices " + text);
+        const int present = probe_gpus().count();
+        for (int id : choice.gpu_ids)
+            if (id >= present)
+                throw InputError("--devices " + text + ": there is no gpu:" + std::to_string(id) + " (" +
+                                 std::to_string(present) + " GPU" + (present == 1 ? "" : "s") + " visible: gpu:0" +
+                                 (present > 1 ? " to gpu:" + std::to_string(present - 1) : "") + ")");
+    }
+    return choice;
+}
+
+std::string describe(const DeviceChoice& choice) {
+    const auto count = [](int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    if (choice.gpus == 0) return count(choice.cpus, "CPU device", "CPU devices");
+    const std::string gpus = count(choice.gpus, "GPU replica", "GPU replicas");
+    return choice.cpus == 0 ? gpus : gpus + " and " + count(choice.cpus, "CPU device", "CPU devices");
 }
 
 DeviceChoice default_devices(std::string& why) {
     const GpuInventory gpus = probe_gpus();
     if (gpus.count() > 0) {
         why = "all visible GPUs (choose with --gpus N or --cpus N)";
-        return {DeviceKind::gpu, gpus.count()};
+        return DeviceChoice::of(DeviceKind::gpu, gpus.count());
     }
     why = gpus.why_none + ", so 1 CPU device (choose with --cpus N)";
-    return {DeviceKind::cpu, 1};
+    return DeviceChoice::of(DeviceKind::cpu, 1);
 }
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
                                                   const Allreduce& allreduce) {
+    const int n = choice.count();
     std::vector<size_t> staging;
-    for (int i = 0; i < choice.count; ++i) staging.push_back(allreduce.staging_floats(i, choice.count, lenet::model().param_count()));
-    return choice.kind == DeviceKind::gpu ? make_gpu_devices(setup, staging) : make_cpu_devices(setup, staging);
+    for (int i = 0; i < n; ++i) staging.push_back(allreduce.staging_floats(i, n, lenet::model().param_count()));
+    if (choice.gpus == 0) return make_cpu_devices(setup, staging);
+    if (choice.cpus == 0) return make_gpu_devices(setup, staging, choice.gpu_ids);
+    // Mixed: the GPUs first (device 0, where the naive allreduce sums, is a
+    // GPU), every device holding the pinned memory the copies between kinds go through.
+    const std::shared_ptr<SharedHostMemory> shared = make_shared_host_memory();
+    const std::span<const size_t> all(staging);
+    std::vector<std::unique_ptr<Device>> devices =
+        make_gpu_devices(setup, all.first(size_t(choice.gpus)), choice.gpu_ids, shared);
+    for (auto& d : make_cpu_devices(setup, all.subspan(size_t(choice.gpus)), shared)) devices.push_back(std::move(d));
+    return devices;
 }
 
 std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>& devices) {

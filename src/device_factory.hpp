@@ -1,6 +1,6 @@
 // Devices are chosen and made here, once for every command: one parser for
-// --cpus N / --gpus N with one limit, and one factory that gives each device
-// the staging memory the allreduce algorithm asks for.
+// --cpus N / --gpus N / --devices LIST with one limit, and one factory that
+// gives each device the staging memory the allreduce algorithm asks for.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,18 +13,21 @@ namespace dpt {
 
 inline constexpr int max_devices = 1024;
 
-struct DeviceChoice {
-    DeviceKind kind = DeviceKind::cpu;
-    int count = 1;
-};
-
 // N as typed for --cpus or --gpus (`option` without dashes): a whole number
 // from 1 to max_devices, else an InputError naming the option.
 int parse_device_count(const std::string& option, const std::string& text);
 
-// --cpus N or --gpus N as typed ("" when not given; both given is an
-// InputError). --gpus needs a usable GPU. Neither: `fallback`.
-DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback);
+// --cpus N or --gpus N as typed ("" when not given). Both: a mixed run
+// where `mixed_ok` (training), else an InputError. --gpus needs a usable
+// GPU. Neither: `fallback`.
+DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback,
+                            bool mixed_ok = false);
+
+// --devices LIST: comma-separated gpu:I (CUDA device I; cuda:I is the same;
+// I repeated: replicas sharing that GPU) and cpu:I (CPU devices, numbered
+// 0, 1, ... each once), in any order; the run puts the GPUs first. An
+// InputError names the item that is wrong.
+DeviceChoice parse_device_list(const std::string& text);
 
 // With neither option: every visible GPU, else 1 CPU device; `why` says which and why.
 DeviceChoice default_devices(std::string& why);
@@ -33,7 +36,8 @@ DeviceChoice default_devices(std::string& why);
 void require_gpus(const std::string& what);
 
 // The devices of `choice`, every one made from `setup`, each with the
-// staging memory that `allreduce` asks for.
+// staging memory that `allreduce` asks for. A mixed choice puts the CPU
+// devices' gradients and marks in pinned host memory the GPUs map.
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
                                                   const Allreduce& allreduce);
 

@@ -125,7 +125,7 @@ struct Replicas {
     Replicas(DeviceKind kind, int n, const TrainConfig& c, const FashionMnist& data, const std::vector<float>& initial)
         : parts(SplitChoice{}, n, c.batch, data.train.count) {
         capacity = parts.largest();
-        owned = make_devices({kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce_named(c.allreduce));
+        owned = make_devices(DeviceChoice::of(kind, n), {&data.train, &data.test, capacity, c.pool}, allreduce_named(c.allreduce));
         devices = pointers(owned);
         for (Device* d : devices) d->write_params(initial);
     }

@@ -43,12 +43,20 @@ std::vector<std::vector<bool>> gpu_peer_matrix();
 // copies after a warm-up, timed with CUDA events.
 double gpu_copy_bandwidth(int from, int to, size_t bytes);
 
-// N replicas on the visible GPUs: replica i on GPU i % count, each with its
-// own stream, parameters, gradients and activations, and the data set
-// uploaded once per GPU. Enables peer access between GPUs where it exists.
-// Replica i keeps staging_floats[i] floats of staging memory for the allreduce.
+// N replicas on the visible GPUs: replica i on GPU gpu_ids[i], or with no
+// ids on GPU i % (GPUs present), each with its own stream, parameters,
+// gradients and activations, and the data set uploaded once per GPU used.
+// Enables peer access between GPUs where it exists. Replica i keeps
+// staging_floats[i] floats of staging memory for the allreduce. With
+// `shared` (a mixed run: CPU devices beside them) the replicas also count
+// their marks there, and reach CPU devices' gradients and marks through it.
 std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
-                                                      std::span<const size_t> staging_floats);
+                                                      std::span<const size_t> staging_floats,
+                                                      std::span<const int> gpu_ids = {},
+                                                      std::shared_ptr<SharedHostMemory> shared = nullptr);
+
+// Pinned host memory that every GPU maps, for a mixed run (device.hpp).
+std::shared_ptr<SharedHostMemory> make_shared_host_memory();
 
 // One line on where the replicas are: "4 replicas on 1 physical GPU (NVIDIA
 // H100 80GB HBM3)", and how the allreduce's copies travel between GPUs.

@@ -18,6 +18,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <string>
 #include <cassert>
 #include <cstdio>
 #include <limits>
@@ -120,8 +124,15 @@ struct GpuData {
 
 class GpuDevice final : public Device {
    public:
-    GpuDevice(int index, int gpu, std::shared_ptr<GpuData> data, const ReplicaSetup& setup, size_t staging_floats)
-        : index_(index), gpu_(gpu), setup_(setup), staging_floats_(staging_floats), data_(std::move(data)) {
+    GpuDevice(std::string name, int gpu, std::shared_ptr<GpuData> data, const ReplicaSetup& setup,
+              size_t staging_floats, std::shared_ptr<SharedHostMemory> shared)
+        : name_(std::move(name)),
+          gpu_(gpu),
+          setup_(setup),
+          staging_floats_(staging_floats),
+          data_(std::move(data)),
+          shared_(std::move(shared)) {
+        if (shared_) marks_passed_ = new (shared_->allocate(sizeof(std::atomic<uint64_t>))) std::atomic<uint64_t>(0);
         CUDA_CHECK(cudaSetDevice(gpu_));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
@@ -162,7 +173,7 @@ class GpuDevice final : public Device {
     }
 
     DeviceKind kind() const override { return DeviceKind::gpu; }
-    std::string name() const override { return "gpu:" + std::to_string(index_); }
+    std::string name() const override { return name_; }
     size_t param_floats() const override { return model_.param_count(); }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
@@ -283,17 +294,38 @@ class GpuDevice final : public Device {
         loaded_ = 0;  // the input buffer now holds test samples
     }
 
+    // Between GPUs a mark is an event. In a mixed run it is also counted in
+    // shared host memory by a host function on the stream (it only counts:
+    // a host function must never block), for CPU devices to wait on.
     void mark() override {
         use();
         CUDA_CHECK(cudaEventRecord(event_, stream_));
+        ++marks_queued_;
+        if (marks_passed_) CUDA_CHECK(cudaLaunchHostFunc(stream_, &GpuDevice::pass_mark, marks_passed_));
     }
+    HostMarks host_marks() override { return {marks_passed_, marks_queued_}; }
+    // A GPU peer: its event. A CPU device: a one-thread kernel that polls the
+    // device's mark count in shared host memory until it reaches the mark.
     void wait_for(Device& other) override {
         use();
-        CUDA_CHECK(cudaStreamWaitEvent(stream_, as_gpu(other).event_, 0));
+        if (other.kind() == DeviceKind::gpu) {
+            CUDA_CHECK(cudaStreamWaitEvent(stream_, as_gpu(other).event_, 0));
+            return;
+        }
+        const HostMarks marks = other.host_marks();
+        void* counter = nullptr;
+        CUDA_CHECK(cudaHostGetDevicePointer(&counter, const_cast<std::atomic<uint64_t>*>(marks.passed), 0));
+        static_assert(sizeof(std::atomic<uint64_t>) == sizeof(unsigned long long));
+        cuda::wait_for_host(static_cast<const unsigned long long*>(counter), marks.queued, stream_);
     }
     void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
         assert(first + count <= model_.param_count() && staged + count <= staging_floats_);
         use();
+        if (float* host = peer.host_grads()) {  // a CPU device's, in pinned memory: an asynchronous copy
+            CUDA_CHECK(cudaMemcpyAsync(staging_ + staged, host + first, count * sizeof(float), cudaMemcpyHostToDevice,
+                                       stream_));
+            return;
+        }
         GpuDevice& from = as_gpu(peer);
         copy(staging_ + staged, gpu_, from.grads_ + first, from.gpu_, count);
     }
@@ -305,12 +337,23 @@ class GpuDevice final : public Device {
     void copy_to_peer(Device& peer, size_t first, size_t count) override {
         assert(first + count <= model_.param_count());
         use();
+        if (float* host = peer.host_grads()) {
+            CUDA_CHECK(cudaMemcpyAsync(host + first, grads_ + first, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                       stream_));
+            return;
+        }
         GpuDevice& to = as_gpu(peer);
         copy(to.grads_ + first, to.gpu_, grads_ + first, gpu_, count);
     }
 
 
    private:
+    static void CUDART_CB pass_mark(void* passed) {
+        auto* count = static_cast<std::atomic<uint64_t>*>(passed);
+        count->fetch_add(1);
+        count->notify_all();
+    }
+
     // Kernels launch on the current device, which must be the stream's.
     void use() const { CUDA_CHECK(cudaSetDevice(gpu_)); }
 
@@ -338,11 +381,15 @@ class GpuDevice final : public Device {
         copy_now(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_);
     }
 
-    const int index_, gpu_;
+    const std::string name_;
+    const int gpu_;
     const Model& model_ = lenet::model();
     const ReplicaSetup setup_;
     const size_t staging_floats_;
     std::shared_ptr<GpuData> data_;
+    std::shared_ptr<SharedHostMemory> shared_;  // a mixed run's
+    std::atomic<uint64_t>* marks_passed_ = nullptr;  // in shared_: the marks the stream has passed
+    uint64_t marks_queued_ = 0;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t event_ = nullptr;  // mark() records it; peers wait on its latest record
     cuda::KernelSet kernels_{};
@@ -370,11 +417,47 @@ GpuDevice& as_gpu(Device& d) {
 int gpu_internal::gpu_of(Device& d) { return as_gpu(d).gpu(); }
 cudaStream_t gpu_internal::stream_of(Device& d) { return as_gpu(d).stream(); }
 
+namespace {
+
+// Pinned host memory mapped into every GPU's address space (portable).
+class PinnedMemory final : public SharedHostMemory {
+   public:
+    ~PinnedMemory() override {
+        for (void* p : blocks_) cudaFreeHost(p);
+    }
+    void* allocate(size_t bytes) override {
+        void* p = nullptr;
+        CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable | cudaHostAllocMapped));
+        std::memset(p, 0, bytes);
+        blocks_.push_back(p);
+        return p;
+    }
+
+   private:
+    std::vector<void*> blocks_;
+};
+
+}  // namespace
+
+std::shared_ptr<SharedHostMemory> make_shared_host_memory() { return std::make_shared<PinnedMemory>(); }
+
 std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
-                                                      std::span<const size_t> staging_floats) {
+                                                      std::span<const size_t> staging_floats,
+                                                      std::span<const int> gpu_ids,
+                                                      std::shared_ptr<SharedHostMemory> shared) {
     const int count = int(staging_floats.size());
-    const int gpus = std::min(probe_gpus().count(), count);
-    if (gpus == 0) throw std::runtime_error("no CUDA GPU to put replicas on");
+    const int present = probe_gpus().count();
+    if (present == 0) throw std::runtime_error("no CUDA GPU to put replicas on");
+    // Replica i's GPU: as listed, or round-robin over the GPUs present.
+    std::vector<int> on_gpu(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) on_gpu[size_t(i)] = gpu_ids.empty() ? i % present : gpu_ids[size_t(i)];
+    const int gpus = 1 + *std::max_element(on_gpu.begin(), on_gpu.end());
+    if (gpus > present)
+        throw std::runtime_error("no GPU " + std::to_string(gpus - 1) + ": " + std::to_string(present) + " present");
+    // Named as listed (gpu:ID) when each GPU has one replica, else by replica number.
+    std::vector<int> sorted = on_gpu;
+    std::sort(sorted.begin(), sorted.end());
+    const bool by_id = !gpu_ids.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
     for (int g = 0; g < gpus; ++g) {
         cudaDeviceProp prop{};
         CUDA_CHECK(cudaGetDeviceProperties(&prop, g));
@@ -384,11 +467,15 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
                                      "; this dptrain has code for 7.5 and newer: use --cpus N");
     }
     enable_peer_access(gpus);
-    std::vector<std::shared_ptr<GpuData>> data;
-    for (int g = 0; g < gpus; ++g) data.push_back(std::make_shared<GpuData>(g, *setup.train, *setup.test));
+    std::map<int, std::shared_ptr<GpuData>> data;  // per GPU used
+    for (int g : on_gpu)
+        if (!data.count(g)) data[g] = std::make_shared<GpuData>(g, *setup.train, *setup.test);
     std::vector<std::unique_ptr<Device>> devices;
-    for (int i = 0; i < count; ++i)
-        devices.push_back(std::make_unique<GpuDevice>(i, i % gpus, data[i % gpus], setup, staging_floats[size_t(i)]));
+    for (int i = 0; i < count; ++i) {
+        const int g = on_gpu[size_t(i)];
+        devices.push_back(std::make_unique<GpuDevice>("gpu:" + std::to_string(by_id ? g : i), g, data[g], setup,
+                                                      staging_floats[size_t(i)], shared));
+    }
     return devices;
 }
 

@@ -10,8 +10,13 @@ GpuInventory probe_gpus() {
     return {{}, "this dptrain was built without CUDA (meson -Dcuda=disabled, or no nvcc when it was built)"};
 }
 
-std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup&, std::span<const size_t>) {
+std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup&, std::span<const size_t>,
+                                                      std::span<const int>, std::shared_ptr<SharedHostMemory>) {
     throw std::logic_error("make_gpu_devices: built without CUDA");
+}
+
+std::shared_ptr<SharedHostMemory> make_shared_host_memory() {
+    throw std::logic_error("make_shared_host_memory: built without CUDA");
 }
 
 std::vector<GpuProperties> gpu_properties() { return {}; }

@@ -134,9 +134,9 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     InspectOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), {DeviceKind::cpu, 2});
+    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), DeviceChoice::of(DeviceKind::cpu, 2));
     o.allreduce = std::string(allreduce_named(r["allreduce"].as<std::string>()).info().name);
-    const int n = o.devices.count;
+    const int n = o.devices.count();
     o.batch = r.count("batch") ? parse_number<int>("batch", given(r, "batch"), 1, 4096, "a whole number from 1 to 4096")
                                : 2 * n;
     if (o.batch < n)
@@ -159,7 +159,7 @@ int run_inspect(int argc, const char* const* argv) {
     const std::optional<InspectOptions> parsed = parse(argc, argv);
     if (!parsed) return 0;
     const InspectOptions& o = *parsed;
-    const int n = o.devices.count, batch = o.batch;
+    const int n = o.devices.count(), batch = o.batch;
     const std::string dir = find_data_dir(o.data_dir);
     const FashionMnist data = load_fashion_mnist(dir, size_t(batch), 1);
     if (data.train.count < size_t(batch))
@@ -175,10 +175,10 @@ int run_inspect(int argc, const char* const* argv) {
 
     // The reference: one device of the same kind computing the whole batch.
     const std::vector<std::unique_ptr<Device>> single =
-        make_devices({o.devices.kind, 1}, {&data.train, &data.test, batch, o.pool}, allreduce);
+        make_devices(DeviceChoice::of(o.devices.kind(), 1), {&data.train, &data.test, batch, o.pool}, allreduce);
     Device& one = *single[0];
 
-    const char* kind = o.devices.kind == DeviceKind::cpu ? "CPU device" : "GPU replica";
+    const char* kind = o.devices.kind() == DeviceKind::cpu ? "CPU device" : "GPU replica";
     std::printf("dptrain inspect: %d %s%s; the batch is the first %d training samples; %s init, seed %llu\n", n, kind,
                 n == 1 ? "" : "s", batch, o.init == InitKind::xavier ? "xavier" : "normal",
                 (unsigned long long)o.seed);

@@ -34,14 +34,20 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
                 c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
                 data.test.count);
-    if (c.kind == DeviceKind::gpu) {
-        std::printf("devices: %s; each replica has its own stream and memory%s%s\n", describe_gpu_replicas(n).c_str(),
-                    c.devices_note.empty() ? "" : "; ", c.devices_note.c_str());
+    const std::string note = c.devices_note.empty() ? "" : "; " + c.devices_note;
+    if (c.devices.mixed()) {
+        std::string names;
+        for (Device* d : devices) names += (names.empty() ? "" : ", ") + d->name();
+        std::printf("devices: %s (%s), the GPUs first: %s sums the gradients; what crosses kinds goes through "
+                    "pinned host memory by the GPUs' copy engines; no CUDA graph%s\n",
+                    describe(c.devices).c_str(), names.c_str(), devices[0]->name().c_str(), note.c_str());
+    } else if (c.devices.gpus > 0) {
+        std::printf("devices: %s; each replica has its own stream and memory%s\n", describe_gpu_replicas(n).c_str(),
+                    note.c_str());
     } else {
         const int cores = usable_cores();
-        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s%s\n", n,
-                    n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", c.devices_note.empty() ? "" : "; ",
-                    c.devices_note.c_str());
+        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s\n", n,
+                    n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", note.c_str());
         if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
     }
     char per_device[64];  // "256 per device", or "170-171 per device" when the parts differ by one
@@ -200,8 +206,9 @@ void MetricsFile::write(const EpochReport& s) {
     int n = std::snprintf(line, sizeof line,
                           "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
                           "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g",
-                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices,
-                          to_string(c.kind), c.batch, double(c.lr));
+                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices.count(),
+                          c.devices.mixed() ? "cuda+cpu" : to_string(c.devices.gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu),
+                          c.batch, double(c.lr));
     if (c.breakdown)
         n += std::snprintf(line + n, sizeof line - size_t(n),
                            ", \"load_s\": %.6f, \"compute_s\": %.6f, \"compute_mean_s\": %.6f, "
@@ -226,7 +233,7 @@ std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step
                   "infinity) with --lr %g. Try a smaller --lr; for --batch %d the linear scaling rule (lr 0.3 "
                   "at batch 256, growing with the batch%s) suggests --lr %g.%s",
                   epoch, where.c_str(), double(c.lr), c.batch,
-                  c.devices > 1 ? ", as when going from 1 device to N" : "", rule,
+                  c.devices.count() > 1 ? ", as when going from 1 device to N" : "", rule,
                   c.checkpoint_path.empty() ? "" : " No checkpoint was written for this epoch.");
     return text;
 }

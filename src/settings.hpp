@@ -21,8 +21,7 @@ struct Position {
 };
 
 struct TrainConfig {
-    DeviceKind kind = DeviceKind::cpu;
-    int devices = 1;
+    DeviceChoice devices;      // GPU replicas first, then CPU devices (device.hpp)
     std::string devices_note;  // why this kind and count, when not asked for explicitly
     int batch = 256;
     float lr = 0.3f;

@@ -116,7 +116,8 @@ namespace {
 std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* const> devices,
                                         const Allreduce& allreduce, const BatchParts& parts, size_t count,
                                         size_t steps, int epoch) {
-    if (c.kind != DeviceKind::gpu || !c.graphs || c.epochs < epoch) return nullptr;
+    if (c.devices.gpus == 0 || !c.graphs || c.epochs < epoch) return nullptr;
+    if (c.devices.mixed()) return nullptr;  // CPU devices take part in every step: queued step by step (the banner says)
     if (c.breakdown) {
         std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
                     "(no CUDA graph)\n");
@@ -215,13 +216,13 @@ TrainResult train(const TrainConfig& config) {
                                        : !c.load_path.empty() ? load_params(c.load_path)
                                                               : init_params(c.init, c.seed);
 
-    const int n = c.devices;
+    const int n = c.devices.count();
     BatchParts parts(c.split, n, c.batch, count);
     // --split auto may give a device up to the whole batch but one sample a peer.
     const int capacity = c.split.measured() ? parts.largest() : c.batch;
     const Allreduce& allreduce = allreduce_named(c.allreduce);
     const std::vector<std::unique_ptr<Device>> owned =
-        make_devices({c.kind, n}, {&data.train, &data.test, capacity, c.pool}, allreduce);
+        make_devices(c.devices, {&data.train, &data.test, capacity, c.pool}, allreduce);
     const std::vector<Device*> devices = pointers(owned);
     apply_slowdowns(c, devices);
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
@@ -245,7 +246,7 @@ TrainResult train(const TrainConfig& config) {
     };
     // CPU devices only: there the host is at most two steps ahead, so the bar
     // shows work done, not work queued (a GPU epoch takes a blink anyway).
-    ProgressBar progress(c.kind == DeviceKind::cpu && isatty(STDOUT_FILENO));
+    ProgressBar progress(c.devices.cpus > 0 && isatty(STDOUT_FILENO));
     StopRequests stop;  // from here on, SIGINT and SIGTERM stop the run between two steps
     for (int epoch = c.start.epoch; epoch <= c.epochs; ++epoch) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;

@@ -18,7 +18,7 @@ struct Run {
     Run(int n, int batch, size_t count, bool random_pixels = false, int capacity = 0)
         : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
         const int part = capacity > 0 ? capacity : (batch + n - 1) / n;
-        owned = make_devices({DeviceKind::cpu, n}, {&train, &test, part, PoolKind::avg}, allreduce_named("naive"));
+        owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n), {&train, &test, part, PoolKind::avg}, allreduce_named("naive"));
         devices = pointers(owned);
     }
     std::vector<float> params(int i) {

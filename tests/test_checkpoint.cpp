@@ -20,8 +20,7 @@ namespace {
 
 Checkpoint example() {
     Checkpoint k;
-    k.settings.kind = DeviceKind::cpu;
-    k.settings.devices = 3;
+    k.settings.devices = DeviceChoice::of(DeviceKind::cpu, 3);
     k.settings.allreduce = "naive";
     k.settings.batch = 511;
     k.settings.split = {SplitMode::automatic, {300, 200, 11}};  // as --split auto measured it
@@ -72,7 +71,6 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     const std::string bytes = encode_checkpoint(k);
     const Checkpoint back = decode_checkpoint(bytes_of(bytes), "ck");
     const TrainConfig &a = k.settings, &b = back.settings;
-    CHECK(b.kind == a.kind);
     CHECK(b.devices == a.devices);
     CHECK(b.allreduce == a.allreduce);
     CHECK(b.batch == a.batch);
@@ -144,6 +142,26 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
         CHECK(back.settings.split.mode == SplitMode::even);
         CHECK(back.settings.split.counts.empty());
         CHECK(back.settings.batch == 511);
+    }
+    SECTION("the devices line: one kind, or a mixed run's GPUs then CPUs (version 3 on)") {
+        const size_t at = bytes.find("devices cpu 3\n");
+        REQUIRE(at != std::string::npos);
+        const auto with_devices = [&](const std::string& line, const char* version = "3") {
+            std::string other = bytes;
+            other.replace(at, std::strlen("devices cpu 3\n"), line);
+            other.replace(std::strlen("dptrain-checkpoint "), 1, version);
+            return resealed(other);
+        };
+        const Checkpoint mixed = decode_checkpoint(bytes_of(with_devices("devices cuda 1 cpu 2\n")), "ck");
+        CHECK(mixed.settings.devices == DeviceChoice{1, 2, {}});
+        CHECK(encode_checkpoint(mixed).find("\ndevices cuda 1 cpu 2\n") != std::string::npos);
+        CHECK(decode_checkpoint(bytes_of(with_devices("devices cuda 3\n")), "ck").settings.devices ==
+              DeviceChoice::of(DeviceKind::gpu, 3));
+        for (const char* bad : {"devices cpu 1 cuda 2\n", "devices cuda 1 cpu\n", "devices cuda 0 cpu 3\n",
+                                "devices cpu 3 cpu 1\n", "devices gpu 3\n", "devices cuda 1 cpu 2 cpu 1\n"}) {
+            CAPTURE(bad);
+            CHECK(rejection(with_devices(bad)).find("ck: corrupted header (devices '") == 0);
+        }
     }
     SECTION("the split line: even, weights, auto before and after measuring; nothing else") {
         const auto with_split = [&](const std::string& line) {

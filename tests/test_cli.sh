@@ -58,7 +58,7 @@ errors)
     expect_error "--init must be xavier or normal" --init zeros
     expect_error "bogus" --bogus
     expect_error "unexpected argument 'extra'" extra
-    expect_error "cannot be combined" --cpus 1 --gpus 1
+    expect_error "--gpus must be" --cpus 1 --gpus 0  # both together: a mixed run, each count checked
     expect_error "--cpus must be a whole number from 1 to 1024" --cpus 1025
     expect_error "--allreduce must be one of naive (got 'ring')" --allreduce ring
     expect_error "--warmup must be a number of epochs from 0 to 1000" --warmup -1
@@ -267,6 +267,18 @@ split)
     expect_error "--slowdown cpu:2=3: this run has no device cpu:2 (it has cpu:0, cpu:1)" --cpus 2 --slowdown cpu:2=3 --epochs 0
     expect_error "--slowdown cpu:1: expected DEVICE=K" --cpus 2 --slowdown cpu:1
     expect_error "--slowdown must be a whole factor from 2 to 1000" --cpus 2 --slowdown cpu:1=1
+    # --devices: every device named; CPU devices are numbered from 0, each once.
+    expect_error "--devices tpu:0: 'tpu:0' is not gpu:I, cuda:I or cpu:I" --devices tpu:0
+    expect_error "CPU devices are numbered cpu:0, cpu:1, ... each once" --devices cpu:0,cpu:2
+    expect_error "CPU devices are numbered cpu:0, cpu:1, ... each once" --devices cpu:0,cpu:0
+    expect_error "--devices must be a device number from 0 after cpu:" --devices cpu:x
+    expect_error "--devices lists every device: give it without --cpus and --gpus" --devices cpu:0 --cpus 2
+    expect_error "--cpus and --gpus cannot be combined here" inspect --cpus 1 --gpus 1
+    "$dptrain" --devices cpu:1,cpu:0 --split 3,1 --epochs 1 --limit-train 512 --limit-test 64 --batch 64 --save "$tmp/listed.params" >"$tmp/out" \
+        || fail "--devices cpu:1,cpu:0 failed: $(cat "$tmp/out")"
+    "$dptrain" --cpus 2 --split 3,1 --epochs 1 --limit-train 512 --limit-test 64 --batch 64 --save "$tmp/counted.params" >/dev/null
+    grep -q "^batch 64 (split 48 + 16 of 64 by --split)" "$tmp/out" && cmp -s "$tmp/listed.params" "$tmp/counted.params" \
+        && echo "ok: --devices cpu:1,cpu:0 is --cpus 2, bit for bit" || fail "--devices cpu:1,cpu:0 differs from --cpus 2: $(cat "$tmp/out")"
 
     # cpu:1 computes each part 3 times over: with the even split cpu:0 waits
     # for it most of every step; auto (and 3,1) must cut that wait by half or more.

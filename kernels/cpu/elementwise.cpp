@@ -1,8 +1,8 @@
 // The small kernels of a training step on the CPU: loading samples, ReLU,
 // softmax cross-entropy, the SGD update and the allreduce's sum.
 // CUDA twin: kernels/cuda/elementwise.cu.
-#include <cstring>
 #include <cmath>
+#include <cstring>
 
 #include "kernels.hpp"
 
@@ -60,8 +60,10 @@ int64_t count_correct(const float* logits, const int32_t* labels, int n, int cla
     return correct;
 }
 
+// One rounding, as the CUDA twin's __fmaf_rn: a mixed run's CPU and GPU
+// replicas must update to the same bits.
 void sgd_update(float* params, const float* grads, float scale, size_t count) {
-    for (size_t i = 0; i < count; ++i) params[i] -= scale * grads[i];
+    for (size_t i = 0; i < count; ++i) params[i] = std::fma(-scale, grads[i], params[i]);
 }
 
 void sum_into(float* acc, const float* staged, int parts, size_t count) {

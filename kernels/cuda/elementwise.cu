@@ -68,7 +68,7 @@ __global__ void correct_count(unsigned long long* correct, const float* logits, 
 }
 
 __global__ void sgd(float* params, const float* grads, float scale, size_t count) {
-    FOR_EACH_INDEX(i, count) params[i] -= scale * grads[i];
+    FOR_EACH_INDEX(i, count) params[i] = __fmaf_rn(-scale, grads[i], params[i]);  // as the CPU twin: one rounding
 }
 
 __global__ void sum_parts(float* acc, const float* staged, int parts, size_t count) {
@@ -142,6 +142,16 @@ void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t st
     if (count == 0) return;
     nonfinite<<<launch::grid_for(count), launch::threads, 0, stream>>>(first_bad, x, count, step);
     CUDA_CHECK_LAUNCH("nonfinite");
+}
+
+// volatile: every read goes to host memory, where the CPU thread writes.
+__global__ void poll_host(const volatile unsigned long long* counter, unsigned long long target) {
+    while (*counter < target) __nanosleep(1000);
+}
+
+void wait_for_host(const unsigned long long* counter, unsigned long long target, cudaStream_t stream) {
+    poll_host<<<1, 1, 0, stream>>>(counter, target);
+    CUDA_CHECK_LAUNCH("poll_host");
 }
 
 }  // namespace dpt::cuda

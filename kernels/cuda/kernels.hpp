@@ -89,6 +89,10 @@ void sum_into(float* acc, const float* staged, int parts, size_t count,
 // When x holds a NaN or an infinity: *first_bad = min(*first_bad, step).
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step,
                     cudaStream_t stream);
+// Holds `stream` until *counter, a count in mapped host memory that a CPU
+// thread raises, reaches `target` (a mixed run's GPU waiting for a CPU
+// device's mark): one thread polls, sleeping a microsecond between reads.
+void wait_for_host(const unsigned long long* counter, unsigned long long target, cudaStream_t stream);
 
 // The layer kernels bound to one stream, for lenet::forward / lenet::backward.
 struct KernelSet {

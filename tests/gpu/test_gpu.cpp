@@ -361,11 +361,12 @@ struct EpochOptions {
 // devices, then the test set evaluated on device 0. The loss sum and the
 // divergence watch accumulate over the epochs, as they do over a graph's
 // replays in train().
-Trained train_epochs(DeviceKind kind, int n, int batch, const EpochOptions& o = {}) {
+Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o = {}) {
     const size_t count = 150;  // 150 / 32: a short last batch
+    const int n = choice.count();
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
     const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg};
-    const auto owned = make_devices({kind, n}, setup, naive());
+    const auto owned = make_devices(choice, setup, naive());
     const std::vector<Device*> devices = pointers(owned);
     const auto init = init_params(InitKind::xavier, 4);
     for (Device* d : devices) d->write_params(init);
@@ -399,6 +400,10 @@ Trained train_epochs(DeviceKind kind, int n, int batch, const EpochOptions& o = 
     t.correct = devices[0]->take_correct();
     t.first_bad_step = devices[0]->take_first_bad_step();
     return t;
+}
+
+Trained train_epochs(DeviceKind kind, int n, int batch, const EpochOptions& o = {}) {
+    return train_epochs(DeviceChoice::of(kind, n), batch, o);
 }
 
 double largest(const std::vector<float>& v) {
@@ -467,7 +472,7 @@ void check_graph_replays(int n, int batch, const std::string& name) {
 void check_failed_recording(int n, int batch) {
     const size_t count = 150;
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
-    const auto owned = make_devices({DeviceKind::gpu, n}, {&train, &test, (batch + n - 1) / n, PoolKind::avg}, naive());
+    const auto owned = make_devices(DeviceChoice::of(DeviceKind::gpu, n), {&train, &test, (batch + n - 1) / n, PoolKind::avg}, naive());
     const std::vector<Device*> devices = pointers(owned);
     const auto init = init_params(InitKind::xavier, 4);
     for (Device* d : devices) d->write_params(init);
@@ -493,10 +498,34 @@ void check_failed_recording(int n, int batch) {
            std::to_string(n) + " GPU replicas: after the failed recording, queued training gives the bits of fresh devices");
 }
 
+// A mixed run (--gpus 1 --cpus 2, and two GPU replicas beside one CPU
+// device): the GPU waits for the CPU devices' marks in pinned memory and
+// copies their gradients; they wait for its mark. Every replica ends with the
+// same bits (the allreduce hands every device the same sum, and the update is
+// one fused multiply-add on both kinds), and the run trains as CPU devices do.
+void test_mixed(int batch) {
+    for (const DeviceChoice& choice : {DeviceChoice{1, 2, {}}, DeviceChoice{2, 1, {}}}) {
+        const std::string name = "mixed, " + describe(choice);
+        const Trained mixed = train_epochs(choice, batch);
+        if (mixed.params.size() != size_t(choice.count())) {
+            report(false, name + ": trained");
+            continue;
+        }
+        for (int i = 1; i < choice.count(); ++i)
+            report(std::memcmp(mixed.params[0].data(), mixed.params[size_t(i)].data(),
+                               lenet::model().param_count() * sizeof(float)) == 0,
+                   name + ": device " + std::to_string(i) + " has the same bits as device 0");
+        const Trained cpus = train_epochs(DeviceKind::cpu, choice.count(), batch);
+        compare_with_cpu(name + " vs as many CPU devices: parameters after one epoch", mixed.params[0], cpus.params[0]);
+        report(mixed.first_bad_step == -1, name + ": the divergence watch stays quiet at lr 0.1");
+    }
+}
+
 void test_replicas() {
     const int batch = 32;
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch);
     const Trained one = train_epochs(DeviceKind::gpu, 1, batch);
+    test_mixed(batch);
     for (int n : {1, 2, 3}) {
         const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "");
         const Trained gpu = n == 1 ? one : train_epochs(DeviceKind::gpu, n, batch);

@@ -107,7 +107,8 @@ def draw_drift(args):
 
 
 def label(c):
-    return f"{c['device_kind']} x{c['devices']}, batch {c['batch']}, lr {c['lr']:g}"
+    split = f", split {c['split']}" if c.get('split', 'even') != 'even' else ''
+    return f"{c['device_kind']} x{c['devices']}, batch {c['batch']}, lr {c['lr']:g}{split}"
 
 
 def main():
@@ -147,7 +148,8 @@ def main():
     acc.legend(loc="best", fontsize="small")
     acc.set_title("test accuracy after each epoch")
 
-    names = [f"{c['device_kind']} x{c['devices']}" for c in configs]
+    names = [f"{c['device_kind']} x{c['devices']}" + (f" ({c['split']})" if c.get("split", "even") != "even" else "")
+             for c in configs]
     x = range(len(configs))
     bottom = [0.0] * len(configs)
     for key, text, colour in PHASES:

@@ -27,7 +27,21 @@ struct CompareOptions {
     ScaleLr scale = ScaleLr::linear;
     bool global_batch = false;
     std::string out_dir;
+    std::vector<std::string> splits;  // --split even,auto: each count with each split; empty: the one split given
 };
+
+// "even", "auto", or one weight per device (3,1): compare passes the last to
+// every run; a list of even and auto becomes a row each.
+bool is_split_list(const std::string& text) {
+    if (text.find(',') == std::string::npos) return false;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t end = std::min(text.find(',', at), text.size());
+        const std::string item = text.substr(at, end - at);
+        if (item != "even" && item != "auto") return false;
+        at = end + 1;
+    }
+    return true;
+}
 
 // One configuration's figures: epoch time is the median of the epochs after
 // the first (which includes warm-up), phases the mean over the same epochs.
@@ -86,6 +100,14 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
             o.global_batch = true;
         } else if (name == "--out") {
             o.out_dir = take_value();
+        } else if (name == "--split" && is_split_list(value = take_value())) {
+            for (size_t at = 0; at <= value.size();) {
+                const size_t end = std::min(value.find(',', at), value.size());
+                o.splits.push_back(value.substr(at, end - at));
+                at = end + 1;
+            }
+        } else if (name == "--split") {
+            rest.insert(rest.end(), {"--split", value});
         } else if (name == "--resume" || name == "--checkpoint" || name == "--checkpoint-every" ||
                    name == "--metrics" || name == "--save") {
             throw InputError(name + " is for a single run, not for compare (compare writes its results with --out DIR)");
@@ -100,7 +122,7 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
 void print_help() {
     std::printf(
         "Usage: dptrain compare --cpus LIST | --gpus LIST [--scale-lr linear|sqrt|none] [--global-batch]\n"
-        "                       [--out DIR] [training options]\n\n"
+        "                       [--split even,auto] [--out DIR] [training options]\n\n"
         "Trains once per device count (e.g. --cpus 1,2 or --gpus 1,2,4) and prints one table: global\n"
         "batch, lr, epoch time (median of the epochs after the first), samples/s, speedup, scaling\n"
         "efficiency, final test accuracy and where each epoch's time went, then a verdict.\n\n"
@@ -111,6 +133,9 @@ void print_help() {
         "                    0.3 -> 0.6), sqrt (lr*sqrt(N)) or none; default linear\n"
         "  --global-batch    keep the global batch and lr, split over more devices\n"
         "  --out DIR         also write DIR/compare.csv and DIR/compare.json (scripts/plot.py draws them)\n"
+        "  --split even,auto each device count with each split: the waiting for the slowest device\n"
+        "                    before and after (try it with --slowdown cpu:1=3 on --cpus 2); a single\n"
+        "                    split (even, auto or weights such as 3,1) applies to every run\n"
         "  --epochs E        default 3 here; every other training option applies to every run\n");
 }
 
@@ -145,13 +170,21 @@ Row summarise(const TrainConfig& config, const std::vector<EpochReport>& epochs)
 
 double phase(const Row& r, Phase p) { return r.phases[size_t(p)]; }
 
-void print_table(const std::vector<Row>& rows) {
-    std::printf("\n%-9s %6s %8s %9s %10s %8s %10s %8s  %s\n", "devices", "batch", "lr", "epoch s", "samples/s",
+// "cpu x2", and with a list of splits "cpu x2 auto".
+std::string label(const Row& r, bool splits) {
+    std::string text = std::string(to_string(r.config.devices.kind())) + " x" + std::to_string(r.config.devices.count());
+    if (splits) text += r.config.split.mode == SplitMode::automatic ? " auto" : " even";
+    return text;
+}
+
+void print_table(const std::vector<Row>& rows, bool splits) {
+    const int width = splits ? 14 : 9;
+    std::printf("\n%-*s %6s %8s %9s %10s %8s %10s %8s  %s\n", width, "devices", "batch", "lr", "epoch s", "samples/s",
                 "speedup", "efficiency", "test_acc", "share of the epoch: load compute wait allreduce update");
     for (const Row& r : rows) {
         const auto pct = [&](Phase p) { return format("%.0f%%", 100.0 * phase(r, p) / r.epoch_s); };
-        const std::string devices = std::string(to_string(r.config.devices.kind())) + " x" + std::to_string(r.config.devices.count());
-        std::printf("%-9s %6d %8g %9.2f %10.0f %7.2fx %9.0f%% %8.4f  %4s %7s %4s %9s %6s\n", devices.c_str(),
+        const std::string devices = label(r, splits);
+        std::printf("%-*s %6d %8g %9.2f %10.0f %7.2fx %9.0f%% %8.4f  %4s %7s %4s %9s %6s\n", width, devices.c_str(),
                     r.config.batch, double(r.config.lr), r.epoch_s, r.samples_per_s, r.speedup, 100.0 * r.efficiency,
                     r.test_acc, pct(Phase::load).c_str(), pct(Phase::compute).c_str(), pct(Phase::wait).c_str(),
                     pct(Phase::allreduce).c_str(), pct(Phase::update).c_str());
@@ -173,6 +206,18 @@ void print_verdict(const std::vector<Row>& rows, bool global_batch, const Allred
                         r.config.devices.count(), r.least_core_device, 100.0 * r.least_core_share);
     for (size_t i = 1; i < rows.size(); ++i) {
         const Row& r = rows[i];
+        if (r.config.devices.count() == base.config.devices.count()) {  // another split of the same devices
+            const Row& even = base;
+            std::printf("- %s: %.2fx the speed of %s; device 0 waited %.2f s an epoch for its peers instead of %.2f s "
+                        "(%+.0f%%); forward+backward per device: mean %.2f s, slowest %.2f s (%.0f%% apart, even "
+                        "split: %.0f%%).\n",
+                        label(r, true).c_str(), r.speedup, label(even, true).c_str(), phase(r, Phase::wait),
+                        phase(even, Phase::wait), 100.0 * (phase(r, Phase::wait) / std::max(phase(even, Phase::wait), 1e-9) - 1.0),
+                        r.compute_mean_s, r.compute_slowest_s,
+                        100.0 * (r.compute_slowest_s - r.compute_mean_s) / std::max(r.compute_mean_s, 1e-9),
+                        100.0 * (even.compute_slowest_s - even.compute_mean_s) / std::max(even.compute_mean_s, 1e-9));
+            continue;
+        }
         const double ratio = double(r.config.devices.count()) / double(base.config.devices.count());
         const double ideal = base.epoch_s / ratio;
         std::printf("- %d devices: %.2fx the speed of %d (ideal %.2gx), %.0f%% scaling efficiency. ", r.config.devices.count(),
@@ -224,7 +269,7 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
     const std::string csv_path = dir + "/compare.csv", json_path = dir + "/compare.json";
     std::ofstream csv(csv_path), json(json_path);
     if (!csv || !json) throw InputError("--out " + dir + ": cannot write there (" + std::strerror(errno) + ")");
-    csv << "device_kind,devices,batch,lr,epoch_time_s,samples_per_s,speedup,efficiency,test_acc,"
+    csv << "device_kind,devices,split,batch,lr,epoch_time_s,samples_per_s,speedup,efficiency,test_acc,"
            "load_s,compute_s,wait_s,allreduce_s,update_s,compute_mean_s,compute_slowest_s\n";
     const char* scale = o.scale == ScaleLr::linear ? "linear" : o.scale == ScaleLr::sqrt ? "sqrt" : "none";
     json << "{\"batch_mode\": \"" << (o.global_batch ? "global" : "per-device") << "\", \"scale_lr\": \""
@@ -233,17 +278,18 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
     for (size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
         const TrainConfig& c = r.config;
-        std::snprintf(line, sizeof line, "%s,%d,%d,%g,%.6f,%.1f,%.4f,%.4f,%.4f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
-                      to_string(c.devices.kind()), c.devices.count(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s, r.speedup,
+        const std::string split = describe_split(c.split, c.batch);
+        std::snprintf(line, sizeof line, "%s,%d,%s,%d,%g,%.6f,%.1f,%.4f,%.4f,%.4f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+                      to_string(c.devices.kind()), c.devices.count(), split.c_str(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s, r.speedup,
                       r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute), phase(r, Phase::wait),
                       phase(r, Phase::allreduce), phase(r, Phase::update), r.compute_mean_s, r.compute_slowest_s);
         csv << line;
         std::snprintf(line, sizeof line,
-                      "%s\n  {\"device_kind\": \"%s\", \"devices\": %d, \"batch\": %d, \"lr\": %g, \"epoch_time_s\": %.6f, "
+                      "%s\n  {\"device_kind\": \"%s\", \"devices\": %d, \"split\": \"%s\", \"batch\": %d, \"lr\": %g, \"epoch_time_s\": %.6f, "
                       "\"samples_per_s\": %.1f, \"speedup\": %.4f, \"efficiency\": %.4f, \"test_acc\": %.4f, "
                       "\"phases_s\": {\"load\": %.6f, \"compute\": %.6f, \"wait\": %.6f, \"allreduce\": %.6f, "
                       "\"update\": %.6f}, \"epochs\": [",
-                      i ? "," : "", to_string(c.devices.kind()), c.devices.count(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s,
+                      i ? "," : "", to_string(c.devices.kind()), c.devices.count(), split.c_str(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s,
                       r.speedup, r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute),
                       phase(r, Phase::wait), phase(r, Phase::allreduce), phase(r, Phase::update));
         json << line;
@@ -285,9 +331,12 @@ int run_compare(int argc, const char* const* argv) {
     const TrainConfig& base = *parsed;
 
     std::vector<Row> rows;
-    for (int n : o.counts) {
+    const std::vector<std::string> splits = o.splits.empty() ? std::vector<std::string>{""} : o.splits;
+    for (int n : o.counts)
+    for (const std::string& split : splits) {
         TrainConfig c = base;
         c.devices = DeviceChoice::of(o.kind, n);
+        if (!split.empty()) c.split = parse_split(split, n, c.batch);
         c.devices_note.clear();
         c.breakdown = true;  // the phase shares come from it
         if (!o.global_batch) {
@@ -299,11 +348,13 @@ int run_compare(int argc, const char* const* argv) {
         if (c.batch < n) throw InputError("--batch " + std::to_string(c.batch) + " is smaller than " + std::to_string(n) + " devices");
         const char* kind = o.kind == DeviceKind::cpu ? (n == 1 ? "CPU device" : "CPU devices")
                                                      : (n == 1 ? "GPU replica" : "GPU replicas");
-        std::printf("\n== compare: %d %s, batch %d, lr %g ==\n", n, kind, c.batch, double(c.lr));
+        std::printf("\n== compare: %d %s, batch %d, lr %g%s%s ==\n", n, kind, c.batch, double(c.lr),
+                    split.empty() ? "" : ", split ", split.c_str());
         std::fflush(stdout);
         const TrainResult result = train(c);
         if (result.exit_status != 0) return result.exit_status;  // stopped by a signal
         if (result.epochs.empty()) throw InputError("compare needs at least one epoch (--epochs 1 or more)");
+        c.split = result.split;  // auto: as measured
         Row row = summarise(c, result.epochs);
         row.samples_per_s = result.epochs.back().samples_per_s * result.epochs.back().train_time_s / row.epoch_s;
         rows.push_back(row);
@@ -319,7 +370,7 @@ int run_compare(int argc, const char* const* argv) {
                                              : "the same per-device batch, the same lr",
                 base.epochs, base.epochs == 1 ? "" : "s");
     if (base.epochs == 1) std::printf("note: with 1 epoch the figures include the warm-up epoch\n");
-    print_table(rows);
+    print_table(rows, !o.splits.empty());
     print_verdict(rows, o.global_batch, allreduce_named(base.allreduce).info());
     if (!o.out_dir.empty()) write_results(o.out_dir, rows, o);
     return 0;

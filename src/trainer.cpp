@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -154,43 +155,52 @@ class SplitProbe {
     // Whether the parts are measured after `step` is queued.
     bool ends_at(size_t step) const { return active_ && step + 1 == end_; }
 
-    // Called after each timed step is queued: its parts count toward the speeds.
-    void count(std::span<const Part> parts) {
-        samples_.resize(parts.size());
-        for (size_t i = 0; i < parts.size(); ++i) samples_[i] += parts[i].count;
+    // Called after each timed step is queued: waits for it and notes each
+    // device's seconds per sample (load and forward+backward). The phase
+    // times taken go into `carried` (--breakdown adds them to the epoch's).
+    void record(std::span<Device* const> devices, std::span<const Part> parts, std::vector<PhaseTimes>& carried) {
+        per_sample_.resize(devices.size());
+        for (size_t i = 0; i < devices.size(); ++i) {
+            devices[i]->begin_phase(Phase::idle);  // closes the step's update
+            const PhaseTimes t = devices[i]->take_phase_times();
+            for (int p = 0; p < phase_count; ++p) carried[i][size_t(p)] += t[size_t(p)];
+            if (parts[i].count > 0)
+                per_sample_[i].push_back((t[size_t(Phase::load)] + t[size_t(Phase::compute)]) / parts[i].count);
+            if (i == 0) waits_.push_back(t[size_t(Phase::wait)]);
+        }
     }
 
-    // Waits for the timed steps, then says and returns the parts in
-    // proportion to each device's samples/s over load and forward+backward.
-    // The phase times taken go into `carried` (--breakdown adds them to the epoch's).
-    SplitChoice measure(std::span<Device* const> devices, int batch, std::vector<PhaseTimes>& carried) {
+    // Says and returns the parts in proportion to each device's samples/s,
+    // from the median step (one step disturbed by another program does not count).
+    SplitChoice measure(std::span<Device* const> devices, int batch) {
         active_ = false;
         std::vector<double> speeds;
         std::string said;
-        double waited = 0;
         for (size_t i = 0; i < devices.size(); ++i) {
-            devices[i]->begin_phase(Phase::idle);  // closes the last timed step's update
-            const PhaseTimes t = devices[i]->take_phase_times();
-            for (int p = 0; p < phase_count; ++p) carried[i][size_t(p)] += t[size_t(p)];
-            const double busy = t[size_t(Phase::load)] + t[size_t(Phase::compute)];
-            speeds.push_back(busy > 0 ? double(samples_[i]) / busy : 1.0);
+            const double seconds = median(per_sample_[i]);
+            speeds.push_back(seconds > 0 ? 1.0 / seconds : 1.0);
             said += (i ? ", " : "") + devices[i]->name() + " " + with_commas(speeds.back());
-            if (i == 0) waited = t[size_t(Phase::wait)];
         }
         SplitChoice split{SplitMode::automatic, counts_for_speeds(batch, speeds)};
-        const size_t timed_steps = end_ - from_;
         std::printf("split auto: steps %zu-%zu timed at the even split: %s samples/s; %s waited %.1f ms a step "
                     "for its peers. From step %zu on the parts are %s\n",
-                    from_ + 1, end_, said.c_str(), devices[0]->name().c_str(), 1e3 * waited / double(timed_steps),
-                    end_ + 1, describe_split(split, batch).c_str());
+                    from_ + 1, end_, said.c_str(), devices[0]->name().c_str(), 1e3 * median(waits_), end_ + 1,
+                    describe_split(split, batch).c_str());
         std::fflush(stdout);
         return split;
     }
 
    private:
+    static double median(std::vector<double> v) {
+        if (v.empty()) return 0;
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    }
+
     bool active_;
     size_t end_, from_;
-    std::vector<int64_t> samples_;
+    std::vector<std::vector<double>> per_sample_;  // per device, per timed step
+    std::vector<double> waits_;                    // device 0's, per timed step
 };
 }  // namespace
 
@@ -237,6 +247,7 @@ TrainResult train(const TrainConfig& config) {
     std::unique_ptr<Recording> graph;
 
     TrainResult result;
+    result.split = c.split;
     // After a stop request: the checkpoint (unless just written), and where the run stopped.
     const auto stopped = [&](int signal, const Position& at, bool checkpoint_written) {
         if (!c.checkpoint_path.empty() && !checkpoint_written) write_run_checkpoint(c, at, *devices[0]);
@@ -264,9 +275,9 @@ TrainResult train(const TrainConfig& config) {
             for (; done < steps && stop.signal() == 0; ++done) {
                 const bool timed = probe.timed(done);
                 queue_step(c, devices, allreduce, parts, count, epoch, done, c.breakdown || timed);
-                if (timed) probe.count(parts.of(int(std::min<size_t>(c.batch, count - done * size_t(c.batch)))));
+                if (timed) probe.record(devices, parts.of(int(std::min<size_t>(c.batch, count - done * size_t(c.batch)))), carried);
                 if (probe.ends_at(done)) {  // the one point where the parts change
-                    c.split = probe.measure(devices, c.batch, carried);
+                    c.split = result.split = probe.measure(devices, c.batch);
                     parts = BatchParts(c.split, n, c.batch, count);
                 }
                 for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices

@@ -42,6 +42,7 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch);
 struct TrainResult {
     int exit_status = 0;  // 0, or 130 / 143 when SIGINT / SIGTERM stopped the run
     std::vector<EpochReport> epochs;
+    SplitChoice split;  // as the run ended: --split auto's measured parts
 };
 
 // Runs the whole training, printing to stdout. A stop by SIGINT / SIGTERM

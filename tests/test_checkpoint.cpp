@@ -146,10 +146,9 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
     SECTION("the devices line: one kind, or a mixed run's GPUs then CPUs (version 3 on)") {
         const size_t at = bytes.find("devices cpu 3\n");
         REQUIRE(at != std::string::npos);
-        const auto with_devices = [&](const std::string& line, const char* version = "3") {
+        const auto with_devices = [&](const std::string& line) {
             std::string other = bytes;
             other.replace(at, std::strlen("devices cpu 3\n"), line);
-            other.replace(std::strlen("dptrain-checkpoint "), 1, version);
             return resealed(other);
         };
         const Checkpoint mixed = decode_checkpoint(bytes_of(with_devices("devices cuda 1 cpu 2\n")), "ck");

@@ -184,8 +184,11 @@ void print_table(const std::vector<Row>& rows, bool splits) {
     for (const Row& r : rows) {
         const auto pct = [&](Phase p) { return format("%.0f%%", 100.0 * phase(r, p) / r.epoch_s); };
         const std::string devices = label(r, splits);
-        std::printf("%-*s %6d %8g %9.2f %10.0f %7.2fx %9.0f%% %8.4f  %4s %7s %4s %9s %6s\n", width, devices.c_str(),
-                    r.config.batch, double(r.config.lr), r.epoch_s, r.samples_per_s, r.speedup, 100.0 * r.efficiency,
+        // Scaling efficiency compares device counts: none for another split of the first row's count.
+        const bool same_count = &r != &rows.front() && r.config.devices.count() == rows.front().config.devices.count();
+        const std::string efficiency = same_count ? "-" : format("%.0f%%", 100.0 * r.efficiency);
+        std::printf("%-*s %6d %8g %9.2f %10.0f %7.2fx %10s %8.4f  %4s %7s %4s %9s %6s\n", width, devices.c_str(),
+                    r.config.batch, double(r.config.lr), r.epoch_s, r.samples_per_s, r.speedup, efficiency.c_str(),
                     r.test_acc, pct(Phase::load).c_str(), pct(Phase::compute).c_str(), pct(Phase::wait).c_str(),
                     pct(Phase::allreduce).c_str(), pct(Phase::update).c_str());
     }

@@ -108,6 +108,8 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
             }
         } else if (name == "--split") {
             rest.insert(rest.end(), {"--split", value});
+        } else if (name == "--devices") {
+            throw InputError("compare varies the device count: give --cpus LIST or --gpus LIST, not --devices");
         } else if (name == "--resume" || name == "--checkpoint" || name == "--checkpoint-every" ||
                    name == "--metrics" || name == "--save") {
             throw InputError(name + " is for a single run, not for compare (compare writes its results with --out DIR)");

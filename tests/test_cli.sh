@@ -274,6 +274,7 @@ split)
     expect_error "--devices must be a device number from 0 after cpu:" --devices cpu:x
     expect_error "--devices lists every device: give it without --cpus and --gpus" --devices cpu:0 --cpus 2
     expect_error "--cpus and --gpus cannot be combined here" inspect --cpus 1 --gpus 1
+    expect_error "compare varies the device count: give --cpus LIST or --gpus LIST, not --devices" compare --devices cpu:0,cpu:1
     "$dptrain" --devices cpu:1,cpu:0 --split 3,1 --epochs 1 --limit-train 512 --limit-test 64 --batch 64 --save "$tmp/listed.params" >"$tmp/out" \
         || fail "--devices cpu:1,cpu:0 failed: $(cat "$tmp/out")"
     "$dptrain" --cpus 2 --split 3,1 --epochs 1 --limit-train 512 --limit-test 64 --batch 64 --save "$tmp/counted.params" >/dev/null

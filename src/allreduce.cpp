@@ -8,6 +8,7 @@
 namespace dpt {
 
 const Allreduce& naive_allreduce();  // allreduce_naive.cpp
+const Allreduce& ring_allreduce();   // allreduce_ring.cpp
 
 namespace {
 
@@ -17,6 +18,7 @@ struct Entry {
 };
 constexpr std::array entries = {
     Entry{"naive", naive_allreduce},
+    Entry{"ring", ring_allreduce},
 };
 
 }  // namespace

@@ -26,6 +26,9 @@ class Naive final : public Allreduce {
         return device == 0 ? size_t(devices - 1) * floats : 0;
     }
 
+    // Device 0 makes every copy; in a mixed run it is a GPU.
+    bool works_across_kinds() const override { return true; }
+
     void run(std::span<Device* const> devices, size_t floats, bool timed) const override {
         Device& root = *devices[0];
         const int n = int(devices.size());

@@ -278,7 +278,7 @@ int run_inspect(int argc, const char* const* argv) {
                 std::string(allreduce.info().summary).c_str());
     allreduce.run(devices, lenet::model().param_count(), false);
     const std::vector<std::vector<float>> reduced = read_and_show(devices, Buffer::grads);
-    checks.claim(all_identical(reduced), "the gradients are identical on every device, bit for bit", "(all hold device 0's sum)");
+    checks.claim(all_identical(reduced), "the gradients are identical on every device, bit for bit", "(the algorithm handed every device the same sum)");
     const double sum_diff = relative_difference(reduced[0], sum);
     checks.claim(sum_diff <= 1e-6, "and equal to the sum of the gradients of step 4",
                  "(largest difference " + fmt("%.2g", sum_diff) + " of the largest)");

@@ -14,11 +14,14 @@ struct Run {
     std::vector<std::unique_ptr<Device>> owned;
     std::vector<Device*> devices;
 
-    // n CPU devices whose parts hold up to `capacity` samples (0: an even part of `batch`).
-    Run(int n, int batch, size_t count, bool random_pixels = false, int capacity = 0)
+    // n CPU devices whose parts hold up to `capacity` samples (0: an even
+    // part of `batch`), with the staging memory `allreduce` needs (null: naive).
+    Run(int n, int batch, size_t count, bool random_pixels = false, int capacity = 0,
+        const Allreduce* allreduce = nullptr)
         : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
         const int part = capacity > 0 ? capacity : (batch + n - 1) / n;
-        owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n), {&train, &test, part, PoolKind::avg}, allreduce_named("naive"));
+        owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n), {&train, &test, part, PoolKind::avg},
+                             allreduce ? *allreduce : allreduce_named("naive"));
         devices = pointers(owned);
     }
     std::vector<float> params(int i) {

@@ -202,9 +202,9 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
         std::string other = bytes;
         const size_t at = other.find("allreduce naive\n");
         REQUIRE(at != std::string::npos);
-        other.replace(at, std::strlen("allreduce naive"), "allreduce ring");
+        other.replace(at, std::strlen("allreduce naive"), "allreduce tree");
         CHECK(rejection(resealed(other)) ==
-              "ck: corrupted header (allreduce 'ring' is not an algorithm this dptrain knows)");
+              "ck: corrupted header (allreduce 'tree' is not an algorithm this dptrain knows)");
     }
     SECTION("another model: a tensor of another shape, checksum intact") {
         std::string other = bytes;

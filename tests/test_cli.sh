@@ -60,9 +60,9 @@ errors)
     expect_error "unexpected argument 'extra'" extra
     expect_error "--gpus must be" --cpus 1 --gpus 0  # both together: a mixed run, each count checked
     expect_error "--cpus must be a whole number from 1 to 1024" --cpus 1025
-    expect_error "--allreduce must be one of naive (got 'ring')" --allreduce ring
+    expect_error "--allreduce must be one of naive, ring (got 'tree')" --allreduce tree
     expect_error "--warmup must be a number of epochs from 0 to 1000" --warmup -1
-    expect_error "--allreduce must be one of naive" inspect --allreduce ring
+    expect_error "--allreduce must be one of naive, ring" inspect --allreduce tree
     expect_error "--gpus must be" --gpus 0
     # With no GPU (hidden here, so this holds on GPU machines too): exit 2 and
     # a pointer to --cpus, whether the build has CUDA or not.
@@ -146,6 +146,14 @@ checkpoints)
     grep -q "^resuming at epoch 2, step 0 of 32" "$tmp/out" || fail "resume does not say where it starts: $(cat "$tmp/out")"
     cmp "$tmp/whole.params" "$tmp/resumed.params" && echo "ok: 1 epoch + resume to 3 == 3 epochs, byte for byte" || fail "resumed parameters differ"
     cmp "$tmp/whole.ck" "$tmp/one.ck" && echo "ok: the resumed run's last checkpoint equals the uninterrupted run's" || fail "final checkpoints differ"
+    # The same with the ring allreduce on 3 devices.
+    ring=(--cpus 3 --allreduce ring --limit-train 1024 --limit-test 128 --batch 64 --seed 3)
+    "$dptrain" "${ring[@]}" --epochs 2 --save "$tmp/ring-whole.params" >/dev/null || fail "ring run failed"
+    "$dptrain" "${ring[@]}" --epochs 1 --checkpoint "$tmp/ring.ck" >/dev/null || fail "ring 1-epoch run failed"
+    grep -aq "^allreduce ring$" "$tmp/ring.ck" || fail "the checkpoint does not record the ring"
+    "$dptrain" --resume "$tmp/ring.ck" --epochs 2 --save "$tmp/ring-resumed.params" >/dev/null || fail "ring resume failed"
+    cmp "$tmp/ring-whole.params" "$tmp/ring-resumed.params" && echo "ok: --allreduce ring: 1 epoch + resume to 2 == 2 epochs, byte for byte" \
+        || fail "ring resumed parameters differ"
 
     # A crash while the checkpoint is being written leaves the previous one
     # whole: a file-size limit kills the writer (SIGXFSZ) half-way through.

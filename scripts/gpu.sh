@@ -42,6 +42,13 @@ for s in "${stages[@]}"; do
     [[ $s =~ ^(build|sanitize|train|bench)$ ]] || { echo "scripts/gpu.sh: unknown stage '$s' (build, sanitize, train, bench or all)" >&2; exit 2; }
 done
 
+# --allreduce nccl loads libnccl.so.2 at run time. The lent GPU machine has
+# none on the loader's path, but its PyTorch wheel brings one: use it.
+if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+    nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    [[ -n $nccl_dir && -e $nccl_dir/libnccl.so.2 ]] && export LD_LIBRARY_PATH=$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
 logs=${LOGS:-${OUT:-build/gpu-logs}}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
@@ -207,6 +214,8 @@ stage_train() {
         "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --no-graphs"
         "--gpus 1 --cpus 1 --batch 256 --epochs 1 --limit-train 12800 --breakdown"
         "--devices gpu:0,cpu:0 --batch 256 --epochs 1 --limit-train 12800 --split auto --breakdown"
+        "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --allreduce ring"
+        "--gpus 1 --batch 256 --epochs 1 --allreduce nccl"
     )
     local args
     for args in "${runs[@]}"; do

@@ -9,6 +9,7 @@ namespace dpt {
 
 const Allreduce& naive_allreduce();  // allreduce_naive.cpp
 const Allreduce& ring_allreduce();   // allreduce_ring.cpp
+const Allreduce& nccl_allreduce();   // allreduce_nccl.cpp
 
 namespace {
 
@@ -19,9 +20,16 @@ struct Entry {
 constexpr std::array entries = {
     Entry{"naive", naive_allreduce},
     Entry{"ring", ring_allreduce},
+    Entry{"nccl", nccl_allreduce},
 };
 
 }  // namespace
+
+std::string Allreduce::refusal(const DeviceChoice& choice) const {
+    if (!choice.mixed()) return "";
+    return "it cannot run GPUs and CPU devices together: in it CPU devices would copy from GPUs, and only a GPU "
+           "reaches across kinds (use --allreduce naive)";
+}
 
 const Allreduce* find_allreduce(std::string_view name) {
     for (const Entry& e : entries)

@@ -34,9 +34,11 @@ class Allreduce {
     // With `timed`, phase marks (Phase::wait, Phase::allreduce) show where
     // each device's time goes.
     virtual void run(std::span<Device* const> devices, size_t floats, bool timed) const = 0;
-    // Whether run() suits a mixed run, where a CPU device may not copy a
-    // GPU's gradients (device.hpp): only GPUs may move what crosses kinds.
-    virtual bool works_across_kinds() const { return false; }
+    // Why this algorithm cannot sum the gradients of `choice`'s devices, or
+    // "" when it can. By default a mixed run is refused: in it a CPU device
+    // may not copy a GPU's gradients (device.hpp), only GPUs move what
+    // crosses kinds, and an algorithm must arrange its roles so (naive does).
+    virtual std::string refusal(const DeviceChoice& choice) const;
     // What run() did on these devices, for a reader who just watched a small
     // tensor go through it (dptrain demo allreduce).
     virtual std::string explain(std::span<Device* const> devices, size_t floats) const = 0;

@@ -27,7 +27,7 @@ class Naive final : public Allreduce {
     }
 
     // Device 0 makes every copy; in a mixed run it is a GPU.
-    bool works_across_kinds() const override { return true; }
+    std::string refusal(const DeviceChoice&) const override { return ""; }
 
     void run(std::span<Device* const> devices, size_t floats, bool timed) const override {
         Device& root = *devices[0];

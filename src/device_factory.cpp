@@ -92,15 +92,13 @@ DeviceChoice default_devices(std::string& why) {
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
                                                   const Allreduce& allreduce) {
+    const std::string refusal = allreduce.refusal(choice);
+    if (!refusal.empty()) throw InputError("--allreduce " + std::string(allreduce.info().name) + ": " + refusal);
     const int n = choice.count();
     std::vector<size_t> staging;
     for (int i = 0; i < n; ++i) staging.push_back(allreduce.staging_floats(i, n, lenet::model().param_count()));
     if (choice.gpus == 0) return make_cpu_devices(setup, staging);
     if (choice.cpus == 0) return make_gpu_devices(setup, staging, choice.gpu_ids);
-    if (!allreduce.works_across_kinds())
-        throw InputError("--allreduce " + std::string(allreduce.info().name) + " cannot run GPUs and CPU devices "
-                         "together: in it CPU devices would copy from GPUs, and only a GPU reaches across kinds "
-                         "(use --allreduce naive)");
     // Mixed: the GPUs first (device 0, where the naive allreduce sums, is a
     // GPU), every device holding the pinned memory the copies between kinds go through.
     const std::shared_ptr<SharedHostMemory> shared = make_shared_host_memory();

@@ -116,6 +116,7 @@ int run_devices(int argc, const char* const* argv) {
                         speeds(gpu_copy_bandwidth(a, b, gradient_bytes()), gpu_copy_bandwidth(a, b, large_bytes)).c_str());
     if (n == 1)
         std::printf("(one GPU: --gpus N puts N replicas on it, and their allreduce copies stay in its memory)\n");
+    std::printf("\n--allreduce nccl: %s\n", nccl_status().c_str());
     return 0;
 }
 

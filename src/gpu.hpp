@@ -62,6 +62,18 @@ std::shared_ptr<SharedHostMemory> make_shared_host_memory();
 // H100 80GB HBM3)", and how the allreduce's copies travel between GPUs.
 std::string describe_gpu_replicas(int count);
 
+// NCCL, loaded at run time (libnccl.so.2; a binary built here runs where it
+// is absent). "" when NCCL can sum the gradients of `replicas` replicas on
+// the GPUs `gpu_ids` (empty: replica i on GPU i % present), else why not:
+// no library, or two replicas on one GPU (NCCL refuses two ranks on a GPU).
+std::string nccl_refusal(int replicas, std::span<const int> gpu_ids);
+// "NCCL 2.28.9 (libnccl.so.2 from ...)" or why there is none: `dptrain devices`.
+std::string nccl_status();
+// Queues ncclAllReduce (sum, in place) of every replica's first `floats`
+// gradient floats on its stream, all in one NCCL group. The communicators
+// are made once per set of GPUs and kept for the process's life.
+void nccl_sum(std::span<Device* const> devices, size_t floats);
+
 // Work queued on several GPU devices, recorded once as a CUDA graph and
 // replayed: one launch instead of a launch per kernel and copy. The recorded
 // work reads the same device buffers on every replay (their contents may

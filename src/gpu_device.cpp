@@ -177,6 +177,7 @@ class GpuDevice final : public Device {
     size_t param_floats() const override { return model_.param_count(); }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
+    float* grads() const { return grads_; }
 
     void synchronize() override {
         use();
@@ -416,6 +417,7 @@ GpuDevice& as_gpu(Device& d) {
 
 int gpu_internal::gpu_of(Device& d) { return as_gpu(d).gpu(); }
 cudaStream_t gpu_internal::stream_of(Device& d) { return as_gpu(d).stream(); }
+float* gpu_internal::grads_of(Device& d) { return as_gpu(d).grads(); }
 
 namespace {
 

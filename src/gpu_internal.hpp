@@ -1,7 +1,7 @@
-// What the CUDA side of dptrain shares between its three files, and nothing
+// What the CUDA side of dptrain shares between its files, and nothing
 // outside them includes: gpu_device.cpp (the replicas), gpu_graph.cpp (CUDA
-// graphs of their work) and gpu_info.cpp (the inventory, peer access and
-// copy speed of `dptrain devices`).
+// graphs of their work), gpu_info.cpp (the inventory, peer access and copy
+// speed of `dptrain devices`) and gpu_nccl.cpp (NCCL, loaded at run time).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -16,8 +16,9 @@ void enable_peer_access(int gpus);
 // Every pair of GPUs 0..gpus-1 copies directly (else some go through host memory).
 bool all_peer_copies_direct(int gpus);
 
-// A GPU replica's CUDA device and stream (`d` must be a GPU replica).
+// A GPU replica's CUDA device, stream and gradient buffer (`d` must be a GPU replica).
 int gpu_of(Device& d);
 cudaStream_t stream_of(Device& d);
+float* grads_of(Device& d);
 
 }  // namespace dpt::gpu_internal

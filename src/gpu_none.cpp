@@ -30,4 +30,10 @@ std::unique_ptr<Recording> record_graph(std::span<Device* const>, const std::fun
     return nullptr;
 }
 
+std::string nccl_refusal(int, std::span<const int>) {
+    return "NCCL sums GPU replicas, and this dptrain was built without CUDA";
+}
+std::string nccl_status() { return "not in a build without CUDA"; }
+void nccl_sum(std::span<Device* const>, size_t) { throw std::logic_error("nccl_sum: built without CUDA"); }
+
 }  // namespace dpt

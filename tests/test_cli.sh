@@ -60,9 +60,10 @@ errors)
     expect_error "unexpected argument 'extra'" extra
     expect_error "--gpus must be" --cpus 1 --gpus 0  # both together: a mixed run, each count checked
     expect_error "--cpus must be a whole number from 1 to 1024" --cpus 1025
-    expect_error "--allreduce must be one of naive, ring (got 'tree')" --allreduce tree
+    expect_error "--allreduce must be one of naive, ring, nccl (got 'tree')" --allreduce tree
     expect_error "--warmup must be a number of epochs from 0 to 1000" --warmup -1
-    expect_error "--allreduce must be one of naive, ring" inspect --allreduce tree
+    expect_error "--allreduce must be one of naive, ring, nccl" inspect --allreduce tree
+    expect_error "--allreduce nccl: NCCL sums GPU replicas only" --cpus 2 --allreduce nccl
     expect_error "--gpus must be" --gpus 0
     # With no GPU (hidden here, so this holds on GPU machines too): exit 2 and
     # a pointer to --cpus, whether the build has CUDA or not.
@@ -290,20 +291,35 @@ split)
         && echo "ok: --devices cpu:1,cpu:0 is --cpus 2, bit for bit" || fail "--devices cpu:1,cpu:0 differs from --cpus 2: $(cat "$tmp/out")"
 
     # cpu:1 computes each part 3 times over: with the even split cpu:0 waits
-    # for it most of every step; auto (and 3,1) must cut that wait by half or more.
+    # for it most of every step; auto (and 3,1) must cut that wait by half or
+    # more. A timing: when another program took a core from a device during
+    # the runs (their core shares say so), the figures measure that program,
+    # and the runs are tried again, at most three times in all.
     slow=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-train 6400 --limit-test 256 --batch 128 --breakdown)
-    for how in even auto 3,1; do
-        "$dptrain" "${slow[@]}" --split "$how" --metrics "$tmp/$how.jsonl" >"$tmp/$how.out" || fail "--split $how run failed: $(cat "$tmp/$how.out")"
-        phases_add_up "$tmp/$how.jsonl" "--split $how"
+    for attempt in 1 2 3; do
+        for how in even auto 3,1; do
+            "$dptrain" "${slow[@]}" --split "$how" --metrics "$tmp/$how.jsonl" >"$tmp/$how.out" || fail "--split $how run failed: $(cat "$tmp/$how.out")"
+            [[ $attempt -eq 1 ]] && phases_add_up "$tmp/$how.jsonl" "--split $how"
+        done
+        python3 - "$tmp" <<'PY'
+import json, sys
+runs = {how: json.loads(open(f"{sys.argv[1]}/{how}.jsonl").readline()) for how in ("even", "auto", "3,1")}
+wait = {how: m["wait_s"] for how, m in runs.items()}
+busy = min(m.get("least_core_share", 1.0) for m in runs.values())
+print(f"   cpu:0 waiting for its peers in the epoch: even {wait['even']:.3f} s, auto {wait['auto']:.3f} s, "
+      f"3,1 {wait['3,1']:.3f} s (least core share {busy:.0%})")
+if wait["auto"] <= 0.5 * wait["even"] and wait["3,1"] <= 0.5 * wait["even"]:
+    sys.exit(0)
+sys.exit(3 if busy < 0.85 else 1)
+PY
+        rc=$?
+        [[ $rc -eq 0 ]] && { echo "ok: auto and 3,1 cut the waiting by half or more"; break; }
+        [[ $rc -eq 3 && $attempt -lt 3 ]] && { echo "   (another program took a core during these runs: again)"; continue; }
+        fail "the split did not cut the waiting by half"
+        break
     done
     grep -qE "^split auto: steps 2-4 timed at the even split: cpu:0 [0-9,]+, cpu:1 [0-9,]+ samples/s; cpu:0 waited [0-9.]+ ms a step for its peers. From step 5 on the parts are [0-9]+ \+ [0-9]+ of 128$" "$tmp/auto.out" \
         && echo "ok: $(grep '^split auto: steps 2-4 timed' "$tmp/auto.out")" || fail "auto does not say what it measured: $(cat "$tmp/auto.out")"
-    python3 - "$tmp" <<'PY' || fail "the split did not cut the waiting by half"
-import json, sys
-wait = {how: json.loads(open(f"{sys.argv[1]}/{how}.jsonl").readline())["wait_s"] for how in ("even", "auto", "3,1")}
-print(f"   cpu:0 waiting for its peers in the epoch: even {wait['even']:.3f} s, auto {wait['auto']:.3f} s, 3,1 {wait['3,1']:.3f} s")
-assert wait["auto"] <= 0.5 * wait["even"] and wait["3,1"] <= 0.5 * wait["even"], wait
-PY
 
     # The same update: 5 steps at 3,1, and at auto (its parts from step 5
     # on), against even, within 1e-5; 3,1 certainly sums in another order.

@@ -355,6 +355,7 @@ struct EpochOptions {
     bool graph = false;  // record the epoch once and replay it, as train() does
     float lr = 0.1f;
     int epochs = 1;      // each with its own sample order
+    const char* allreduce = "naive";
 };
 
 // `epochs` epochs of `count` synthetic samples in batches of `batch` on n
@@ -366,13 +367,14 @@ Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& 
     const int n = choice.count();
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
     const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg};
-    const auto owned = make_devices(choice, setup, naive());
+    const Allreduce& allreduce = allreduce_named(o.allreduce);
+    const auto owned = make_devices(choice, setup, allreduce);
     const std::vector<Device*> devices = pointers(owned);
     const auto init = init_params(InitKind::xavier, 4);
     for (Device* d : devices) d->write_params(init);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
-            train_step(devices, naive(), first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), o.lr, int32_t(first / batch));
+            train_step(devices, allreduce, first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), o.lr, int32_t(first / batch));
     };
     std::unique_ptr<Recording> recording;
     if (o.graph) {
@@ -521,11 +523,41 @@ void test_mixed(int batch) {
     }
 }
 
+// The ring's peer copies and sum kernel on GPU replicas (several sharing a
+// GPU here): every replica the same bits, and naive's parameters up to the
+// order of the additions; its graph replays like queued kernels. NCCL where
+// it can run (one replica per GPU), against naive.
+void test_other_allreduces(int batch) {
+    const int present = probe_gpus().count();
+    for (int n : {2, 3}) {
+        const std::string name = "ring on " + std::to_string(n) + " GPU replicas";
+        const Trained naive_run = train_epochs(DeviceKind::gpu, n, batch);
+        const Trained ring = train_epochs(DeviceKind::gpu, n, batch, {.allreduce = "ring"});
+        for (int i = 1; i < n; ++i)
+            report(std::memcmp(ring.params[0].data(), ring.params[size_t(i)].data(),
+                               lenet::model().param_count() * sizeof(float)) == 0,
+                   name + ": replica " + std::to_string(i) + " has the same bits as replica 0");
+        compare(name + " vs naive: parameters after one epoch", ring.params[0], naive_run.params[0], 1e-5);
+        const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .allreduce = "ring"});
+        if (!replayed.params.empty()) report(same_bits(replayed, ring), name + ": a graph replay gives the queued bits");
+    }
+    const std::string refused = nccl_refusal(present, {});
+    if (!refused.empty()) {
+        std::printf("note: nccl not checked: %s\n", refused.c_str());
+        return;
+    }
+    const Trained nccl = train_epochs(DeviceKind::gpu, present, batch, {.allreduce = "nccl"});
+    const Trained naive_run = train_epochs(DeviceKind::gpu, present, batch);
+    compare("nccl on " + std::to_string(present) + " GPU(s) vs naive: parameters after one epoch", nccl.params[0],
+            naive_run.params[0], 1e-5);
+}
+
 void test_replicas() {
     const int batch = 32;
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch);
     const Trained one = train_epochs(DeviceKind::gpu, 1, batch);
     test_mixed(batch);
+    test_other_allreduces(batch);
     for (int n : {1, 2, 3}) {
         const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "");
         const Trained gpu = n == 1 ? one : train_epochs(DeviceKind::gpu, n, batch);

@@ -16,7 +16,8 @@
 #             `dptrain devices`
 #   bench     full epochs against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile) in the same call; 1, 2 and 4 replicas
-#             sharing the GPU; `dptrain compare --gpus 1,2,4` and its plot
+#             sharing the GPU; `dptrain compare --gpus 1,2,4` and its plot;
+#             `dptrain bench-allreduce` on 1, 2 and 4 replicas
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #
@@ -336,6 +337,8 @@ stage_bench() {
         if (ptc != "nan") printf ", %.2fx torch.compile (goal <= 1.0)", t / ptc
         printf "\n" }' | while read -r line; do note "$line"; done
 
+    local plotter=""
+    for p in python3 /usr/bin/python3; do "$p" -c 'import matplotlib' 2>/dev/null && { plotter=$p; break; }; done
     # The classroom comparison on this GPU, with its plot.
     if ! over_budget "compare --gpus 1,2,4"; then
         if "$dir/dptrain" compare --gpus 1,2,4 --data "$data" --batch 256 --lr 0.3 --epochs "$epochs" --out "$logs" \
@@ -347,8 +350,6 @@ stage_bench() {
         fi
         cat "$work/compare.log" >>"$log"
         rm -f "$logs/compare.csv"  # compare.json holds the same; the device call brings back few files
-        local plotter=""
-        for p in python3 /usr/bin/python3; do "$p" -c 'import matplotlib' 2>/dev/null && { plotter=$p; break; }; done
         if [[ -n $plotter && -f $logs/compare.json ]]; then
             "$plotter" scripts/plot.py "$logs/compare.json" -o "$logs/compare.png" --title "${gpu:-GPU}" >>"$log" 2>&1 &&
                 ok "plot: $logs/compare.png" || fail "plot.py: see $log"
@@ -356,6 +357,21 @@ stage_bench() {
             note "skip  plot: no python3 with matplotlib"
         fi
     fi
+    # Each allreduce by message size: naive and ring on 2 and 4 replicas, and
+    # NCCL where it can run (one replica per GPU).
+    local n
+    for n in 1 2 4; do
+        over_budget "bench-allreduce --gpus $n" && continue
+        mkdir -p "$logs/allreduce-$n"
+        if "$dir/dptrain" bench-allreduce --gpus "$n" --out "$logs/allreduce-$n" >"$work/ba.log" 2>&1; then
+            sed -n '/^bench-allreduce on/,$p' "$work/ba.log"
+            ok "dptrain bench-allreduce --gpus $n: $(grep -c , "$logs/allreduce-$n/bench-allreduce.csv") rows"
+            [[ -n $plotter ]] && "$plotter" scripts/plot.py "$logs/allreduce-$n" >>"$log" 2>&1
+        else
+            fail "dptrain bench-allreduce --gpus $n"; show_tail "$work/ba.log"
+        fi
+        cat "$work/ba.log" >>"$log"
+    done
 }
 
 for s in "${stages[@]}"; do "stage_$s"; done

@@ -1,5 +1,9 @@
 #!/usr/bin/python3
-"""Draws a `dptrain compare --out DIR` or `dptrain drift --out DIR` result as one PNG.
+"""Draws a `dptrain compare --out DIR`, `dptrain drift --out DIR` or
+`dptrain bench-allreduce --out DIR` result as one PNG.
+
+bench-allreduce: bus bandwidth against message size, log scales, one line per
+algorithm, the model's gradient buffer marked.
 
 drift: how far the N-device weights are from the 1-device ones after each
 sampled step, on log scales, with the test accuracies in the legend.
@@ -9,7 +13,8 @@ Left: test accuracy after each epoch, one line per configuration. Right: where
 an epoch's time went (the mean over the epochs after the first), one stacked
 bar per configuration, with the measured epoch time marked beside each bar.
 
-    scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]    (DIR/compare.json or DIR/drift.json, or the file itself)
+    scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]
+        (DIR/compare.json, DIR/drift.json or DIR/bench-allreduce.csv, or the file itself)
 
 Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
 /usr/bin/python3 above. Exit status: 0 written, 2 a missing or malformed result.
@@ -106,6 +111,46 @@ def draw_drift(args):
     print(f"wrote {output}")
 
 
+def draw_bench(args):
+    import csv
+    try:
+        with open(args.result, encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        series = {}
+        for r in rows:
+            series.setdefault(r["algorithm"], []).append((int(r["bytes"]), float(r["busbw_gbps"])))
+        where = f"{rows[0]['devices']} {rows[0]['device_kind']} devices"
+    except OSError as e:
+        fail(f"cannot read {args.result}: {e.strerror}")
+    except (KeyError, ValueError, IndexError) as e:
+        fail(f"{args.result} is not a bench-allreduce.csv ({e!r})")
+    try:
+        import matplotlib
+    except ImportError:
+        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, points in series.items():
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.axvline(129068 * 4, color="grey", linestyle=":", label="LeNet's gradients (516 KB)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="best", fontsize="small")
+    ax.set_title(args.title or f"allreduce on {where}: busbw = algbw * 2(N-1)/N")
+    fig.tight_layout()
+    output = args.output or args.result.rsplit(".csv", 1)[0] + ".png"
+    try:
+        fig.savefig(output, dpi=100)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror}")
+    print(f"wrote {output}")
+
+
 def label(c):
     split = f", split {c['split']}" if c.get('split', 'even') != 'even' else ''
     return f"{c['device_kind']} x{c['devices']}, batch {c['batch']}, lr {c['lr']:g}{split}"
@@ -119,8 +164,13 @@ def main():
     args = parser.parse_args()
     if os.path.isdir(args.result):
         drift = os.path.join(args.result, "drift.json")
+        bench = os.path.join(args.result, "bench-allreduce.csv")
         compare = os.path.join(args.result, "compare.json")
-        args.result = drift if os.path.exists(drift) and not os.path.exists(compare) else compare
+        args.result = (compare if os.path.exists(compare) else drift if os.path.exists(drift)
+                       else bench if os.path.exists(bench) else compare)
+    if args.result.endswith(".csv"):
+        draw_bench(args)
+        return
     if is_drift(args.result):
         draw_drift(args)
         return

@@ -147,7 +147,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
                              "(allreduce) and every replica applies the same SGD update.\n\n"
                              "Also: dptrain compare (1, 2, ... devices side by side), dptrain inspect\n"
                              "(one step, each stage checked), dptrain demo allreduce|split, dptrain\n"
-                             "drift (why 1 and N devices end apart), dptrain devices; each takes --help.\n");
+                             "drift (why 1 and N devices end apart), dptrain devices, dptrain\n"
+                             "bench-allreduce (each allreduce by message size); each takes --help.\n");
     options.custom_help("[--cpus N] [--gpus N] [--devices LIST] [--batch B] [--lr LR] [--epochs E] [options]");
     // Numbers are taken as text and checked here, so a message can name the option.
     options.add_options("Devices")

@@ -54,10 +54,10 @@ class CpuDevice final : public Device {
           shared_(std::move(shared)),
           model_(lenet::model()),
           params_(model_.param_count()),
-          own_grads_(shared_ ? 0 : model_.param_count()),
-          grads_(shared_ ? static_cast<float*>(shared_->allocate(model_.param_count() * sizeof(float)))
+          own_grads_(shared_ ? 0 : gradient_floats(setup)),
+          grads_(shared_ ? static_cast<float*>(shared_->allocate(gradient_floats(setup) * sizeof(float)))
                          : own_grads_.data(),
-                 model_.param_count()),
+                 gradient_floats(setup)),
           staging_(staging_floats),
           chunk_(std::min(setup.capacity, chunk_samples)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
@@ -260,6 +260,9 @@ class CpuDevice final : public Device {
     }
 
     size_t scratch_floats(int capacity) const { return model_.scratch_floats<cpu::KernelSet>(capacity); }
+    static size_t gradient_floats(const ReplicaSetup& setup) {
+        return std::max(lenet::model().param_count(), setup.gradient_floats);
+    }
 
     // CPU time of the calling thread (the worker, when called from a task).
     static double thread_cpu_seconds() {

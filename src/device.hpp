@@ -88,6 +88,9 @@ struct ReplicaSetup {
     const Dataset* test = nullptr;
     int capacity = 0;                // most samples one part can hold: ceil(B / N)
     PoolKind pool = PoolKind::avg;
+    // Floats of the gradient buffer: 0 is the model's parameter count;
+    // dptrain bench-allreduce asks for more, to time large messages.
+    size_t gradient_floats = 0;
 };
 
 class Device {
@@ -95,7 +98,8 @@ class Device {
     virtual ~Device() = default;
     virtual DeviceKind kind() const = 0;
     virtual std::string name() const = 0;  // "cpu:0", "gpu:1" (as --cpus and --gpus name them)
-    // Floats in the flat parameter buffer, and in the gradient buffer.
+    // Floats in the flat parameter buffer, and in the gradient buffer (the
+    // same, unless ReplicaSetup::gradient_floats asked for a larger one).
     virtual size_t param_floats() const = 0;
 
     // --- Synchronous: each first waits for the device's queued work. ---

@@ -96,7 +96,8 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, co
     if (!refusal.empty()) throw InputError("--allreduce " + std::string(allreduce.info().name) + ": " + refusal);
     const int n = choice.count();
     std::vector<size_t> staging;
-    for (int i = 0; i < n; ++i) staging.push_back(allreduce.staging_floats(i, n, lenet::model().param_count()));
+    const size_t floats = std::max(lenet::model().param_count(), setup.gradient_floats);
+    for (int i = 0; i < n; ++i) staging.push_back(allreduce.staging_floats(i, n, floats));
     if (choice.gpus == 0) return make_cpu_devices(setup, staging);
     if (choice.cpus == 0) return make_gpu_devices(setup, staging, choice.gpu_ids);
     // Mixed: the GPUs first (device 0, where the naive allreduce sums, is a

@@ -139,7 +139,7 @@ class GpuDevice final : public Device {
         kernels_.stream = stream_;
         const size_t p = model_.param_count();
         params_ = device_alloc<float>(p, gpu_, "parameters");
-        grads_ = device_alloc<float>(p, gpu_, "gradients");
+        grads_ = device_alloc<float>(grad_floats_, gpu_, "gradients");
         if (staging_floats_ > 0)
             staging_ = device_alloc<float>(staging_floats_, gpu_, "the allreduce's staging memory");
         const size_t scratch = model_.scratch_floats<cuda::KernelSet>(setup.capacity);
@@ -151,7 +151,7 @@ class GpuDevice final : public Device {
         correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
         first_bad_ = device_alloc<int32_t>(1, gpu_, "the divergence watch");
         reset_first_bad();
-        fill_now(grads_, 0, p * sizeof(float), stream_);
+        fill_now(grads_, 0, grad_floats_ * sizeof(float), stream_);
         fill_now(loss_sum_, 0, sizeof(double), stream_);
         fill_now(correct_, 0, sizeof(unsigned long long), stream_);
     }
@@ -320,7 +320,7 @@ class GpuDevice final : public Device {
         cuda::wait_for_host(static_cast<const unsigned long long*>(counter), marks.queued, stream_);
     }
     void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
-        assert(first + count <= model_.param_count() && staged + count <= staging_floats_);
+        assert(first + count <= grad_floats_ && staged + count <= staging_floats_);
         use();
         if (float* host = peer.host_grads()) {  // a CPU device's, in pinned memory: an asynchronous copy
             CUDA_CHECK(cudaMemcpyAsync(staging_ + staged, host + first, count * sizeof(float), cudaMemcpyHostToDevice,
@@ -331,12 +331,12 @@ class GpuDevice final : public Device {
         copy(staging_ + staged, gpu_, from.grads_ + first, from.gpu_, count);
     }
     void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
-        assert(first + count <= model_.param_count() && staged + size_t(slots) * count <= staging_floats_);
+        assert(first + count <= grad_floats_ && staged + size_t(slots) * count <= staging_floats_);
         use();
         cuda::sum_into(grads_ + first, staging_ + staged, slots, count, stream_);
     }
     void copy_to_peer(Device& peer, size_t first, size_t count) override {
-        assert(first + count <= model_.param_count());
+        assert(first + count <= grad_floats_);
         use();
         if (float* host = peer.host_grads()) {
             CUDA_CHECK(cudaMemcpyAsync(host + first, grads_ + first, count * sizeof(float), cudaMemcpyDeviceToHost,
@@ -373,12 +373,12 @@ class GpuDevice final : public Device {
 
     void write(float* dst, std::span<const float> host) {
         synchronize();
-        assert(host.size() == model_.param_count());
+        assert(host.size() == (dst == grads_ ? grad_floats_ : model_.param_count()));
         copy_now(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_);
     }
     void read(std::span<float> host, const float* src) {
         synchronize();
-        assert(host.size() == model_.param_count());
+        assert(host.size() == (src == grads_ ? grad_floats_ : model_.param_count()));
         copy_now(host.data(), src, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_);
     }
 
@@ -387,6 +387,7 @@ class GpuDevice final : public Device {
     const Model& model_ = lenet::model();
     const ReplicaSetup setup_;
     const size_t staging_floats_;
+    const size_t grad_floats_ = std::max(model_.param_count(), setup_.gradient_floats);
     std::shared_ptr<GpuData> data_;
     std::shared_ptr<SharedHostMemory> shared_;  // a mixed run's
     std::atomic<uint64_t>* marks_passed_ = nullptr;  // in shared_: the marks the stream has passed

@@ -1,5 +1,5 @@
 // dptrain: data-parallel LeNet training, and the subcommands that show how
-// it works (compare, inspect, demo, drift, devices). Exit status: 0 success, 2 bad command
+// it works (compare, inspect, demo, drift, devices, bench-allreduce). Exit status: 0 success, 2 bad command
 // line or bad input data, 1 any other failure (divergence included), 130 / 143
 // stopped by SIGINT / SIGTERM.
 #include <cstdio>
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
         if (is("demo")) return dpt::run_demo(argc - 1, argv + 1);
         if (is("devices")) return dpt::run_devices(argc - 1, argv + 1);
         if (is("drift")) return dpt::run_drift(argc - 1, argv + 1);
+        if (is("bench-allreduce")) return dpt::run_bench_allreduce(argc - 1, argv + 1);
         const auto config = dpt::parse_command_line(argc, argv);
         return config ? dpt::train(*config).exit_status : 0;
     } catch (const dpt::InputError& e) {

@@ -17,4 +17,7 @@ int run_drift(int argc, const char* const* argv);
 // `dptrain devices`: CPU cores, GPUs, peer access and measured copy speed.
 int run_devices(int argc, const char* const* argv);
 
+// `dptrain bench-allreduce`: each allreduce algorithm's time and bandwidth by message size.
+int run_bench_allreduce(int argc, const char* const* argv);
+
 }  // namespace dpt

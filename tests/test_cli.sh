@@ -468,6 +468,21 @@ demo)
         && grep -qE "^GPUs: " "$tmp/out" && echo "ok: devices: $(grep -E 'usable|GPUs' "$tmp/out" | tr '\n' ' ')" \
         || fail "devices: $(cat "$tmp/out")"
     expect_error "takes no arguments" devices --all
+
+    # dptrain bench-allreduce: every algorithm that can run, each size summed
+    # right before it is timed, a row per algorithm and size in the CSV.
+    "$dptrain" bench-allreduce --cpus 3 --sizes 12,4K,516272 --out "$tmp/bench" >"$tmp/out" 2>&1 \
+        || fail "bench-allreduce failed: $(cat "$tmp/out")"
+    grep -q "^note: --allreduce nccl skipped: NCCL sums GPU replicas only" "$tmp/out" \
+        && grep -q "^check ok: every algorithm left N(N+1)/2 = 6" "$tmp/out" \
+        && grep -qE "^ +504.2 KB +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+   \(LeNet's gradients\)$" "$tmp/out" \
+        && echo "ok: bench-allreduce: $(grep -E "LeNet's gradients" "$tmp/out" | tr -s ' ')" || fail "bench-allreduce: $(cat "$tmp/out")"
+    [[ $(head -1 "$tmp/bench/bench-allreduce.csv") == device_kind,devices,algorithm,bytes,time_us,algbw_gbps,busbw_gbps ]] \
+        && [[ $(grep -cE "^cpu,3,(naive|ring),(12|4096|516272)," "$tmp/bench/bench-allreduce.csv") -eq 6 ]] \
+        && echo "ok: bench-allreduce.csv has 6 rows" || fail "bench-allreduce.csv: $(cat "$tmp/bench/bench-allreduce.csv")"
+    expect_error "--sizes: 6 is not a whole number of floats" bench-allreduce --sizes 6
+    expect_error "--sizes must be a list of sizes in bytes" bench-allreduce --sizes 4X
+    expect_error "--allreduce nccl: NCCL sums GPU replicas only" bench-allreduce --allreduce nccl
     ;;
 drift)
     # dptrain drift: 1 and 3 devices from one seed; identical at step 0, a

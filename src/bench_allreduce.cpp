@@ -168,9 +168,7 @@ int run_bench_allreduce(int argc, const char* const* argv) {
     const size_t buffer_floats = std::max(lenet::model().param_count(), largest / sizeof(float));
     const int n = o.devices.count();
 
-    Dataset blank;  // no samples: only the gradient buffers matter here
-    blank.count = 0;
-    blank.rows = blank.cols = 28;
+    const Dataset blank = blank_dataset();  // only the gradient buffers matter here
     std::vector<Result> results;
     std::string names;
     for (const Allreduce* algorithm : algorithms) {

@@ -14,6 +14,17 @@ struct Dataset {
     int pixels() const { return rows * cols; }
 };
 
+// One blank sample of Fashion-MNIST's 28x28: devices need a data set to exist, and the
+// commands that only move gradients (demo allreduce, bench-allreduce) have none.
+inline Dataset blank_dataset() {
+    Dataset blank;
+    blank.images.assign(28 * 28, 0);
+    blank.labels.assign(1, 0);
+    blank.count = 1;
+    blank.rows = blank.cols = 28;
+    return blank;
+}
+
 struct FashionMnist {
     std::string dir;  // where the files were found
     Dataset train, test;

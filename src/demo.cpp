@@ -83,12 +83,7 @@ void print_values(const std::string& lead, const float* values, int count) {
 // K floats of each, the rest zero, so what moves is exactly what training moves.
 int demo_allreduce(const DemoOptions& o) {
     const int n = o.devices.count(), k = o.size;
-    // Devices need a data set to exist; one blank sample is enough.
-    Dataset blank;
-    blank.images.assign(lenet::image_side * lenet::image_side, 0);
-    blank.labels.assign(1, 0);
-    blank.count = 1;
-    blank.rows = blank.cols = lenet::image_side;
+    const Dataset blank = blank_dataset();
     const Allreduce& allreduce = allreduce_named(o.allreduce);
     const std::vector<std::unique_ptr<Device>> owned =
         make_devices(o.devices, {&blank, &blank, 1, PoolKind::avg}, allreduce);

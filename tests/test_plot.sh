@@ -60,4 +60,15 @@ printf '{"drift": {"steps": [0, 1]}}' >"$tmp/bad-drift.json"
 "$python" "$plot" "$tmp/bad-drift.json" >"$tmp/log" 2>&1
 [[ $? -eq 2 ]] && grep -q "not a dptrain drift result" "$tmp/log" && echo "ok: a malformed drift result -> 2" || fail "bad drift: $(cat "$tmp/log")"
 
+# A bench-allreduce result (tests/fixtures/bench-allreduce.csv, from a real
+# `dptrain bench-allreduce --cpus 2` run), by its directory.
+mkdir -p "$tmp/bench" && cp "$(dirname "$fixture")/bench-allreduce.csv" "$tmp/bench/"
+"$python" "$plot" "$tmp/bench" >"$tmp/log" 2>&1
+size=$(stat -c %s "$tmp/bench/bench-allreduce.png" 2>/dev/null || echo 0)
+[[ $(head -c 8 "$tmp/bench/bench-allreduce.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]] \
+    && echo "ok: a bench-allreduce result drawn as a $size-byte PNG" || fail "bench-allreduce plot: $(cat "$tmp/log")"
+printf 'device_kind,devices\ncpu,2\n' >"$tmp/bad.csv"
+"$python" "$plot" "$tmp/bad.csv" >"$tmp/log" 2>&1
+[[ $? -eq 2 ]] && grep -q "is not a bench-allreduce.csv" "$tmp/log" && echo "ok: a malformed bench result -> 2" || fail "bad bench: $(cat "$tmp/log")"
+
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }

@@ -50,23 +50,28 @@ done
 "$python" "$plot" "$tmp/missing.json" >/dev/null 2>&1
 [[ $? -eq 2 ]] && echo "ok: a missing file -> 2" || fail "a missing file does not exit 2"
 
+# draws_from_dir FILE: given a directory holding the fixture FILE (beside
+# the compare one), plot.py writes a real PNG of that name beside it.
+draws_from_dir() {
+    local file=$1 dir=$tmp/${1%.*}
+    local png=$dir/${1%.*}.png
+    mkdir -p "$dir" && cp "$(dirname "$fixture")/$file" "$dir/"
+    "$python" "$plot" "$dir" >"$tmp/log" 2>&1
+    local size
+    size=$(stat -c %s "$png" 2>/dev/null || echo 0)
+    [[ $(head -c 8 "$png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]] \
+        && echo "ok: $file drawn as a $size-byte PNG" || fail "$file plot: $(cat "$tmp/log")"
+}
+
 # A drift result (tests/fixtures/drift.json, from a real `dptrain drift --cpus 1,2` run), by its directory.
-mkdir -p "$tmp/drift" && cp "$(dirname "$fixture")/drift.json" "$tmp/drift/"
-"$python" "$plot" "$tmp/drift" >"$tmp/log" 2>&1
-size=$(stat -c %s "$tmp/drift/drift.png" 2>/dev/null || echo 0)
-[[ $(head -c 8 "$tmp/drift/drift.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]] \
-    && echo "ok: a drift result drawn as a $size-byte PNG" || fail "drift plot: $(cat "$tmp/log")"
+draws_from_dir drift.json
 printf '{"drift": {"steps": [0, 1]}}' >"$tmp/bad-drift.json"
 "$python" "$plot" "$tmp/bad-drift.json" >"$tmp/log" 2>&1
 [[ $? -eq 2 ]] && grep -q "not a dptrain drift result" "$tmp/log" && echo "ok: a malformed drift result -> 2" || fail "bad drift: $(cat "$tmp/log")"
 
 # A bench-allreduce result (tests/fixtures/bench-allreduce.csv, from a real
 # `dptrain bench-allreduce --cpus 2` run), by its directory.
-mkdir -p "$tmp/bench" && cp "$(dirname "$fixture")/bench-allreduce.csv" "$tmp/bench/"
-"$python" "$plot" "$tmp/bench" >"$tmp/log" 2>&1
-size=$(stat -c %s "$tmp/bench/bench-allreduce.png" 2>/dev/null || echo 0)
-[[ $(head -c 8 "$tmp/bench/bench-allreduce.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]] \
-    && echo "ok: a bench-allreduce result drawn as a $size-byte PNG" || fail "bench-allreduce plot: $(cat "$tmp/log")"
+draws_from_dir bench-allreduce.csv
 printf 'device_kind,devices\ncpu,2\n' >"$tmp/bad.csv"
 "$python" "$plot" "$tmp/bad.csv" >"$tmp/log" 2>&1
 [[ $? -eq 2 ]] && grep -q "is not a bench-allreduce.csv" "$tmp/log" && echo "ok: a malformed bench result -> 2" || fail "bad bench: $(cat "$tmp/log")"

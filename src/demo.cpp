@@ -26,16 +26,18 @@ struct DemoOptions {
     DeviceChoice devices;
     int size = 2;            // allreduce: the tensor's length
     int rows = 6, cols = 4;  // split: the batch's shape
+    std::string split = "even";  // split: --split even or weights
     std::string allreduce = "naive";
 };
 
 const char* const help =
         "Usage: dptrain demo allreduce [--cpus N | --gpus N] [--size K] [--allreduce NAME]\n"
-        "       dptrain demo split [--cpus N | --gpus N] [--rows R] [--cols C]\n\n"
+        "       dptrain demo split [--cpus N | --gpus N] [--rows R] [--cols C] [--split even|W,W,...]\n\n"
         "  allreduce  device i holds a tensor of K values, all i+1; after the allreduce every\n"
         "             device holds their sum (1 + 2 + ... + N). Default N 2, K 2.\n"
         "  split      a batch of R rows of C values 0, 1, 2, ... is cut into N parts, one per\n"
-        "             device, as split_and_load cuts each training batch. Default N 2, R 6, C 4.\n";
+        "             device, as split_and_load cuts each training batch. Default N 2, R 6, C 4;\n"
+        "             --split 3,1 cuts it in proportion to the weights, as training's --split does.\n";
 
 std::optional<DemoOptions> parse(const std::string& which, int argc, const char* const* argv) {
     cxxopts::Options options("dptrain demo " + which);
@@ -46,6 +48,7 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
         ("rows", "", cxxopts::value<std::string>(), "R")
         ("cols", "", cxxopts::value<std::string>(), "C")
         ("allreduce", "", cxxopts::value<std::string>(), "NAME")
+        ("split", "", cxxopts::value<std::string>(), "HOW")
         ("h,help", "");
     const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain demo", help);
     if (!parsed) return std::nullopt;
@@ -58,6 +61,7 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
     only_for("allreduce", "allreduce");
     only_for("rows", "split");
     only_for("cols", "split");
+    only_for("split", "split");
     DemoOptions o;
     o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), DeviceChoice::of(DeviceKind::cpu, 2));
     if (r.count("allreduce")) o.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
@@ -67,6 +71,12 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
         o.rows = parse_number<int>("rows", given(r, "rows"), 1, 64, "a whole number from 1 to 64");
     if (r.count("cols"))
         o.cols = parse_number<int>("cols", given(r, "cols"), 1, 16, "a whole number from 1 to 16");
+    if (r.count("split")) {
+        o.split = given(r, "split");
+        if (o.split == "auto")
+            throw InputError("--split auto measures training steps; a demo has none: give even or weights such as 3,1");
+        parse_split(o.split, o.devices.count(), o.rows);  // checked here, used below
+    }
     if (o.rows * o.cols > 256)
         throw InputError("--rows times --cols must be at most 256: the values 0, 1, 2, ... are stored as bytes, "
                          "as pixels are");
@@ -133,7 +143,10 @@ int demo_split(const DemoOptions& o) {
     batch.count = size_t(rows);
     batch.rows = 1;
     batch.cols = cols;
-    const int capacity = (rows + n - 1) / n;
+    const SplitChoice split = parse_split(o.split, n, rows);
+    const BatchParts batch_parts(split, n, rows, size_t(rows));
+    const std::span<const Part> parts = batch_parts.of(rows);
+    const int capacity = batch_parts.largest();
     const std::vector<std::unique_ptr<Device>> owned =
         make_devices(o.devices, {&batch, &batch, capacity, PoolKind::avg}, allreduce_named("naive"));
     const std::vector<Device*> devices = pointers(owned);
@@ -147,14 +160,14 @@ int demo_split(const DemoOptions& o) {
     std::vector<uint32_t> order(static_cast<size_t>(rows));
     std::iota(order.begin(), order.end(), 0u);
     for (Device* d : devices) d->set_order(order.data(), order.size());
-    split_and_load(devices, 0, even_parts(rows, n));
+    split_and_load(devices, 0, parts);
 
     std::printf("\nsplit_and_load onto %d %s:\n", n, o.devices.kind() == DeviceKind::cpu ? "CPU devices" : "GPU replicas");
     std::vector<float> images(size_t(capacity) * cols);
     std::vector<int32_t> labels(static_cast<size_t>(capacity));
     bool right = true;
     for (int i = 0; i < n; ++i) {
-        const Part part = part_of(rows, n, i);
+        const Part part = parts[size_t(i)];
         const int got = devices[size_t(i)]->read_input(images, labels);
         std::printf("  %s  %d row%s%s\n", devices[size_t(i)]->name().c_str(), got, got == 1 ? "" : "s",
                     got ? ":" : " (an empty part: the device adds zero gradients)");
@@ -169,10 +182,15 @@ int demo_split(const DemoOptions& o) {
             std::printf("]\n");
         }
     }
-    std::printf("\nhow: the parts are contiguous, of %d / %d = %d rows", rows, n, rows / n);
-    if (rows % n) std::printf(", the first %d one more", rows % n);
+    if (split.mode == SplitMode::even) {
+        std::printf("\nhow: the parts are contiguous, of %d / %d = %d rows", rows, n, rows / n);
+        if (rows % n) std::printf(", the first %d one more", rows % n);
+    } else {
+        std::printf("\nhow: the parts are contiguous, in proportion to the weights %s in whole rows (the largest "
+                    "remainders get the rows left over;\nevery device gets one where there are enough)", o.split.c_str());
+    }
     std::printf(" (");
-    for (int i = 0; i < n; ++i) std::printf("%s%d", i ? ", " : "", part_of(rows, n, i).count);
+    for (int i = 0; i < n; ++i) std::printf("%s%d", i ? ", " : "", parts[size_t(i)].count);
     std::printf(").\nEach device copies only its own rows. Devices hold pixels scaled to [0, 1]; shown here x255.\n");
     std::printf("check %s: each device holds exactly its contiguous part of the batch\n", right ? "ok" : "FAILED");
     return right ? 0 : 1;

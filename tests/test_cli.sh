@@ -460,6 +460,11 @@ demo)
         && echo "ok: demo split: the 6x4 batch in halves" || fail "demo split: $(cat "$tmp/out")"
     "$dptrain" demo split --cpus 4 >"$tmp/out" 2>&1 || fail "demo split --cpus 4 failed"
     grep -qF "(2, 2, 1, 1)" "$tmp/out" && echo "ok: 6 rows over 4 devices: 2, 2, 1, 1" || fail "demo split --cpus 4: $(cat "$tmp/out")"
+    "$dptrain" demo split --cpus 3 --split 1,1,4 --rows 5 >"$tmp/out" 2>&1 || fail "demo split --split failed: $(cat "$tmp/out")"
+    grep -qF "(1, 1, 3)." "$tmp/out" && sed -n '/^  cpu:2/,$p' "$tmp/out" | grep -qE "^    \[ 16  17  18  19\]$" \
+        && grep -q "^check ok" "$tmp/out" && echo "ok: demo split --split 1,1,4: 5 rows as 1, 1, 3" || fail "demo split --split: $(cat "$tmp/out")"
+    expect_error "--split auto measures training steps" demo split --split auto
+    expect_error "--split is for dptrain demo split" demo allreduce --split 3,1
     expect_error "needs allreduce or split" demo
     expect_error "--size is for dptrain demo allreduce" demo split --size 3
     expect_error "at most 256" demo split --rows 20 --cols 16

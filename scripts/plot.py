@@ -38,6 +38,26 @@ def fail(message):
     sys.exit(2)
 
 
+def pyplot():
+    """matplotlib's pyplot, drawing to files (no display needed)."""
+    try:
+        import matplotlib
+    except ImportError:
+        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save(fig, output):
+    fig.tight_layout()
+    try:
+        fig.savefig(output, dpi=100)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror}")
+    print(f"wrote {output}")
+
+
 def load(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -80,12 +100,7 @@ def draw_drift(args):
             raise ValueError("steps")
     except (KeyError, TypeError, ValueError, IndexError) as e:
         fail(f"{args.result} is not a dptrain drift result (missing or bad {e})")
-    try:
-        import matplotlib
-    except ImportError:
-        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     # Step 0 (and any exact zero) has no place on a log scale.
     shown = [(s, a, b) for s, a, b in zip(steps, max_rel, mean_rel) if s > 0 and a > 0 and b > 0]
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -102,13 +117,7 @@ def draw_drift(args):
     ax.legend(loc="best", fontsize="small")
     if args.title:
         fig.suptitle(args.title)
-    fig.tight_layout()
-    output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
-    try:
-        fig.savefig(output, dpi=100)
-    except OSError as e:
-        fail(f"cannot write {output}: {e.strerror}")
-    print(f"wrote {output}")
+    save(fig, args.output or (args.result.rsplit(".json", 1)[0] + ".png"))
 
 
 def draw_bench(args):
@@ -124,12 +133,7 @@ def draw_bench(args):
         fail(f"cannot read {args.result}: {e.strerror}")
     except (KeyError, ValueError, IndexError) as e:
         fail(f"{args.result} is not a bench-allreduce.csv ({e!r})")
-    try:
-        import matplotlib
-    except ImportError:
-        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, points in series.items():
         points.sort()
@@ -142,13 +146,7 @@ def draw_bench(args):
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="best", fontsize="small")
     ax.set_title(args.title or f"allreduce on {where}: busbw = algbw * 2(N-1)/N")
-    fig.tight_layout()
-    output = args.output or args.result.rsplit(".csv", 1)[0] + ".png"
-    try:
-        fig.savefig(output, dpi=100)
-    except OSError as e:
-        fail(f"cannot write {output}: {e.strerror}")
-    print(f"wrote {output}")
+    save(fig, args.output or args.result.rsplit(".csv", 1)[0] + ".png")
 
 
 def label(c):
@@ -177,12 +175,7 @@ def main():
     result = load(args.result)
     output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
 
-    try:
-        import matplotlib
-    except ImportError:
-        fail("needs matplotlib: sudo apt-get install python3-matplotlib (or scripts/deps.sh --with-plot)")
-    matplotlib.use("Agg")  # no display needed
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     configs = result["configs"]
     fig, (acc, phases) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1.2, 1]})
@@ -221,12 +214,7 @@ def main():
 
     if args.title:
         fig.suptitle(args.title)
-    fig.tight_layout()
-    try:
-        fig.savefig(output, dpi=100)
-    except OSError as e:
-        fail(f"cannot write {output}: {e.strerror}")
-    print(f"wrote {output}")
+    save(fig, output)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ const Allreduce& allreduce_named(std::string_view name) {
     throw InputError("--allreduce must be one of " + allreduce_names() + " (got '" + std::string(name) + "')");
 }
 
+std::vector<const Allreduce*> all_allreduces() {
+    std::vector<const Allreduce*> all;
+    for (const Entry& e : entries) all.push_back(&e.algorithm());
+    return all;
+}
+
 std::string allreduce_names() {
     std::string names;
     for (const Entry& e : entries) names += (names.empty() ? "" : ", ") + std::string(e.name);

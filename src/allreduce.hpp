@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "device.hpp"
 
@@ -39,8 +40,8 @@ class Allreduce {
     // may not copy a GPU's gradients (device.hpp), only GPUs move what
     // crosses kinds, and an algorithm must arrange its roles so (naive does).
     virtual std::string refusal(const DeviceChoice& choice) const;
-    // What run() did on these devices, for a reader who just watched a small
-    // tensor go through it (dptrain demo allreduce).
+    // What run() did on these devices (two or more), for a reader who just
+    // watched a small tensor go through it (dptrain demo allreduce).
     virtual std::string explain(std::span<Device* const> devices, size_t floats) const = 0;
 };
 
@@ -51,6 +52,8 @@ const Allreduce* find_allreduce(std::string_view name);
 const Allreduce& allreduce_named(std::string_view name);
 // "naive" (the names, comma-separated, for help texts and messages).
 std::string allreduce_names();
+// Every algorithm, in the table's order.
+std::vector<const Allreduce*> all_allreduces();
 
 // Queues begin_phase(phase) on `device` when `timed` (--breakdown).
 inline void mark_phase(Device& device, Phase phase, bool timed) {

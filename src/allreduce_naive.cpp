@@ -53,7 +53,6 @@ class Naive final : public Allreduce {
 
     std::string explain(std::span<Device* const> devices, size_t floats) const override {
         const int n = int(devices.size());
-        if (n == 1) return "with one device there is nothing to add; the tensor stays as it was.\n";
         char text[600];
         std::snprintf(text, sizeof text,
                       "%s copied each peer's buffer into a staging buffer of its own, added them to its\n"

@@ -35,8 +35,7 @@ class Nccl final : public Allreduce {
         nccl_sum(devices, floats);
     }
 
-    std::string explain(std::span<Device* const> devices, size_t floats) const override {
-        if (devices.size() == 1) return "with one device there is nothing to add; the tensor stays as it was.\n";
+    std::string explain(std::span<Device* const>, size_t floats) const override {
         return "NCCL summed the " + std::to_string(floats) + " floats of every replica in place, with one\n"
                "ncclAllReduce per replica in one group; how (ring or tree, which links) is NCCL's choice.\n";
     }

@@ -100,7 +100,6 @@ class Ring final : public Allreduce {
 
     std::string explain(std::span<Device* const> devices, size_t floats) const override {
         const int n = int(devices.size());
-        if (n == 1) return "with one device there is nothing to add; the tensor stays as it was.\n";
         char text[700];
         std::snprintf(text, sizeof text,
                       "the %zu floats were cut into %d chunks of %zu or %zu. In %d reduce-scatter step%s each device\n"

@@ -41,18 +41,6 @@ const char* const help =
         "  --sizes LIST      message sizes in bytes, K and M allowed (default 4K,16K,...,64M and 516272)\n"
         "  --out DIR         also write DIR/bench-allreduce.csv (scripts/plot.py draws busbw against size)\n";
 
-std::vector<std::string> split_list(const std::string& text) {
-    std::vector<std::string> items;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t end = std::min(text.find(',', at), text.size());
-        std::string item = text.substr(at, end - at);
-        item.erase(0, item.find_first_not_of(' '));  // "naive, ring": allreduce_names() puts spaces
-        items.push_back(item);
-        at = end + 1;
-    }
-    return items;
-}
-
 // "4K", "1M", "516272": bytes, a whole number of floats from 4 bytes to 1 GiB.
 size_t parse_size(const std::string& text) {
     const char unit = text.empty() ? '\0' : text.back();
@@ -81,10 +69,10 @@ std::optional<BenchOptions> parse(int argc, const char* const* argv) {
     BenchOptions o;
     o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), o.devices);
     if (r.count("allreduce"))
-        for (const std::string& name : split_list(given(r, "allreduce")))
+        for (const std::string& name : comma_list(given(r, "allreduce")))
             o.algorithms.push_back(std::string(allreduce_named(name).info().name));
     if (r.count("sizes"))
-        for (const std::string& size : split_list(given(r, "sizes"))) o.sizes.push_back(parse_size(size));
+        for (const std::string& size : comma_list(given(r, "sizes"))) o.sizes.push_back(parse_size(size));
     else {
         for (size_t bytes = 4096; bytes <= (size_t(64) << 20); bytes *= 4) o.sizes.push_back(bytes);
         o.sizes.push_back(lenet::model().param_count() * sizeof(float));
@@ -158,9 +146,11 @@ int run_bench_allreduce(int argc, const char* const* argv) {
     const BenchOptions& o = *parsed;
     std::vector<const Allreduce*> algorithms;
     if (o.algorithms.empty()) {
-        for (const std::string& name : split_list(allreduce_names()))
-            if (allreduce_named(name).refusal(o.devices).empty()) algorithms.push_back(&allreduce_named(name));
-            else std::printf("note: --allreduce %s skipped: %s\n", name.c_str(), allreduce_named(name).refusal(o.devices).c_str());
+        for (const Allreduce* a : all_allreduces()) {
+            const std::string refusal = a->refusal(o.devices);
+            if (refusal.empty()) algorithms.push_back(a);
+            else std::printf("note: --allreduce %s skipped: %s\n", std::string(a->info().name).c_str(), refusal.c_str());
+        }
     } else {
         for (const std::string& name : o.algorithms) algorithms.push_back(&allreduce_named(name));
     }

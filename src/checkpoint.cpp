@@ -17,6 +17,7 @@
 #include "allreduce.hpp"
 #include "errors.hpp"
 #include "lenet.hpp"
+#include "numbers.hpp"
 #include "params_file.hpp"
 
 namespace dpt {
@@ -142,12 +143,7 @@ SplitChoice split_from_text(std::string_view text, int devices, int batch, Heade
         h.fail("split " + quoted(text) + " is not a valid value for " + std::to_string(devices) +
                " devices and a batch of " + std::to_string(batch));
     };
-    std::vector<std::string_view> words;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t end = std::min(text.find(' ', at), text.size());
-        words.push_back(text.substr(at, end - at));
-        at = end + 1;
-    }
+    const std::vector<std::string> words = items_of(std::string(text), ' ');
     SplitChoice split;
     if (words[0] == "weights") split.mode = SplitMode::weights;
     else if (words[0] == "auto") split.mode = SplitMode::automatic;

@@ -55,15 +55,12 @@ void resume_split(const cxxopts::ParseResult& r, TrainConfig& c, const TrainConf
 // --slowdown NAME=K[,NAME=K...]: which devices compute their parts K times over.
 std::vector<TrainConfig::Slowdown> parse_slowdowns(const std::string& text) {
     std::vector<TrainConfig::Slowdown> out;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t comma = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, comma - at);
+    for (const std::string& item : comma_list(text)) {
         const size_t equals = item.find('=');
         if (equals == std::string::npos || equals == 0)
             throw InputError("--slowdown " + text + ": expected DEVICE=K, e.g. cpu:1=3 (got '" + item + "')");
         out.push_back({item.substr(0, equals),
                        parse_number<int>("slowdown", item.substr(equals + 1), 2, 1000, "a whole factor from 2 to 1000 after DEVICE=")});
-        at = comma + 1;
     }
     return out;
 }

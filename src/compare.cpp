@@ -14,6 +14,7 @@
 #include "cli.hpp"
 #include "device_factory.hpp"
 #include "errors.hpp"
+#include "numbers.hpp"
 #include "trainer.hpp"
 
 namespace dpt {
@@ -33,14 +34,10 @@ struct CompareOptions {
 // "even", "auto", or one weight per device (3,1): compare passes the last to
 // every run; a list of even and auto becomes a row each.
 bool is_split_list(const std::string& text) {
-    if (text.find(',') == std::string::npos) return false;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t end = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, end - at);
-        if (item != "even" && item != "auto") return false;
-        at = end + 1;
-    }
-    return true;
+    const std::vector<std::string> items = comma_list(text);
+    return items.size() > 1 && std::all_of(items.begin(), items.end(), [](const std::string& item) {
+               return item == "even" || item == "auto";
+           });
 }
 
 // One configuration's figures: epoch time is the median of the epochs after
@@ -58,16 +55,13 @@ struct Row {
 // "1,2,4": each count checked by the parser every command uses (device_factory.hpp).
 std::vector<int> parse_counts(const std::string& option, const std::string& text) {
     std::vector<int> counts;
-    size_t at = 0;
-    while (at <= text.size()) {
-        const size_t end = std::min(text.find(',', at), text.size());
+    for (const std::string& item : comma_list(text)) {
         try {
-            counts.push_back(parse_device_count(option, text.substr(at, end - at)));
+            counts.push_back(parse_device_count(option, item));
         } catch (const InputError&) {
             throw InputError("--" + option + " must be a list of device counts from 1 to " +
                              std::to_string(max_devices) + " such as 1,2,4 (got '" + text + "')");
         }
-        at = end + 1;
     }
     return counts;
 }
@@ -101,11 +95,7 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
         } else if (name == "--out") {
             o.out_dir = take_value();
         } else if (name == "--split" && is_split_list(value = take_value())) {
-            for (size_t at = 0; at <= value.size();) {
-                const size_t end = std::min(value.find(',', at), value.size());
-                o.splits.push_back(value.substr(at, end - at));
-                at = end + 1;
-            }
+            o.splits = comma_list(value);
         } else if (name == "--split") {
             rest.insert(rest.end(), {"--split", value});
         } else if (name == "--devices") {

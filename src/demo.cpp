@@ -122,7 +122,9 @@ int demo_allreduce(const DemoOptions& o) {
         std::printf("%s\n", mine ? "" : "  <- wrong");
         right = right && mine;
     }
-    std::printf("\nhow (--allreduce %s): %s", o.allreduce.c_str(), allreduce.explain(devices, lenet::model().param_count()).c_str());
+    std::printf("\nhow (--allreduce %s): %s", o.allreduce.c_str(),
+                n == 1 ? "with one device there is nothing to add; the tensor stays as it was.\n"
+                       : allreduce.explain(devices, lenet::model().param_count()).c_str());
     if (n > 1)
         std::printf("The tensor above is the first %d value%s of each gradient buffer; the rest are zeros.\n", k,
                     k == 1 ? "" : "s");

@@ -38,10 +38,7 @@ DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, De
 DeviceChoice parse_device_list(const std::string& text) {
     DeviceChoice choice{0, 0, {}};
     std::vector<int> cpu_numbers;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t comma = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, comma - at);
-        at = comma + 1;
+    for (const std::string& item : comma_list(text)) {
         const size_t colon = item.find(':');
         const std::string kind = item.substr(0, colon);
         if (colon == std::string::npos || (kind != "gpu" && kind != "cuda" && kind != "cpu"))

@@ -1,10 +1,12 @@
-// Numbers typed on the command line, checked with a message that names the
-// option (every command's parser and device_factory.cpp use it).
+// Numbers and lists typed on the command line, checked with a message that
+// names the option (every command's parser and device_factory.cpp use them).
 #pragma once
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "errors.hpp"
 
@@ -21,5 +23,20 @@ T parse_number(const std::string& option, const std::string& text, T min, T max,
         throw InputError("--" + option + " must be " + what + " (got '" + text + "')");
     return value;
 }
+
+// The items of `text` between `separator`s, as typed (an empty item stays,
+// for the item's parser to name): "1,2,4" -> {"1", "2", "4"}.
+inline std::vector<std::string> items_of(const std::string& text, char separator) {
+    std::vector<std::string> items;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t end = std::min(text.find(separator, at), text.size());
+        items.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    return items;
+}
+
+// A comma-separated list typed for an option.
+inline std::vector<std::string> comma_list(const std::string& text) { return items_of(text, ','); }
 
 }  // namespace dpt

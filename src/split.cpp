@@ -55,12 +55,9 @@ SplitChoice parse_split(const std::string& text, int devices, int batch) {
     if (text == "even") return {};
     if (text == "auto") return {SplitMode::automatic, {}};
     std::vector<double> weights;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t comma = std::min(text.find(',', at), text.size());
-        weights.push_back(parse_number<double>("split", text.substr(at, comma - at), 1e-6, 1e6,
+    for (const std::string& item : comma_list(text))
+        weights.push_back(parse_number<double>("split", item, 1e-6, 1e6,
                                                "even, auto, or one positive number per device (e.g. 3,1)"));
-        at = comma + 1;
-    }
     if (int(weights.size()) != devices)
         throw InputError("--split " + text + " gives " + std::to_string(weights.size()) + " share" +
                          (weights.size() == 1 ? "" : "s") + " for " + std::to_string(devices) + " device" +

@@ -76,14 +76,27 @@ std::vector<float> init_params(InitKind init, uint64_t seed) {
     return params;
 }
 
-void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
-                const BatchParts& parts, size_t count, int epoch, size_t step, bool timed) {
+std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
+                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed) {
     const size_t first = step * size_t(c.batch);
     const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-    train_step(devices, allreduce, first, parts.of(int(std::min<size_t>(c.batch, count - first))),
-               lr_at(c, steps, epoch, step), int32_t(step), timed);
+    const std::span<const Part> cut = parts.of(int(std::min<size_t>(c.batch, count - first)));
+    train_step(devices, allreduce, first, cut, lr_at(c, steps, epoch, step), int32_t(step), timed);
+    return cut;
 }
 
+std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
+    std::vector<uint32_t> order(count);
+    std::iota(order.begin(), order.end(), 0u);
+    Rng rng(seed, stream_order + 1000003ULL * uint64_t(epoch));
+    rng.shuffle(std::span<uint32_t>(order));
+    return order;
+}
+
+namespace {
+
+// --slowdown: each named device computes its parts K times over; an
+// InputError for a name the run lacks or a device that cannot.
 void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
     for (const TrainConfig::Slowdown& s : c.slowdowns) {
         std::string names;
@@ -100,15 +113,6 @@ void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
     }
 }
 
-std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
-    std::vector<uint32_t> order(count);
-    std::iota(order.begin(), order.end(), 0u);
-    Rng rng(seed, stream_order + 1000003ULL * uint64_t(epoch));
-    rng.shuffle(std::span<uint32_t>(order));
-    return order;
-}
-
-namespace {
 
 // On GPUs the epoch is recorded once as a CUDA graph, before its clock
 // starts: every epoch is then one launch instead of thousands. The graph
@@ -274,8 +278,9 @@ TrainResult train(const TrainConfig& config) {
         } else {
             for (; done < steps && stop.signal() == 0; ++done) {
                 const bool timed = probe.timed(done);
-                queue_step(c, devices, allreduce, parts, count, epoch, done, c.breakdown || timed);
-                if (timed) probe.record(devices, parts.of(int(std::min<size_t>(c.batch, count - done * size_t(c.batch)))), carried);
+                const std::span<const Part> cut =
+                    queue_step(c, devices, allreduce, parts, count, epoch, done, c.breakdown || timed);
+                if (timed) probe.record(devices, cut, carried);
                 if (probe.ends_at(done)) {  // the one point where the parts change
                     c.split = result.split = probe.measure(devices, c.batch);
                     parts = BatchParts(c.split, n, c.batch, count);

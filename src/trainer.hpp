@@ -24,12 +24,9 @@ std::vector<float> init_params(InitKind init, uint64_t seed);
 // Step `step` of epoch `epoch` of a training set of `count` samples (at
 // c.batch a step, cut into `parts`, at the rate lr_at gives), queued on the
 // devices' streams; the host does not wait. `timed`: with phase marks.
-void queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
-                const BatchParts& parts, size_t count, int epoch, size_t step, bool timed);
-
-// --slowdown: each named device computes its parts K times over; an
-// InputError for a name the run lacks or a device that cannot.
-void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices);
+// Returns the step's parts.
+std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
+                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed);
 
 // Test accuracy of `device`'s replica on the first `test_count` test samples,
 // evaluated in chunks of `capacity` (what its buffers hold).

@@ -12,11 +12,12 @@
 #             GPU beside a CPU device)
 #   train     resume on 2 replicas with and without graphs (byte-identical),
 #             --breakdown on GPU replicas, the classroom runs, mixed runs (a
-#             GPU beside a CPU device, --split auto), inspect, the demos and
-#             `dptrain devices`
+#             GPU beside a CPU device, --split auto), ring, nccl and
+#             --overlap runs, inspect, the demos and `dptrain devices`
 #   bench     full epochs against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile) in the same call; 1, 2 and 4 replicas
-#             sharing the GPU; `dptrain compare --gpus 1,2,4` and its plot;
+#             sharing the GPU, with and without --overlap; `dptrain compare
+#             --gpus 1,2,4` and its plot;
 #             `dptrain bench-allreduce` on 1, 2 and 4 replicas
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
@@ -154,6 +155,9 @@ stage_sanitize() {
         "racecheck|--gpus 2 ${tinier[*]}"
         "initcheck|--gpus 2 ${tiny[*]}"
         "synccheck|--gpus 2 --no-graphs ${tinier[*]}"
+        "memcheck|--gpus 2 --overlap --bucket-kb 0 ${tiny[*]}"
+        "racecheck|--gpus 2 --overlap --bucket-kb 0 --no-graphs ${tinier[*]}"
+        "synccheck|--gpus 2 --overlap --no-graphs ${tinier[*]}"
         "memcheck|--gpus 1 --cpus 1 ${tiny[*]}"
         "racecheck|--gpus 1 --cpus 1 ${tinier[*]}"
     )
@@ -216,6 +220,9 @@ stage_train() {
         "--gpus 1 --cpus 1 --batch 256 --epochs 1 --limit-train 12800 --breakdown"
         "--devices gpu:0,cpu:0 --batch 256 --epochs 1 --limit-train 12800 --split auto --breakdown"
         "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --allreduce ring"
+        "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --overlap --breakdown"
+        "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --allreduce ring --overlap --bucket-kb 0"
+        "--gpus 1 --cpus 1 --batch 256 --epochs 1 --limit-train 12800 --overlap --breakdown"
         "--gpus 1 --batch 256 --epochs 1 --allreduce nccl"
     )
     local args
@@ -298,13 +305,16 @@ stage_bench() {
         cat "$work/pt.log" >>"$log"
         sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first
     }
-    local t_graph t_eager t_pt t_ptc t_r2 t_r4
+    local t_graph t_eager t_pt t_ptc t_r2 t_r4 t_o2 t_o4 t_o2b0
     echo "== dptrain --gpus 1" >>"$log"; t_graph=$(dptrain_epoch --gpus 1)
     echo "== dptrain --gpus 1 --no-graphs" >>"$log"; t_eager=$(dptrain_epoch --gpus 1 --no-graphs)
     echo "== PyTorch eager" >>"$log"; t_pt=$(pytorch_epoch)
     echo "== PyTorch torch.compile" >>"$log"; t_ptc=$(pytorch_epoch --compile)
     echo "== dptrain --gpus 2" >>"$log"; t_r2=$(dptrain_epoch --gpus 2)
     echo "== dptrain --gpus 4" >>"$log"; t_r4=$(dptrain_epoch --gpus 4)
+    echo "== dptrain --gpus 2 --overlap" >>"$log"; t_o2=$(dptrain_epoch --gpus 2 --overlap)
+    echo "== dptrain --gpus 2 --overlap --bucket-kb 0" >>"$log"; t_o2b0=$(dptrain_epoch --gpus 2 --overlap --bucket-kb 0)
+    echo "== dptrain --gpus 4 --overlap" >>"$log"; t_o4=$(dptrain_epoch --gpus 4 --overlap)
     [[ -z $python ]] && note "skip  PyTorch peer: no python3 with torch here"
 
     row() {
@@ -328,8 +338,11 @@ stage_bench() {
         row "1 replica (256 a replica)" "$t_graph" "$t_graph" "1 replica"
         row "2 replicas (128 each)" "$t_r2" "$t_graph" "1 replica"
         row "4 replicas (64 each)" "$t_r4" "$t_graph" "1 replica"
+        row "2 replicas --overlap" "$t_o2" "$t_r2" "2 replicas"
+        row "2 replicas --overlap --bucket-kb 0" "$t_o2b0" "$t_r2" "2 replicas"
+        row "4 replicas --overlap" "$t_o4" "$t_r4" "4 replicas"
     } | tee -a "$log"
-    for t in "$t_graph" "$t_eager" "$t_r2" "$t_r4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
+    for t in "$t_graph" "$t_eager" "$t_r2" "$t_r4" "$t_o2" "$t_o2b0" "$t_o4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
     awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" 'BEGIN {
         if (t == "nan") exit
         printf "info  goals: epoch %.1f ms (goal <= 50)", t * 1000

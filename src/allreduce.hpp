@@ -31,10 +31,17 @@ class Allreduce {
     // Floats of staging memory device `device` of `devices` needs for
     // gradient buffers of `floats` floats.
     virtual size_t staging_floats(int device, int devices, size_t floats) const = 0;
-    // Queues the allreduce of every device's first `floats` gradient floats.
-    // With `timed`, phase marks (Phase::wait, Phase::allreduce) show where
-    // each device's time goes.
-    virtual void run(std::span<Device* const> devices, size_t floats, bool timed) const = 0;
+    // Queues the allreduce of `range` of every device's gradient buffer, of
+    // which the first `floats` floats take part. Each float is summed in the
+    // same order whatever the range (parallel.cpp's --overlap allreduces the
+    // buffer bucket by bucket and must give the same bits; NCCL, which
+    // chooses its own order, is the exception). With `timed`, phase marks
+    // (Phase::wait, Phase::allreduce) show where each device's time goes.
+    virtual void run_range(std::span<Device* const> devices, size_t floats, Range range, bool timed) const = 0;
+    // All of the first `floats` floats.
+    void run(std::span<Device* const> devices, size_t floats, bool timed) const {
+        run_range(devices, floats, {0, floats}, timed);
+    }
     // Why this algorithm cannot sum the gradients of `choice`'s devices, or
     // "" when it can. By default a mixed run is refused: in it a CPU device
     // may not copy a GPU's gradients (device.hpp), only GPUs move what

@@ -29,7 +29,9 @@ class Naive final : public Allreduce {
     // Device 0 makes every copy; in a mixed run it is a GPU.
     std::string refusal(const DeviceChoice&) const override { return ""; }
 
-    void run(std::span<Device* const> devices, size_t floats, bool timed) const override {
+    // Each float is summed as device 0's + device 1's + ... in device order,
+    // whatever the range.
+    void run_range(std::span<Device* const> devices, size_t, Range range, bool timed) const override {
         Device& root = *devices[0];
         const int n = int(devices.size());
         for (int i = 1; i < n; ++i) devices[i]->mark();  // "my gradients are ready"
@@ -37,13 +39,13 @@ class Naive final : public Allreduce {
             mark_phase(root, Phase::wait, timed);
             root.wait_for(*devices[i]);
             mark_phase(root, Phase::allreduce, timed);
-            root.copy_from_peer(*devices[i], 0, floats, size_t(i - 1) * floats);
+            root.copy_from_peer(*devices[i], range.first, range.count, size_t(i - 1) * range.count);
         }
-        root.reduce_staged(0, floats, 0, n - 1);
+        root.reduce_staged(range.first, range.count, 0, n - 1);
         // Device 0 pushes the sum into each peer's gradient buffer. A peer's
-        // stream has nothing queued between its mark above and the wait
-        // below, so nothing on it touches that buffer while device 0 writes it.
-        for (int i = 1; i < n; ++i) root.copy_to_peer(*devices[i], 0, floats);
+        // allreduce stream has nothing queued between its mark above and the
+        // wait below, so nothing touches that range while device 0 writes it.
+        for (int i = 1; i < n; ++i) root.copy_to_peer(*devices[i], range.first, range.count);
         root.mark();  // "the sum is everywhere"
         for (int i = 1; i < n; ++i) {
             mark_phase(*devices[i], Phase::allreduce, timed);  // a peer: waiting for the sum

@@ -29,10 +29,12 @@ class Nccl final : public Allreduce {
         return nccl_refusal(choice.gpus, choice.gpu_ids);
     }
 
-    void run(std::span<Device* const> devices, size_t floats, bool timed) const override {
+    // NCCL picks its summation order by message size, so an --overlap
+    // bucket's sums may differ from the whole buffer's in the last bits.
+    void run_range(std::span<Device* const> devices, size_t, Range range, bool timed) const override {
         if (devices.size() == 1) return;
         for (Device* d : devices) mark_phase(*d, Phase::allreduce, timed);
-        nccl_sum(devices, floats);
+        nccl_sum(devices, range);
     }
 
     std::string explain(std::span<Device* const>, size_t floats) const override {

@@ -33,6 +33,13 @@ Chunk chunk(size_t floats, int n, int k) {
     return {size_t(k) * base + std::min(size_t(k), extra), base + (size_t(k) < extra ? 1 : 0)};
 }
 
+// The part of chunk k that lies in `range` (count 0 where none does).
+Chunk chunk_in(size_t floats, int n, int k, Range range) {
+    const Chunk c = chunk(floats, n, k);
+    const size_t first = std::max(c.first, range.first), end = std::min(c.first + c.count, range.end());
+    return {first, end > first ? end - first : 0};
+}
+
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
 class Ring final : public Allreduce {
@@ -61,7 +68,12 @@ class Ring final : public Allreduce {
     // chunk always precede its next write: following the waits leftwards
     // round the ring, a device's step t depends on device i-k's step t-k,
     // so a push into device i+1's chunk happens after device i+2 read it.
-    void run(std::span<Device* const> devices, size_t floats, bool timed) const override {
+    //
+    // A range (an --overlap bucket) takes the same steps over the parts of
+    // the whole buffer's chunks that lie in it: each float then travels the
+    // same way round the ring, and is summed in the same order, as when the
+    // whole buffer goes at once.
+    void run_range(std::span<Device* const> devices, size_t floats, Range range, bool timed) const override {
         const int n = int(devices.size());
         if (n == 1) return;
         const auto left = [&](int i) -> Device& { return *devices[size_t(mod(i - 1, n))]; };
@@ -77,7 +89,7 @@ class Ring final : public Allreduce {
             for (int i = 0; i < n; ++i) {
                 Device& d = *devices[size_t(i)];
                 mark_phase(d, Phase::allreduce, timed);
-                const Chunk c = chunk(floats, n, mod(i - 1 - s, n));
+                const Chunk c = chunk_in(floats, n, mod(i - 1 - s, n), range);
                 if (c.count > 0) {
                     d.copy_from_peer(left(i), c.first, c.count, 0);
                     d.reduce_staged(c.first, c.count, 0, 1);
@@ -90,7 +102,7 @@ class Ring final : public Allreduce {
             for (int i = 0; i < n; ++i) {
                 Device& d = *devices[size_t(i)];
                 mark_phase(d, Phase::allreduce, timed);
-                const Chunk c = chunk(floats, n, mod(i + 1 - s, n));
+                const Chunk c = chunk_in(floats, n, mod(i + 1 - s, n), range);
                 if (c.count > 0) d.copy_to_peer(*devices[size_t(mod(i + 1, n))], c.first, c.count);
                 d.mark();
             }

@@ -154,6 +154,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("devices", "the devices one by one, e.g. gpu:0,cpu:0,cpu:1 (gpu:I is CUDA device I, also written cuda:I; cpu:0, cpu:1, ... are CPU devices); the GPUs go first", cxxopts::value<std::string>(), "LIST")
         ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)")
         ("allreduce", "how the devices sum their gradients: " + allreduce_names() + " (default naive, as the tutorial)", cxxopts::value<std::string>(), "NAME")
+        ("overlap", "allreduce each layer's gradients as soon as backward has them (the last layers first, in buckets), on a second stream per device, so that the sums travel while backward goes on; the same result bit for bit")
+        ("bucket-kb", "with --overlap: layers are grouped into buckets of at least KB kilobytes of gradients, each allreduced as a whole (0: one per layer; default " + std::to_string(default_bucket_kb) + ")", cxxopts::value<std::string>(), "KB")
         ("split", "how each batch is divided: even (the tutorial's), weights such as 3,1 (one per device), or auto (time the first steps, then give each device a part in proportion to its speed); the update is the same", cxxopts::value<std::string>()->default_value("even"), "HOW")
         ("slowdown", "make CPU device NAME compute each part K times over (same result, K times the time), to try --split on identical devices; e.g. cpu:1=3", cxxopts::value<std::string>(), "NAME=K");
     options.add_options("Training")
@@ -197,6 +199,10 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     }
     if (r.count("allreduce")) c.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     c.graphs = !r.count("no-graphs");
+    c.overlap = r.count("overlap") > 0;
+    if (r.count("bucket-kb") && !c.overlap) throw InputError("--bucket-kb needs --overlap");
+    if (r.count("bucket-kb"))
+        c.bucket_kb = parse_number<int>("bucket-kb", given(r, "bucket-kb"), 0, 1 << 20, "a whole number of KB from 0");
     c.breakdown = r.count("breakdown") > 0;
 
     c.batch = positive_int(r, "batch", c.batch);

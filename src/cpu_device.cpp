@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cassert>
@@ -20,6 +21,7 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -69,13 +71,15 @@ class CpuDevice final : public Device {
           marks_done_(shared_ ? new (shared_->allocate(sizeof(std::atomic<uint64_t>))) std::atomic<uint64_t>(0)
                               : &own_marks_done_),
           stream_([this](const CpuTask& task) { run(task); }) {
+        if (!setup_.buckets.empty())
+            allreduce_stream_ = std::make_unique<CpuStream<CpuTask>>([this](const CpuTask& task) { run(task); });
         group_->members.push_back(this);
     }
 
     ~CpuDevice() override {
         // Drain every stream of the group, this one included, before this
         // device's memory goes: a peer's worker may be about to read it.
-        for (CpuDevice* d : group_->members) d->stream_.synchronize();
+        for (CpuDevice* d : group_->members) d->drain();
         std::erase(group_->members, this);
     }
 
@@ -84,8 +88,8 @@ class CpuDevice final : public Device {
     size_t param_floats() const override { return params_.size(); }
 
     void synchronize() override {
-        stream_.synchronize();
-        if (error_) std::rethrow_exception(error_);
+        drain();
+        if (failed_) std::rethrow_exception(error_);
     }
     void write_params(std::span<const float> host) override { write(params_, host); }
     void read_params(std::span<float> host) override { read(host, params_); }
@@ -122,7 +126,10 @@ class CpuDevice final : public Device {
     }
     PhaseTimes take_phase_times() override {
         synchronize();
-        return std::exchange(phase_times_, PhaseTimes{});
+        PhaseTimes sum{};
+        for (Timeline& t : timelines_)
+            for (int p = 0; p < phase_count; ++p) sum[size_t(p)] += std::exchange(t.times[size_t(p)], 0.0);
+        return sum;
     }
     double take_core_share() override {
         synchronize();
@@ -153,11 +160,21 @@ class CpuDevice final : public Device {
             loaded_ = count;
         });
     }
+    // With buckets, a bucket is handed over during the last chunk's backward,
+    // when its gradients have their final sums.
     void forward_backward() override {
         stream_.enqueue([this] {
             const double cpu_start = thread_cpu_seconds();
             const auto wall_start = std::chrono::steady_clock::now();
             const int classes = model_.classes();
+            size_t handed = 0;  // buckets handed over this step
+            const auto hand_over = [&](size_t complete_from) {  // grads_[complete_from:] are final
+                const std::vector<Range>& buckets = setup_.buckets;
+                for (; handed < buckets.size() && buckets[handed].first >= complete_from; ++handed) {
+                    buckets_handed_.fetch_add(1);
+                    buckets_handed_.notify_all();
+                }
+            };
             for (int repeat = 1; repeat <= slowdown_; ++repeat) {  // --slowdown: the same sums again
                 double discarded = 0;
                 double& loss = repeat == slowdown_ ? loss_sum_ : discarded;  // the loss counts once
@@ -165,11 +182,14 @@ class CpuDevice final : public Device {
                 for (int first = 0; first < loaded_; first += chunk_) {
                     const int n = std::min(chunk_, loaded_ - first);
                     const Chunk c = chunk_of(first);
+                    const bool last = repeat == slowdown_ && first + n == loaded_;
                     model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
                     loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, classes);
-                    model_.backward(kernels_, act_, params_.data(), grads_.data(), setup_.pool, n, c.x);
+                    model_.backward(kernels_, act_, params_.data(), grads_.data(), setup_.pool, n, c.x,
+                                    [&](size_t from) { if (last) hand_over(from); });
                 }
             }
+            hand_over(0);  // whatever is left (all of it, for an empty part)
             compute_cpu_s_ += thread_cpu_seconds() - cpu_start;
             compute_wall_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         });
@@ -200,18 +220,36 @@ class CpuDevice final : public Device {
             loaded_ = 0;  // the input buffer now holds test samples
         });
     }
+    // Each stream keeps its own timeline.
     void begin_phase(Phase phase) override {
-        stream_.enqueue([this, phase] {
+        const bool second = allreduce_stream_ && on_allreduce_stream(phase);
+        Timeline* timeline = &timelines_[second ? 1 : 0];
+        (second ? *allreduce_stream_ : stream_).enqueue([timeline, phase] {
             const auto now = std::chrono::steady_clock::now();
-            if (phase_ != Phase::idle)
-                phase_times_[size_t(phase_)] += std::chrono::duration<double>(now - phase_start_).count();
-            phase_ = phase;
-            phase_start_ = now;
+            if (timeline->phase != Phase::idle)
+                timeline->times[size_t(timeline->phase)] += std::chrono::duration<double>(now - timeline->start).count();
+            timeline->phase = phase;
+            timeline->start = now;
         });
     }
 
+    std::span<const Range> buckets() const override { return setup_.buckets; }
+    void await_bucket() override {
+        assert(allreduce_stream_);
+        allreduce_stream_->enqueue([handed = &buckets_handed_, target = ++buckets_awaited_] { wait_until(*handed, target); });
+    }
+    void await_allreduce() override {
+        assert(allreduce_stream_);
+        const uint64_t target = ++allreduce_joins_;
+        allreduce_stream_->enqueue([done = &allreduce_done_, target] {
+            done->store(target);
+            done->notify_all();
+        });
+        stream_.enqueue([done = &allreduce_done_, target] { wait_until(*done, target); });
+    }
+
     void mark() override {
-        stream_.enqueue([passed = marks_done_, target = ++marks_queued_] {
+        allreduce_stream().enqueue([passed = marks_done_, target = ++marks_queued_] {
             passed->store(target);
             passed->notify_all();
         });
@@ -221,27 +259,25 @@ class CpuDevice final : public Device {
     void wait_for(Device& other) override {
         const HostMarks marks = other.host_marks();
         if (!marks.passed) throw std::logic_error(name() + " cannot wait for " + other.name() + " outside a mixed run");
-        stream_.enqueue([passed = marks.passed, target = marks.queued] {
-            for (uint64_t seen = passed->load(); seen < target; seen = passed->load()) passed->wait(seen);
-        });
+        allreduce_stream().enqueue([passed = marks.passed, target = marks.queued] { wait_until(*passed, target); });
     }
     void copy_from_peer(Device& other, size_t first, size_t count, size_t staged) override {
         assert(first + count <= grads_.size() && staged + count <= staging_.size());
         const float* from = peer_grads(other);
-        stream_.enqueue([this, from, first, count, staged] {
+        allreduce_stream().enqueue([this, from, first, count, staged] {
             std::copy_n(from + first, count, staging_.begin() + ptrdiff_t(staged));
         });
     }
     void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
         assert(first + count <= grads_.size() && staged + size_t(slots) * count <= staging_.size());
-        stream_.enqueue([this, first, count, staged, slots] {
+        allreduce_stream().enqueue([this, first, count, staged, slots] {
             cpu::sum_into(grads_.data() + first, staging_.data() + staged, slots, count);
         });
     }
     void copy_to_peer(Device& other, size_t first, size_t count) override {
         assert(first + count <= grads_.size());
         float* to = peer_grads(other);
-        stream_.enqueue([this, to, first, count] {
+        allreduce_stream().enqueue([this, to, first, count] {
             std::copy_n(grads_.begin() + ptrdiff_t(first), count, to + first);
         });
     }
@@ -260,6 +296,17 @@ class CpuDevice final : public Device {
     }
 
     size_t scratch_floats(int capacity) const { return model_.scratch_floats<cpu::KernelSet>(capacity); }
+
+    CpuStream<CpuTask>& allreduce_stream() { return allreduce_stream_ ? *allreduce_stream_ : stream_; }
+    // Waits for every task queued on either stream.
+    void drain() {
+        stream_.synchronize();
+        if (allreduce_stream_) allreduce_stream_->synchronize();
+    }
+    // Blocks the calling worker until `count` reaches `target`.
+    static void wait_until(const std::atomic<uint64_t>& count, uint64_t target) {
+        for (uint64_t seen = count.load(); seen < target; seen = count.load()) count.wait(seen);
+    }
     static size_t gradient_floats(const ReplicaSetup& setup) {
         return std::max(lenet::model().param_count(), setup.gradient_floats);
     }
@@ -293,16 +340,21 @@ class CpuDevice final : public Device {
         std::copy(src.begin(), src.end(), host.begin());
     }
 
-    // Runs on the worker thread.
+    // Runs on a worker thread (either stream's).
     void run(const CpuTask& task) {
-        if (error_) return;  // a failed device only passes its marks on (below)
+        if (failed_) return;  // a failed device only passes its marks on (below)
         try {
             task();
         } catch (...) {
+            std::lock_guard lock(error_mutex_);
+            if (failed_) return;
             error_ = std::current_exception();
-            // Release every device that waits, or will wait, on this one.
-            marks_done_->store(std::numeric_limits<uint64_t>::max());
-            marks_done_->notify_all();
+            failed_ = true;
+            // Release every device and stream that waits, or will wait, on this one.
+            for (std::atomic<uint64_t>* count : {marks_done_, &buckets_handed_, &allreduce_done_}) {
+                count->store(std::numeric_limits<uint64_t>::max());
+                count->notify_all();
+            }
             updates_done_.store(std::numeric_limits<uint64_t>::max() / 2);  // and the host in throttle()
             updates_done_.notify_all();
         }
@@ -333,20 +385,29 @@ class CpuDevice final : public Device {
     int64_t correct_ = 0;
     static constexpr int32_t no_bad_step = std::numeric_limits<int32_t>::max();
     int32_t first_bad_ = no_bad_step;
-    Phase phase_ = Phase::idle;  // --breakdown: the phase since phase_start_
-    std::chrono::steady_clock::time_point phase_start_;
-    PhaseTimes phase_times_{};
+    struct Timeline {  // --breakdown: a stream's phase since `start`, and the times so far
+        Phase phase = Phase::idle;
+        std::chrono::steady_clock::time_point start;
+        PhaseTimes times{};
+    };
+    std::array<Timeline, 2> timelines_;  // the main stream's; the allreduce stream's (with buckets)
     int slowdown_ = 1;  // --slowdown: forward+backward runs this many times
     double compute_cpu_s_ = 0, compute_wall_s_ = 0;  // forward+backward: the worker's CPU time, and wall time
-    std::exception_ptr error_;
+    std::mutex error_mutex_;
+    std::exception_ptr error_;     // the first task that failed, on either stream
+    std::atomic<bool> failed_{false};
 
     uint64_t marks_queued_ = 0;             // host side
     std::atomic<uint64_t> own_marks_done_{0};
     std::atomic<uint64_t>* marks_done_;     // worker side, read by peers (own_marks_done_ or in shared_)
     uint64_t updates_queued_ = 0;            // host side, for throttle()
     std::atomic<uint64_t> updates_done_{0};  // worker side, read by the host in throttle()
+    // With buckets (--overlap): counted by the main worker / the allreduce worker.
+    uint64_t buckets_awaited_ = 0, allreduce_joins_ = 0;  // host side
+    std::atomic<uint64_t> buckets_handed_{0}, allreduce_done_{0};
 
-    CpuStream<CpuTask> stream_;  // last: the worker starts after the members above exist
+    CpuStream<CpuTask> stream_;  // last: the workers start after the members above exist
+    std::unique_ptr<CpuStream<CpuTask>> allreduce_stream_;  // with buckets; joined first
 };
 
 }  // namespace

@@ -42,9 +42,25 @@ enum class Phase : uint8_t {
     allreduce,  // inside the allreduce, moving and summing gradients
     update,     // the SGD update and the divergence watch
     idle,       // after the epoch's last mark
+    // With --overlap the allreduce runs on a second stream (Device::await_bucket):
+    exposed,    // the update's stream waiting for the allreduce's to finish
+    standby,    // the allreduce's stream waiting for backward to finish a bucket
 };
-inline constexpr int phase_count = 6;
+inline constexpr int phase_count = 8;
 using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phase
+
+// The phases of the allreduce's stream; the others are the main stream's.
+// Without --overlap the two are one stream.
+inline bool on_allreduce_stream(Phase phase) {
+    return phase == Phase::wait || phase == Phase::allreduce || phase == Phase::standby;
+}
+
+// Floats [first, first + count) of a flat buffer.
+struct Range {
+    size_t first = 0, count = 0;
+    size_t end() const { return first + count; }
+    bool operator==(const Range&) const = default;
+};
 
 // The devices of a run, in order: GPU replicas first, then CPU devices.
 // Device 0 (where the naive allreduce sums) is thus a GPU whenever there is one.
@@ -91,6 +107,10 @@ struct ReplicaSetup {
     // Floats of the gradient buffer: 0 is the model's parameter count;
     // dptrain bench-allreduce asks for more, to time large messages.
     size_t gradient_floats = 0;
+    // --overlap: the buckets backward hands to the allreduce, in the order
+    // it finishes them (the last layers' first; parallel.hpp:
+    // overlap_buckets). Empty: one stream, the allreduce after backward.
+    std::vector<Range> buckets{};
 };
 
 class Device {
@@ -135,6 +155,8 @@ class Device {
     virtual void load_train(size_t first, int count) = 0;
     // Gradients <- sum over the loaded part of d(loss)/d(params); the part's
     // loss is added to the loss sum. An empty part leaves zero gradients.
+    // With buckets (--overlap), backward hands each bucket to the
+    // allreduce's stream as soon as its gradients are final.
     virtual void forward_backward() = 0;
     // params -= scale * gradients.
     virtual void sgd_update(float scale) = 0;
@@ -168,8 +190,22 @@ class Device {
     }
 
     // --- Asynchronous: the pieces of an allreduce (allreduce.hpp). ---
+    // They are queued on the device's allreduce stream: its stream, or with
+    // buckets (--overlap) a second one, so that the allreduce of one bucket
+    // runs while backward computes the next. Phase marks of the allreduce's
+    // phases (on_allreduce_stream) go there too.
     // Ranges are in floats of the flat gradient buffer; `staged` in floats of
     // this device's staging memory (ReplicaSetup::staging_floats).
+    //
+    // The buckets forward_backward() hands over (ReplicaSetup::buckets).
+    virtual std::span<const Range> buckets() const = 0;
+    // With buckets: the allreduce stream waits until backward has finished
+    // the next bucket (the k-th call since the device was made waits for
+    // the k-th bucket handed over)...
+    virtual void await_bucket() = 0;
+    // ... and the main stream waits for everything queued so far on the
+    // allreduce stream (before the update reads the summed gradients).
+    virtual void await_allreduce() = 0;
     virtual void mark() = 0;
     virtual void wait_for(Device& other) = 0;
     // Across kinds, in a mixed run: the marks this device's stream has passed,

@@ -69,10 +69,10 @@ std::string describe_gpu_replicas(int count);
 std::string nccl_refusal(int replicas, std::span<const int> gpu_ids);
 // "NCCL 2.28.9 (libnccl.so.2 from ...)" or why there is none: `dptrain devices`.
 std::string nccl_status();
-// Queues ncclAllReduce (sum, in place) of every replica's first `floats`
-// gradient floats on its stream, all in one NCCL group. The communicators
-// are made once per set of GPUs and kept for the process's life.
-void nccl_sum(std::span<Device* const> devices, size_t floats);
+// Queues ncclAllReduce (sum, in place) of `range` of every replica's
+// gradient buffer on its allreduce stream, all in one NCCL group. The
+// communicators are made once per set of GPUs and kept for the process's life.
+void nccl_sum(std::span<Device* const> devices, Range range);
 
 // Work queued on several GPU devices, recorded once as a CUDA graph and
 // replayed: one launch instead of a launch per kernel and copy. The recorded

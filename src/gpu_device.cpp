@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <new>
@@ -136,6 +137,14 @@ class GpuDevice final : public Device {
         CUDA_CHECK(cudaSetDevice(gpu_));
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+        if (!setup_.buckets.empty()) {  // --overlap: the allreduce's own stream, and the hand-overs to it
+            CUDA_CHECK(cudaStreamCreateWithFlags(&allreduce_stream_, cudaStreamNonBlocking));
+            CUDA_CHECK(cudaEventCreateWithFlags(&allreduce_done_, cudaEventDisableTiming));
+            bucket_events_.resize(setup_.buckets.size());
+            for (cudaEvent_t& e : bucket_events_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        }
+        timelines_[0].stream = stream_;
+        timelines_[1].stream = allreduce_stream();
         kernels_.stream = stream_;
         const size_t p = model_.param_count();
         params_ = device_alloc<float>(p, gpu_, "parameters");
@@ -168,7 +177,11 @@ class GpuDevice final : public Device {
                         (void*)loss_sum_, (void*)correct_, (void*)first_bad_})
             device_free(p);
         cudaEventDestroy(event_);
-        for (cudaEvent_t e : phase_events_) cudaEventDestroy(e);
+        for (Timeline& t : timelines_)
+            for (cudaEvent_t e : t.events) cudaEventDestroy(e);
+        for (cudaEvent_t e : bucket_events_) cudaEventDestroy(e);
+        if (allreduce_done_) cudaEventDestroy(allreduce_done_);
+        if (allreduce_stream_) cudaStreamDestroy(allreduce_stream_);
         cudaStreamDestroy(stream_);
     }
 
@@ -177,10 +190,13 @@ class GpuDevice final : public Device {
     size_t param_floats() const override { return model_.param_count(); }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
+    // The stream the allreduce's pieces are queued on (device.hpp).
+    cudaStream_t allreduce_stream() const { return allreduce_stream_ ? allreduce_stream_ : stream_; }
     float* grads() const { return grads_; }
 
     void synchronize() override {
         use();
+        if (allreduce_stream_) CUDA_CHECK(cudaStreamSynchronize(allreduce_stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
     void write_params(std::span<const float> host) override { write(params_, host); }
@@ -226,29 +242,33 @@ class GpuDevice final : public Device {
     }
     void throttle(int) override {}
 
-    // --breakdown: each mark records an event; at the take, the time between
-    // consecutive events goes to the earlier one's phase. Events come from a
-    // pool that grows between takes (a timed run is not the fast path).
+    // --breakdown: each mark records an event on its stream's timeline; at the
+    // take, the time between consecutive events of a timeline goes to the
+    // earlier one's phase. Events come from a pool that grows between takes
+    // (a timed run is not the fast path).
     void begin_phase(Phase phase) override {
         use();
-        if (marks_ == phase_events_.size()) {
+        Timeline& t = timelines_[allreduce_stream_ && on_allreduce_stream(phase) ? 1 : 0];
+        if (t.marks == t.events.size()) {
             cudaEvent_t e;
             CUDA_CHECK(cudaEventCreate(&e));
-            phase_events_.push_back(e);
-            phase_of_.push_back(Phase::idle);
+            t.events.push_back(e);
+            t.phase_of.push_back(Phase::idle);
         }
-        phase_of_[marks_] = phase;
-        CUDA_CHECK(cudaEventRecord(phase_events_[marks_++], stream_));
+        t.phase_of[t.marks] = phase;
+        CUDA_CHECK(cudaEventRecord(t.events[t.marks++], t.stream));
     }
     PhaseTimes take_phase_times() override {
         synchronize();
         PhaseTimes times{};
-        for (size_t i = 0; i + 1 < marks_; ++i) {
-            float ms = 0.0f;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, phase_events_[i], phase_events_[i + 1]));
-            if (phase_of_[i] != Phase::idle) times[size_t(phase_of_[i])] += double(ms) / 1e3;
+        for (Timeline& t : timelines_) {
+            for (size_t i = 0; i + 1 < t.marks; ++i) {
+                float ms = 0.0f;
+                CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[i], t.events[i + 1]));
+                if (t.phase_of[i] != Phase::idle) times[size_t(t.phase_of[i])] += double(ms) / 1e3;
+            }
+            t.marks = 0;
         }
-        marks_ = 0;
         return times;
     }
 
@@ -266,14 +286,23 @@ class GpuDevice final : public Device {
                              setup_.train->pixels(), stream_);
         loaded_ = count;
     }
+    // With buckets, an event recorded after the kernel that completes a
+    // bucket hands it over (await_bucket waits on it).
     void forward_backward() override {
         use();
         CUDA_CHECK(cudaMemsetAsync(grads_, 0, model_.param_count() * sizeof(float), stream_));
-        if (loaded_ == 0) return;
-        model_.forward(kernels_, act_, params_, setup_.pool, loaded_, act_.x, act_.logits());
-        cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_, model_.classes(),
-                                    stream_);
-        model_.backward(kernels_, act_, params_, grads_, setup_.pool, loaded_, act_.x);
+        size_t handed = 0;
+        const auto hand_over = [&](size_t complete_from) {  // grads_[complete_from:] are final
+            for (; handed < bucket_events_.size() && setup_.buckets[handed].first >= complete_from; ++handed)
+                CUDA_CHECK(cudaEventRecord(bucket_events_[handed], stream_));
+        };
+        if (loaded_ > 0) {
+            model_.forward(kernels_, act_, params_, setup_.pool, loaded_, act_.x, act_.logits());
+            cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
+                                        model_.classes(), stream_);
+            model_.backward(kernels_, act_, params_, grads_, setup_.pool, loaded_, act_.x, hand_over);
+        }
+        hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     void sgd_update(float scale) override {
         use();
@@ -295,14 +324,27 @@ class GpuDevice final : public Device {
         loaded_ = 0;  // the input buffer now holds test samples
     }
 
+    std::span<const Range> buckets() const override { return setup_.buckets; }
+    void await_bucket() override {
+        assert(allreduce_stream_);
+        use();
+        CUDA_CHECK(cudaStreamWaitEvent(allreduce_stream_, bucket_events_[buckets_awaited_++ % bucket_events_.size()], 0));
+    }
+    void await_allreduce() override {
+        assert(allreduce_stream_);
+        use();
+        CUDA_CHECK(cudaEventRecord(allreduce_done_, allreduce_stream_));
+        CUDA_CHECK(cudaStreamWaitEvent(stream_, allreduce_done_, 0));
+    }
+
     // Between GPUs a mark is an event. In a mixed run it is also counted in
     // shared host memory by a host function on the stream (it only counts:
     // a host function must never block), for CPU devices to wait on.
     void mark() override {
         use();
-        CUDA_CHECK(cudaEventRecord(event_, stream_));
+        CUDA_CHECK(cudaEventRecord(event_, allreduce_stream()));
         ++marks_queued_;
-        if (marks_passed_) CUDA_CHECK(cudaLaunchHostFunc(stream_, &GpuDevice::pass_mark, marks_passed_));
+        if (marks_passed_) CUDA_CHECK(cudaLaunchHostFunc(allreduce_stream(), &GpuDevice::pass_mark, marks_passed_));
     }
     HostMarks host_marks() override { return {marks_passed_, marks_queued_}; }
     // A GPU peer: its event. A CPU device: a one-thread kernel that polls the
@@ -310,21 +352,21 @@ class GpuDevice final : public Device {
     void wait_for(Device& other) override {
         use();
         if (other.kind() == DeviceKind::gpu) {
-            CUDA_CHECK(cudaStreamWaitEvent(stream_, as_gpu(other).event_, 0));
+            CUDA_CHECK(cudaStreamWaitEvent(allreduce_stream(), as_gpu(other).event_, 0));
             return;
         }
         const HostMarks marks = other.host_marks();
         void* counter = nullptr;
         CUDA_CHECK(cudaHostGetDevicePointer(&counter, const_cast<std::atomic<uint64_t>*>(marks.passed), 0));
         static_assert(sizeof(std::atomic<uint64_t>) == sizeof(unsigned long long));
-        cuda::wait_for_host(static_cast<const unsigned long long*>(counter), marks.queued, stream_);
+        cuda::wait_for_host(static_cast<const unsigned long long*>(counter), marks.queued, allreduce_stream());
     }
     void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
         assert(first + count <= grad_floats_ && staged + count <= staging_floats_);
         use();
         if (float* host = peer.host_grads()) {  // a CPU device's, in pinned memory: an asynchronous copy
             CUDA_CHECK(cudaMemcpyAsync(staging_ + staged, host + first, count * sizeof(float), cudaMemcpyHostToDevice,
-                                       stream_));
+                                       allreduce_stream()));
             return;
         }
         GpuDevice& from = as_gpu(peer);
@@ -333,14 +375,14 @@ class GpuDevice final : public Device {
     void reduce_staged(size_t first, size_t count, size_t staged, int slots) override {
         assert(first + count <= grad_floats_ && staged + size_t(slots) * count <= staging_floats_);
         use();
-        cuda::sum_into(grads_ + first, staging_ + staged, slots, count, stream_);
+        cuda::sum_into(grads_ + first, staging_ + staged, slots, count, allreduce_stream());
     }
     void copy_to_peer(Device& peer, size_t first, size_t count) override {
         assert(first + count <= grad_floats_);
         use();
         if (float* host = peer.host_grads()) {
             CUDA_CHECK(cudaMemcpyAsync(host + first, grads_ + first, count * sizeof(float), cudaMemcpyDeviceToHost,
-                                       stream_));
+                                       allreduce_stream()));
             return;
         }
         GpuDevice& to = as_gpu(peer);
@@ -358,12 +400,12 @@ class GpuDevice final : public Device {
     // Kernels launch on the current device, which must be the stream's.
     void use() const { CUDA_CHECK(cudaSetDevice(gpu_)); }
 
-    // `count` gradient floats, queued on this device's stream: between GPUs a
-    // peer copy, between replicas sharing a GPU a plain one.
+    // `count` gradient floats, queued on this device's allreduce stream:
+    // between GPUs a peer copy, between replicas sharing a GPU a plain one.
     void copy(float* dst, int dst_gpu, const float* src, int src_gpu, size_t count) {
         const size_t bytes = count * sizeof(float);
-        if (dst_gpu == src_gpu) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-        else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, stream_));
+        if (dst_gpu == src_gpu) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, allreduce_stream()));
+        else CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, allreduce_stream()));
     }
 
     static constexpr int32_t no_bad_step = std::numeric_limits<int32_t>::max();
@@ -394,6 +436,12 @@ class GpuDevice final : public Device {
     uint64_t marks_queued_ = 0;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t event_ = nullptr;  // mark() records it; peers wait on its latest record
+    // With buckets (--overlap): the allreduce's stream, an event per bucket
+    // that backward records when it is done, and the allreduce's end.
+    cudaStream_t allreduce_stream_ = nullptr;
+    std::vector<cudaEvent_t> bucket_events_;
+    cudaEvent_t allreduce_done_ = nullptr;
+    size_t buckets_awaited_ = 0;
     cuda::KernelSet kernels_{};
     float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each
     float* staging_ = nullptr;                    // what the allreduce algorithm asked this replica to keep
@@ -403,9 +451,13 @@ class GpuDevice final : public Device {
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;
     int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
-    std::vector<cudaEvent_t> phase_events_;  // --breakdown: the marks since the last take
-    std::vector<Phase> phase_of_;
-    size_t marks_ = 0;
+    struct Timeline {  // --breakdown: a stream's phase marks since the last take
+        cudaStream_t stream = nullptr;
+        std::vector<cudaEvent_t> events;
+        std::vector<Phase> phase_of;
+        size_t marks = 0;
+    };
+    std::array<Timeline, 2> timelines_;  // the main stream's; the allreduce stream's (with buckets)
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
 };
 
@@ -418,6 +470,7 @@ GpuDevice& as_gpu(Device& d) {
 
 int gpu_internal::gpu_of(Device& d) { return as_gpu(d).gpu(); }
 cudaStream_t gpu_internal::stream_of(Device& d) { return as_gpu(d).stream(); }
+cudaStream_t gpu_internal::allreduce_stream_of(Device& d) { return as_gpu(d).allreduce_stream(); }
 float* gpu_internal::grads_of(Device& d) { return as_gpu(d).grads(); }
 
 namespace {

@@ -16,9 +16,11 @@ void enable_peer_access(int gpus);
 // Every pair of GPUs 0..gpus-1 copies directly (else some go through host memory).
 bool all_peer_copies_direct(int gpus);
 
-// A GPU replica's CUDA device, stream and gradient buffer (`d` must be a GPU replica).
+// A GPU replica's CUDA device, streams and gradient buffer (`d` must be a
+// GPU replica). The allreduce stream is the stream itself without --overlap.
 int gpu_of(Device& d);
 cudaStream_t stream_of(Device& d);
+cudaStream_t allreduce_stream_of(Device& d);
 float* grads_of(Device& d);
 
 }  // namespace dpt::gpu_internal

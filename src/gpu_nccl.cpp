@@ -121,7 +121,7 @@ std::string nccl_status() {
            " (" + lib.where + ")";
 }
 
-void nccl_sum(std::span<Device* const> devices, size_t floats) {
+void nccl_sum(std::span<Device* const> devices, Range range) {
     std::vector<int> gpus;
     for (Device* d : devices) gpus.push_back(gpu_internal::gpu_of(*d));
     const std::vector<ncclComm_t>& comms = communicators(gpus);
@@ -129,9 +129,9 @@ void nccl_sum(std::span<Device* const> devices, size_t floats) {
     check(lib.group_start(), "ncclGroupStart");
     for (size_t i = 0; i < devices.size(); ++i) {
         CUDA_CHECK(cudaSetDevice(gpus[i]));
-        float* grads = gpu_internal::grads_of(*devices[i]);
-        check(lib.all_reduce(grads, grads, floats, nccl_float32, nccl_sum_op, comms[i],
-                             gpu_internal::stream_of(*devices[i])),
+        float* grads = gpu_internal::grads_of(*devices[i]) + range.first;
+        check(lib.all_reduce(grads, grads, range.count, nccl_float32, nccl_sum_op, comms[i],
+                             gpu_internal::allreduce_stream_of(*devices[i])),
               "ncclAllReduce");
     }
     check(lib.group_end(), "ncclGroupEnd");

@@ -34,6 +34,6 @@ std::string nccl_refusal(int, std::span<const int>) {
     return "NCCL sums GPU replicas, and this dptrain was built without CUDA";
 }
 std::string nccl_status() { return "not in a build without CUDA"; }
-void nccl_sum(std::span<Device* const>, size_t) { throw std::logic_error("nccl_sum: built without CUDA"); }
+void nccl_sum(std::span<Device* const>, Range) { throw std::logic_error("nccl_sum: built without CUDA"); }
 
 }  // namespace dpt

@@ -79,6 +79,11 @@ struct Activations {
     float* d_logits() const { return grad.back(); }
 };
 
+// What Model::backward calls when a layer's gradients are done, by default.
+struct NothingDone {
+    void operator()(size_t) const {}
+};
+
 class Model {
    public:
     // Plans `layers` over inputs of `input` per sample. A pattern the walk
@@ -116,10 +121,12 @@ class Model {
                  float* logits) const;
     // Backward pass after forward() and the loss kernel filled a.d_logits():
     // accumulates the gradient of the summed loss into grads (the caller
-    // clears them); x is the input forward() was given.
-    template <class K>
+    // clears them); x is the input forward() was given. After each layer
+    // with parameters it calls done(first): the layers are done from the
+    // last, so grads[first:] are then complete (--overlap hands them on).
+    template <class K, class Done = NothingDone>
     void backward(K& k, const Activations& a, const float* params, float* grads, PoolKind pool, int n,
-                  const float* x) const;
+                  const float* x, Done&& done = {}) const;
 
    private:
     struct Planned {
@@ -176,9 +183,9 @@ void Model::forward(K& k, const Activations& a, const float* params, PoolKind po
     }
 }
 
-template <class K>
+template <class K, class Done>
 void Model::backward(K& k, const Activations& a, const float* params, float* grads, PoolKind pool, int n,
-                     const float* x) const {
+                     const float* x, Done&& done) const {
     for (size_t i = plan_.size(); i-- > 0;) {
         const Planned& p = plan_[i];
         const float* in = input_of(p, a, x);
@@ -189,6 +196,7 @@ void Model::backward(K& k, const Activations& a, const float* params, float* gra
                 const ConvShape s = conv_shape(i, n);
                 const ParamTensor &w = tensors_[size_t(p.weight)], &b = tensors_[size_t(p.bias)];
                 k.conv2d_backward_weight(grads + w.offset, grads + b.offset, d_out, in, s, a.scratch);
+                done(w.offset);  // the weight's and bias's gradients are what the allreduce needs
                 if (d_in) k.conv2d_backward_data(d_in, d_out, params + w.offset, s, a.scratch);
                 break;
             }
@@ -197,6 +205,7 @@ void Model::backward(K& k, const Activations& a, const float* params, float* gra
                 const ParamTensor &w = tensors_[size_t(p.weight)], &b = tensors_[size_t(p.bias)];
                 k.dense_backward(d_in, grads + w.offset, grads + b.offset, d_out, in, params + w.offset, n,
                                  int(p.in.size()), p.layer.out);
+                done(w.offset);
                 break;
             }
             case LayerKind::pool:

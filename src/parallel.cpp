@@ -22,6 +22,45 @@ void split_and_load(std::span<Device* const> devices, size_t first, std::span<co
     for (size_t i = 0; i < devices.size(); ++i) devices[i]->load_train(first + size_t(parts[i].first), parts[i].count);
 }
 
+std::vector<Range> overlap_buckets(const Model& model, int bucket_kb) {
+    const size_t least = size_t(bucket_kb) * 1024 / sizeof(float);
+    std::vector<Range> buckets;
+    size_t end = model.param_count();  // of the bucket being filled
+    const std::vector<ParamTensor>& tensors = model.tensors();
+    for (size_t i = tensors.size(); i-- > 0;) {
+        if (tensors[i].role == InitRole::bias) continue;  // a layer starts at its weight
+        const size_t first = tensors[i].offset;
+        if (end - first >= least || first == 0) {
+            buckets.push_back({first, end - first});
+            end = first;
+        }
+    }
+    return buckets;
+}
+
+namespace {
+
+// The allreduce of a step with --overlap: bucket after bucket, each device's
+// allreduce stream first waits for its backward to hand the bucket over;
+// then the main streams wait for the allreduce streams before the update.
+void allreduce_overlapped(std::span<Device* const> devices, const Allreduce& allreduce, std::span<const Range> buckets,
+                          size_t floats, bool timed) {
+    for (const Range& bucket : buckets) {
+        for (Device* d : devices) {
+            mark_phase(*d, Phase::standby, timed);
+            d->await_bucket();
+        }
+        allreduce.run_range(devices, floats, bucket, timed);
+    }
+    for (Device* d : devices) {
+        mark_phase(*d, Phase::standby, timed);  // the allreduce stream's, till the next step
+        mark_phase(*d, Phase::exposed, timed);  // the main stream's
+        d->await_allreduce();
+    }
+}
+
+}  // namespace
+
 void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
                 std::span<const Part> parts, float lr, int32_t step, bool timed) {
     const int size = parts.back().first + parts.back().count;
@@ -31,7 +70,9 @@ void train_step(std::span<Device* const> devices, const Allreduce& allreduce, si
         mark_phase(*d, Phase::compute, timed);
         d->forward_backward();
     }
-    allreduce.run(devices, devices[0]->param_floats(), timed);
+    const std::span<const Range> buckets = devices[0]->buckets();
+    if (buckets.empty()) allreduce.run(devices, devices[0]->param_floats(), timed);
+    else allreduce_overlapped(devices, allreduce, buckets, devices[0]->param_floats(), timed);
     for (Device* d : devices) mark_phase(*d, Phase::update, timed);
     devices[0]->check_gradients(step);  // after the allreduce: every device's part is in the sum
     const float scale = lr / float(size);

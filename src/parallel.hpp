@@ -9,6 +9,7 @@
 
 #include "allreduce.hpp"
 #include "device.hpp"
+#include "model.hpp"
 #include "split.hpp"
 
 namespace dpt {
@@ -25,11 +26,19 @@ std::vector<Part> even_parts(int batch, int devices);
 // Nothing waits.
 void split_and_load(std::span<Device* const> devices, size_t first, std::span<const Part> parts);
 
+// --overlap: the model's gradient buffer cut into buckets at layer
+// boundaries, in the order backward finishes them (the last layers' first):
+// layers are added to a bucket until it holds at least `bucket_kb` KB, the
+// rest (the first layers) making the last bucket. 0 KB: a bucket per layer.
+std::vector<Range> overlap_buckets(const Model& model, int bucket_kb);
+
 // Step `step` of an epoch, on the batch of the epoch's order that starts at
 // `first`, cut into `parts` (one per device): split_and_load,
 // forward+backward everywhere, the allreduce, the divergence watch on device
 // 0's summed gradients, update everywhere with lr / (the batch's size).
-// Queued work only; `timed` adds the phase marks of --breakdown.
+// With buckets (--overlap) each is allreduced as soon as backward hands it
+// over, on the devices' allreduce streams. Queued work only; `timed` adds
+// the phase marks of --breakdown.
 void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
                 std::span<const Part> parts, float lr, int32_t step, bool timed = false);
 

@@ -72,6 +72,19 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                     double(lr_at(c, steps, 1, 0)), double(c.lr), warmup_steps(c, steps), c.warmup,
                     c.warmup == 1 ? "" : "s");
     if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.summary).c_str());
+    if (c.overlap) {
+        std::string sizes;
+        for (const Range& b : devices[0]->buckets()) {
+            char kb[32];
+            std::snprintf(kb, sizeof kb, "%s%.1f", sizes.empty() ? "" : " + ", double(b.count) * sizeof(float) / 1024);
+            sizes += kb;
+        }
+        sizes += " KB, the last layers' first";
+        std::printf("overlap: the gradients go in %zu bucket%s (%s; --bucket-kb %d), each allreduced on a second "
+                    "stream per device as soon as backward has it\n",
+                    devices[0]->buckets().size(), devices[0]->buckets().size() == 1 ? "" : "s", sizes.c_str(),
+                    c.bucket_kb);
+    }
     if (resuming)
         std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
     if (!c.checkpoint_path.empty())
@@ -127,13 +140,28 @@ void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
     if (devices.size() > 1)
         std::printf("; mean of the devices %.2f s, slowest %s %.2f s", r.compute_mean_s,
                     devices[size_t(r.slowest_device)]->name().c_str(), r.compute_slowest_s);
-    std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
-                "sum %.2f s of the epoch's %.2f s\n",
-                part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
-                part(Phase::update), share(Phase::update),
-                part(Phase::load) + part(Phase::compute) + part(Phase::wait) + part(Phase::allreduce) +
-                    part(Phase::update),
-                epoch_s);
+    if (devices[0]->buckets().empty()) {
+        std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
+                    "sum %.2f s of the epoch's %.2f s\n",
+                    part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
+                    part(Phase::update), share(Phase::update),
+                    part(Phase::load) + part(Phase::compute) + part(Phase::wait) + part(Phase::allreduce) +
+                        part(Phase::update),
+                    epoch_s);
+        return;
+    }
+    // --overlap: the allreduce's own stream ran alongside backward; only the
+    // time the update waited for it is the epoch's.
+    const double busy = part(Phase::wait) + part(Phase::allreduce);
+    const double hidden = std::max(0.0, busy - part(Phase::exposed));
+    std::printf("), waiting for the allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); sum %.2f s of the epoch's "
+                "%.2f s\n",
+                part(Phase::exposed), share(Phase::exposed), part(Phase::update), share(Phase::update),
+                part(Phase::load) + part(Phase::compute) + part(Phase::exposed) + part(Phase::update), epoch_s);
+    std::printf("  allreduce stream on %s (--overlap): waiting for peers %.2f s, allreduce %.2f s; of those %.2f s, "
+                "%.2f s (%.0f%%) were hidden behind forward+backward\n",
+                devices[0]->name().c_str(), part(Phase::wait), part(Phase::allreduce), busy, hidden,
+                busy > 0 ? 100.0 * hidden / busy : 100.0);
 }
 
 }  // namespace
@@ -216,6 +244,9 @@ void MetricsFile::write(const EpochReport& s) {
                            s.phases[size_t(Phase::load)], s.phases[size_t(Phase::compute)], s.compute_mean_s,
                            s.compute_slowest_s, s.phases[size_t(Phase::wait)], s.phases[size_t(Phase::allreduce)],
                            s.phases[size_t(Phase::update)]);
+    if (c.breakdown && c.overlap)  // wait_s and allreduce_s are then the allreduce stream's
+        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"overlap\": true, \"exposed_s\": %.6f",
+                           s.phases[size_t(Phase::exposed)]);
     if (s.least_core_device >= 0)
         n += std::snprintf(line + n, sizeof line - size_t(n), ", \"least_core_share\": %.3f", s.least_core_share);
     out_ << line << "}\n" << std::flush;

@@ -13,6 +13,9 @@ namespace dpt {
 
 enum class InitKind { normal, xavier };
 
+// --bucket-kb's default (README: "Overlap" says how it was chosen).
+inline constexpr int default_bucket_kb = 64;
+
 // Where a run stands between two steps: what a checkpoint restores.
 struct Position {
     int epoch = 1;          // the epoch to run next (1-based)
@@ -45,6 +48,10 @@ struct TrainConfig {
     };
     std::vector<Slowdown> slowdowns;
     std::string allreduce = "naive";  // the algorithm's name (allreduce.hpp)
+    // --overlap: allreduce each bucket of gradients (layers adding up to at
+    // least bucket_kb KB) while backward computes the next; the same sums.
+    bool overlap = false;
+    int bucket_kb = default_bucket_kb;
     std::string checkpoint_path;  // empty: no checkpoints
     int checkpoint_every = 1;     // epochs
     // --resume: the checkpoint's file, position and parameters (its settings

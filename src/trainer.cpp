@@ -236,7 +236,10 @@ TrainResult train(const TrainConfig& config) {
     const int capacity = c.split.measured() ? parts.largest() : c.batch;
     const Allreduce& allreduce = allreduce_named(c.allreduce);
     const std::vector<std::unique_ptr<Device>> owned =
-        make_devices(c.devices, {&data.train, &data.test, capacity, c.pool}, allreduce);
+        make_devices(c.devices,
+                     {&data.train, &data.test, capacity, c.pool, 0,
+                      c.overlap ? overlap_buckets(lenet::model(), c.bucket_kb) : std::vector<Range>{}},
+                     allreduce);
     const std::vector<Device*> devices = pointers(owned);
     apply_slowdowns(c, devices);
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)

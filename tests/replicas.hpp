@@ -15,12 +15,14 @@ struct Run {
     std::vector<Device*> devices;
 
     // n CPU devices whose parts hold up to `capacity` samples (0: an even
-    // part of `batch`), with the staging memory `allreduce` needs (null: naive).
+    // part of `batch`), with the staging memory `allreduce` needs (null:
+    // naive), handing these gradient buckets to the allreduce (--overlap).
     Run(int n, int batch, size_t count, bool random_pixels = false, int capacity = 0,
-        const Allreduce* allreduce = nullptr)
+        const Allreduce* allreduce = nullptr, std::vector<Range> buckets = {})
         : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
         const int part = capacity > 0 ? capacity : (batch + n - 1) / n;
-        owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n), {&train, &test, part, PoolKind::avg},
+        owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n),
+                             {&train, &test, part, PoolKind::avg, 0, std::move(buckets)},
                              allreduce ? *allreduce : allreduce_named("naive"));
         devices = pointers(owned);
     }

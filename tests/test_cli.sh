@@ -37,7 +37,10 @@ phases_add_up() {
 import json, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    total = sum(m[k] for k in ("load_s", "compute_s", "wait_s", "allreduce_s", "update_s"))
+    # With --overlap, wait_s and allreduce_s are the allreduce stream's: the
+    # main stream's time in the allreduce is exposed_s.
+    keys = ("load_s", "compute_s", "exposed_s", "update_s") if m.get("overlap") else ("load_s", "compute_s", "wait_s", "allreduce_s", "update_s")
+    total = sum(m[k] for k in keys)
     print(f"   epoch {m['epoch']}: phases {total:.4f} s, epoch {m['train_time_s']:.4f} s")
     assert abs(total - m["train_time_s"]) <= 0.05 * m["train_time_s"], (total, m["train_time_s"])
     assert m["compute_slowest_s"] >= m["compute_mean_s"] > 0
@@ -64,6 +67,8 @@ errors)
     expect_error "--warmup must be a number of epochs from 0 to 1000" --warmup -1
     expect_error "--allreduce must be one of naive, ring, nccl" inspect --allreduce tree
     expect_error "--allreduce nccl: NCCL sums GPU replicas only" --cpus 2 --allreduce nccl
+    expect_error "--bucket-kb needs --overlap" --cpus 2 --bucket-kb 64
+    expect_error "--bucket-kb must be a whole number of KB from 0 (got '-1')" --cpus 2 --overlap --bucket-kb -1
     expect_error "--gpus must be" --gpus 0
     # With no GPU (hidden here, so this holds on GPU machines too): exit 2 and
     # a pointer to --cpus, whether the build has CUDA or not.
@@ -155,6 +160,19 @@ checkpoints)
     "$dptrain" --resume "$tmp/ring.ck" --epochs 2 --save "$tmp/ring-resumed.params" >/dev/null || fail "ring resume failed"
     cmp "$tmp/ring-whole.params" "$tmp/ring-resumed.params" && echo "ok: --allreduce ring: 1 epoch + resume to 2 == 2 epochs, byte for byte" \
         || fail "ring resumed parameters differ"
+    # --overlap sums the same floats in the same order: the same bytes as
+    # without, in one run or resumed (from a checkpoint written without it).
+    for bucket in 0 64; do
+        "$dptrain" "${ring[@]}" --overlap --bucket-kb $bucket --epochs 2 --save "$tmp/ring-overlap.params" >"$tmp/out" \
+            || fail "ring --overlap run failed"
+        grep -q "^overlap: the gradients go in" "$tmp/out" || fail "--overlap is not in the banner: $(cat "$tmp/out")"
+        cmp "$tmp/ring-whole.params" "$tmp/ring-overlap.params" \
+            && echo "ok: --allreduce ring --overlap --bucket-kb $bucket == without --overlap, byte for byte" || fail "--overlap --bucket-kb $bucket changes the parameters"
+    done
+    cp "$tmp/one.saved" "$tmp/one.ck"
+    "$dptrain" --resume "$tmp/one.ck" --overlap --epochs 3 --save "$tmp/resumed-overlap.params" >/dev/null || fail "resume --overlap failed"
+    cmp "$tmp/whole.params" "$tmp/resumed-overlap.params" && echo "ok: 1 epoch + resume to 3 with --overlap == 3 epochs without, byte for byte" \
+        || fail "a run resumed with --overlap differs"
 
     # A crash while the checkpoint is being written leaves the previous one
     # whole: a file-size limit kills the writer (SIGXFSZ) half-way through.
@@ -248,6 +266,13 @@ breakdown)
             && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line: $(cat "$tmp/out")"
         phases_add_up "$tmp/m$devices.jsonl" "$devices CPU device(s)"
     done
+    # With --overlap: the main stream's phases, then the allreduce stream's and what was hidden.
+    "$dptrain" --cpus 2 --overlap --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
+        --metrics "$tmp/mo.jsonl" >"$tmp/out" || fail "--overlap --breakdown run failed"
+    grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for the allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+        && grep -qE "^  allreduce stream on cpu:0 \(--overlap\): waiting for peers .* allreduce .* were hidden behind forward\+backward" "$tmp/out" \
+        && echo "ok: $(grep -m1 '^  allreduce stream' "$tmp/out")" || fail "--overlap --breakdown lines: $(cat "$tmp/out")"
+    phases_add_up "$tmp/mo.jsonl" "2 CPU devices with --overlap"
     # Two CPU devices on one core (taskset) each get about half of it: the
     # epoch line and compare say that the machine, not the algorithm, is slow.
     taskset -c 0 "$dptrain" --cpus 2 --epochs 1 --limit-train 2048 --limit-test 256 --metrics "$tmp/busy.jsonl" >"$tmp/out"
@@ -538,7 +563,14 @@ gpu)
         cmp -s "$tmp/whole.params" "$tmp/resumed.params" \
             && echo "ok: 2 GPU replicas ${graphs:-with graphs}: 1 epoch + resume to 3 is byte-identical to 3 epochs" \
             || fail "2 GPU replicas ${graphs:-with graphs}: the resumed run differs"
+        "$dptrain" "${ck[@]}" $graphs --overlap --epochs 3 --save "$tmp/overlap.params" >"$tmp/out" 2>&1 || fail "--overlap $graphs: $(cat "$tmp/out")"
+        cmp -s "$tmp/whole.params" "$tmp/overlap.params" \
+            && echo "ok: 2 GPU replicas ${graphs:-with graphs}: --overlap is byte-identical to no overlap" \
+            || fail "2 GPU replicas ${graphs:-with graphs}: --overlap differs"
     done
+    "$dptrain" --gpus 2 --overlap --epochs 1 --limit-train 4096 --limit-test 256 --batch 128 --breakdown >"$tmp/out" 2>&1 \
+        && grep -q "^  allreduce stream on gpu:0 (--overlap)" "$tmp/out" && echo "ok: $(grep -m1 '^  allreduce stream' "$tmp/out")" \
+        || fail "--gpus 2 --overlap --breakdown: $(cat "$tmp/out")"
     ;;
 resources)
     # A failed allocation is a message with the sizes and exit 1, not an abort.

@@ -342,6 +342,24 @@ stage_bench() {
         row "2 replicas --overlap --bucket-kb 0" "$t_o2b0" "$t_r2" "2 replicas"
         row "4 replicas --overlap" "$t_o4" "$t_r4" "4 replicas"
     } | tee -a "$log"
+    # dptrain simulate against those replicas (they share one GPU: --cores 1),
+    # and its prediction for 8 GPUs of this kind over NVLink and PCIe.
+    if "$dir/dptrain" simulate --gpus 4 --link measured --cores 1 --out "$work/sim" >"$work/sim.log" 2>&1; then
+        sed -n '1,4p' "$work/sim.log"
+        awk -F, -v r2="$t_r2" -v r4="$t_r4" -v o2="$t_o2" -v o4="$t_o4" '
+            $1 == 2 && $2 == "naive" && $3 == 0 { m = r2 } $1 == 2 && $2 == "naive" && $3 == 1 { m = o2 }
+            $1 == 4 && $2 == "naive" && $3 == 0 { m = r4 } $1 == 4 && $2 == "naive" && $3 == 1 { m = o4 }
+            m != "" { if (m != "nan") printf "simulate: %s replicas %s overlap: predicted %.3f s, measured %.3f s (%+.0f%%)\n", $1, ($3 ? "with" : "without"), $8, m, 100 * ($8 - m) / m; m = "" }' \
+            "$work/sim/simulate.csv" | tee -a "$log"
+        ok "dptrain simulate --gpus 4 --link measured --cores 1"
+    else
+        fail "dptrain simulate --gpus 4"; show_tail "$work/sim.log"
+    fi
+    cat "$work/sim.log" >>"$log"
+    for link in nvlink pcie; do
+        "$dir/dptrain" simulate --gpus 8 --link "$link" >"$work/sim.log" 2>&1 && grep -E '^ +8 ' "$work/sim.log" | sed "s/^/$link /" | tee -a "$log" \
+            || { fail "dptrain simulate --gpus 8 --link $link"; show_tail "$work/sim.log"; }
+    done
     for t in "$t_graph" "$t_eager" "$t_r2" "$t_r4" "$t_o2" "$t_o2b0" "$t_o4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
     awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" 'BEGIN {
         if (t == "nan") exit

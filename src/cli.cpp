@@ -145,7 +145,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
                              "Also: dptrain compare (1, 2, ... devices side by side), dptrain inspect\n"
                              "(one step, each stage checked), dptrain demo allreduce|split, dptrain\n"
                              "drift (why 1 and N devices end apart), dptrain devices, dptrain\n"
-                             "bench-allreduce (each allreduce by message size); each takes --help.\n");
+                             "bench-allreduce (each allreduce by message size), dptrain simulate\n"
+                             "(1..N devices predicted from a link model); each takes --help.\n");
     options.custom_help("[--cpus N] [--gpus N] [--devices LIST] [--batch B] [--lr LR] [--epochs E] [options]");
     // Numbers are taken as text and checked here, so a message can name the option.
     options.add_options("Devices")

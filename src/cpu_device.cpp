@@ -3,7 +3,7 @@
 // so N CPU devices compare with one the way N GPUs compare with one.
 //
 // A device runs its part through forward and backward in chunks of at most
-// `chunk_samples`: backward accumulates into the gradients, so the result is
+// `cpu_chunk_samples`: backward accumulates into the gradients, so the result is
 // the same sum (in another order), while the activations of a chunk (conv1's
 // output alone is 54 KiB a sample) stay in cache instead of streaming through
 // memory. Measured on a 2-core EPYC, per 256 samples: 109 ms in one pass,
@@ -36,8 +36,6 @@ const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" 
 
 namespace {
 
-constexpr int chunk_samples = 32;
-
 class CpuDevice;
 
 // The devices of one run. A device's worker reads its peers' marks and
@@ -61,7 +59,7 @@ class CpuDevice final : public Device {
                          : own_grads_.data(),
                  gradient_floats(setup)),
           staging_(staging_floats),
-          chunk_(std::min(setup.capacity, chunk_samples)),
+          chunk_(std::min(setup.capacity, cpu_chunk_samples)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
           input_labels_(size_t(setup.capacity)),
           outputs_(size_t(setup.capacity) * model_.classes()),
@@ -432,7 +430,7 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
             devices.push_back(std::make_unique<CpuDevice>(i, setup, staging_floats[size_t(i)], group, shared));
     } catch (const std::bad_alloc&) {
         const Model& model = lenet::model();
-        const int chunk = std::min(setup.capacity, chunk_samples);
+        const int chunk = std::min(setup.capacity, cpu_chunk_samples);
         const double mb = 1e6 / sizeof(float);
         const double input = double(setup.capacity) * (setup.train->pixels() + 1) / mb;
         const double replica = 2.0 * double(model.param_count()) / mb;

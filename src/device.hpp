@@ -233,6 +233,11 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
                                                       std::span<const size_t> staging_floats,
                                                       std::shared_ptr<SharedHostMemory> shared = nullptr);
 
+// A CPU device runs a part through forward and backward in chunks of this
+// many samples (cpu_device.cpp says why); with --overlap it hands buckets
+// over during the last chunk's backward.
+inline constexpr int cpu_chunk_samples = 32;
+
 // Cores this process may run on.
 int usable_cores();
 

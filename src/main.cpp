@@ -1,7 +1,8 @@
 // dptrain: data-parallel LeNet training, and the subcommands that show how
-// it works (compare, inspect, demo, drift, devices, bench-allreduce). Exit status: 0 success, 2 bad command
-// line or bad input data, 1 any other failure (divergence included), 130 / 143
-// stopped by SIGINT / SIGTERM.
+// it works (compare, inspect, demo, drift, devices, bench-allreduce,
+// simulate). Exit status: 0 success, 2 bad command line or bad input data,
+// 1 any other failure (divergence included), 130 / 143 stopped by SIGINT /
+// SIGTERM.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
         if (is("devices")) return dpt::run_devices(argc - 1, argv + 1);
         if (is("drift")) return dpt::run_drift(argc - 1, argv + 1);
         if (is("bench-allreduce")) return dpt::run_bench_allreduce(argc - 1, argv + 1);
+        if (is("simulate")) return dpt::run_simulate(argc - 1, argv + 1);
         const auto config = dpt::parse_command_line(argc, argv);
         return config ? dpt::train(*config).exit_status : 0;
     } catch (const dpt::InputError& e) {

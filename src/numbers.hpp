@@ -1,5 +1,6 @@
 // Numbers and lists typed on the command line, checked with a message that
-// names the option (every command's parser and device_factory.cpp use them).
+// names the option (every command's parser and device_factory.cpp use them),
+// and the median of measured times.
 #pragma once
 #include <algorithm>
 #include <charconv>
@@ -38,5 +39,12 @@ inline std::vector<std::string> items_of(const std::string& text, char separator
 
 // A comma-separated list typed for an option.
 inline std::vector<std::string> comma_list(const std::string& text) { return items_of(text, ','); }
+
+// The median of timings (0 for none): one disturbed timing does not move it.
+inline double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
 
 }  // namespace dpt

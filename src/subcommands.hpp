@@ -20,4 +20,7 @@ int run_devices(int argc, const char* const* argv);
 // `dptrain bench-allreduce`: each allreduce algorithm's time and bandwidth by message size.
 int run_bench_allreduce(int argc, const char* const* argv);
 
+// `dptrain simulate`: epoch time, speed-up and efficiency of 1..N devices from an alpha-beta model.
+int run_simulate(int argc, const char* const* argv);
+
 }  // namespace dpt

@@ -18,6 +18,7 @@
 #include "errors.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
+#include "numbers.hpp"
 #include "parallel.hpp"
 #include "params_file.hpp"
 #include "rng.hpp"
@@ -195,11 +196,6 @@ class SplitProbe {
     }
 
    private:
-    static double median(std::vector<double> v) {
-        if (v.empty()) return 0;
-        std::sort(v.begin(), v.end());
-        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    }
 
     bool active_;
     size_t end_, from_;

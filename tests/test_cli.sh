@@ -2,7 +2,7 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|split|compare|inspect|demo|drift|resources|gpu}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|split|compare|inspect|demo|simulate|drift|resources|gpu}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -513,6 +513,41 @@ demo)
     expect_error "--sizes: 6 is not a whole number of floats" bench-allreduce --sizes 6
     expect_error "--sizes must be a list of sizes in bytes" bench-allreduce --sizes 4X
     expect_error "--allreduce nccl: NCCL sums GPU replicas only" bench-allreduce --allreduce nccl
+    ;;
+simulate)
+    # dptrain simulate: the table and CSV follow the printed formulas (worked
+    # here in Python from the same inputs), and the measured inputs are taken.
+    "$dptrain" simulate --gpus 4 --link custom --bandwidth 10 --latency 5 --sample-us 100 --batch 256 --samples 2560 \
+        --bucket-kb 0 --out "$tmp/sim" >"$tmp/out" 2>&1 || fail "simulate failed: $(cat "$tmp/out")"
+    grep -q "^  naive    T = 2(n-1) (m alpha + S/beta)" "$tmp/out" || fail "simulate does not print its formulas: $(cat "$tmp/out")"
+    python3 - "$tmp/sim/simulate.csv" <<'PY' && echo "ok: simulate --gpus 4: every row follows the formulas" || fail "simulate's rows: $(cat "$tmp/sim/simulate.csv")"
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 1 + 3 * 4, len(rows)
+S, alpha, beta, m, steps = 516272, 5e-6, 10e9, 4, 10  # LeNet's gradients; --bucket-kb 0: 4 buckets
+epoch1 = steps * 256 * 100e-6
+for r in rows:
+    n = int(r["devices"])
+    compute = math.ceil(256 / n) * 100e-6
+    if n == 1:
+        t = exposed = 0.0
+    else:
+        msgs = m if r["overlap"] == "1" else 1
+        t = 2 * (n - 1) * (msgs * alpha + (S / n if r["algorithm"] == "ring" else S) / beta)
+        exposed = max(0.0, t - 2 / 3 * compute) if r["overlap"] == "1" else t
+    epoch = steps * (compute + exposed)
+    for key, want in (("compute_ms", compute * 1e3), ("allreduce_ms", t * 1e3), ("exposed_ms", exposed * 1e3),
+                      ("epoch_s", epoch), ("speedup", epoch1 / epoch), ("efficiency", epoch1 / epoch / n)):
+        assert abs(float(r[key]) - want) <= 1e-3 * max(1e-3, abs(want)), (r, key, want)
+PY
+    "$dptrain" simulate --cpus 2 --samples 2560 >"$tmp/out" 2>&1 || fail "simulate --cpus 2 failed: $(cat "$tmp/out")"
+    grep -q "^link: measured, beta .* GB/s a transfer, alpha .* us (fitted" "$tmp/out" && grep -q "^compute: measured here on one CPU device" "$tmp/out" \
+        && echo "ok: simulate --cpus 2 measures its compute and link here" || fail "simulate --cpus 2: $(cat "$tmp/out")"
+    expect_error "--link custom needs --bandwidth GB/s and --latency US" simulate --link custom --bandwidth 10
+    expect_error "--bandwidth and --latency go with --link custom" simulate --link pcie --latency 3
+    expect_error "--link must be pcie, nvlink, custom" simulate --link wifi
+    expect_error "takes --gpus N or --cpus N, not both" simulate --gpus 2 --cpus 2
+    expect_error "--batch 4 is smaller than the 8 devices" simulate --batch 4
     ;;
 drift)
     # dptrain drift: 1 and 3 devices from one seed; identical at step 0, a

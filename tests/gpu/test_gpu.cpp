@@ -356,6 +356,7 @@ struct EpochOptions {
     float lr = 0.1f;
     int epochs = 1;      // each with its own sample order
     const char* allreduce = "naive";
+    int bucket_kb = -1;  // >= 0: --overlap with buckets of this size
 };
 
 // `epochs` epochs of `count` synthetic samples in batches of `batch` on n
@@ -366,7 +367,8 @@ Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& 
     const size_t count = 150;  // 150 / 32: a short last batch
     const int n = choice.count();
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
-    const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg};
+    const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, 0,
+                             o.bucket_kb >= 0 ? overlap_buckets(lenet::model(), o.bucket_kb) : std::vector<Range>{}};
     const Allreduce& allreduce = allreduce_named(o.allreduce);
     const auto owned = make_devices(choice, setup, allreduce);
     const std::vector<Device*> devices = pointers(owned);
@@ -552,12 +554,34 @@ void test_other_allreduces(int batch) {
             naive_run.params[0], 1e-5);
 }
 
+// --overlap on GPU replicas: the allreduce on a second stream of each
+// replica, bucket by bucket as backward records their events, gives the bits
+// of the allreduce after backward: queued, replayed from a graph (the second
+// streams join the capture through those events), and beside CPU devices.
+void test_overlap(int batch) {
+    for (const char* allreduce : {"naive", "ring"})
+        for (int kb : {0, 64}) {
+            const std::string name = std::string("--overlap --bucket-kb ") + std::to_string(kb) + " --allreduce " + allreduce +
+                                     " on 3 GPU replicas";
+            const Trained plain = train_epochs(DeviceKind::gpu, 3, batch, {.allreduce = allreduce});
+            const Trained overlapped = train_epochs(DeviceKind::gpu, 3, batch, {.allreduce = allreduce, .bucket_kb = kb});
+            report(same_bits(overlapped, plain), name + ": the bits of no overlap");
+            const Trained replayed =
+                train_epochs(DeviceKind::gpu, 3, batch, {.graph = true, .epochs = 1, .allreduce = allreduce, .bucket_kb = kb});
+            if (!replayed.params.empty()) report(same_bits(replayed, plain), name + ": a graph replay gives them too");
+        }
+    const DeviceChoice mixed{1, 2, {}};
+    report(same_bits(train_epochs(mixed, batch, {.bucket_kb = 0}), train_epochs(mixed, batch)),
+           "--overlap, " + describe(mixed) + ": the bits of no overlap");
+}
+
 void test_replicas() {
     const int batch = 32;
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch);
     const Trained one = train_epochs(DeviceKind::gpu, 1, batch);
     test_mixed(batch);
     test_other_allreduces(batch);
+    test_overlap(batch);
     for (int n : {1, 2, 3}) {
         const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "");
         const Trained gpu = n == 1 ? one : train_epochs(DeviceKind::gpu, n, batch);

@@ -38,4 +38,14 @@ struct PoolShape {
     size_t out_size() const { return size_t(n) * c * oh() * ow(); }
 };
 
+// Batch normalisation of x (n, c, hw) NCHW, with hw = h * w: every channel
+// normalised over its n * hw values (over the whole batch when the
+// statistics of several devices' parts are summed first: --bn sync).
+struct NormShape {
+    int n, c, hw;
+    size_t size() const { return size_t(n) * c * hw; }
+    // The values a channel's statistics sum over, on this device.
+    double per_channel() const { return double(n) * hw; }
+};
+
 }  // namespace dpt

@@ -44,7 +44,10 @@ TEST_CASE("conv2d backward matches finite differences for stride, padding and od
                                  ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0},  // LeNet conv1
                                  ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0}, // LeNet conv2
                                  ConvShape{9, 2, 9, 9, 3, 3, 3, 1, 0},     // 9 samples: two GEMM groups, the last short
-                                 ConvShape{40, 1, 4, 4, 2, 1, 1, 1, 0}     // 1x1 taps over one channel, many samples
+                                 ConvShape{40, 1, 4, 4, 2, 1, 1, 1, 0},    // 1x1 taps over one channel, many samples
+                                 ConvShape{2, 8, 12, 12, 16, 3, 3, 2, 1},  // ResNet: a residual's first conv, stride 2
+                                 ConvShape{2, 8, 12, 12, 16, 1, 1, 2, 0},  // ResNet: its 1x1 shortcut, stride 2
+                                 ConvShape{2, 32, 3, 3, 32, 3, 3, 1, 1}    // ResNet: 3x3 padded on 3x3 maps
     );
     CAPTURE(s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride, s.pad);
 
@@ -87,7 +90,9 @@ TEST_CASE("pool2d backward matches finite differences, avg and max, edges droppe
     const PoolShape s = GENERATE(PoolShape{2, 3, 9, 9, 2, 2},   // LeNet pool2: odd side, last row dropped
                                  PoolShape{1, 2, 26, 26, 2, 2}, // LeNet pool1
                                  PoolShape{1, 2, 6, 6, 3, 3},   // 3x3 windows
-                                 PoolShape{1, 1, 7, 7, 3, 2});  // overlapping windows
+                                 PoolShape{1, 1, 7, 7, 3, 2},   // overlapping windows
+                                 PoolShape{2, 2, 26, 26, 3, 2}, // ResNet's max pool: 26 -> 12
+                                 PoolShape{2, 3, 3, 3, 3, 3});  // ResNet's last avg pool: 3x3 -> 1
     const PoolKind kind = GENERATE(PoolKind::avg, PoolKind::max);
     CAPTURE(s.n, s.c, s.h, s.w, s.k, s.stride, int(kind));
 
@@ -104,6 +109,111 @@ TEST_CASE("pool2d backward matches finite differences, avg and max, edges droppe
     cpu::pool2d_backward(dx.data(), r.data(), x.data(), y.data(), kind, s);
     const auto idx = some_indices(x.size(), 60, 3);
     check_gradient(dx, finite_difference(loss, x, idx, 0.004f), idx);
+}
+
+namespace {
+
+// Batch norm in training over one device's part: stats, then forward.
+struct BatchNorm {
+    NormShape s;
+    std::vector<float> stats, saved, y;
+    explicit BatchNorm(const NormShape& shape)
+        : s(shape), stats(size_t(2 * shape.c)), saved(size_t(2 * shape.c)), y(shape.size()) {}
+    const std::vector<float>& forward(const std::vector<float>& x, const std::vector<float>& gamma,
+                                      const std::vector<float>& beta) {
+        cpu::batch_norm_stats(stats.data(), x.data(), s);
+        cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), s.per_channel(), gamma.data(),
+                                beta.data(), 1e-5f, s);
+        return y;
+    }
+};
+
+}  // namespace
+
+// Batch norm is not linear: y moves with x through the channel's mean and
+// variance, but smoothly (its second derivatives are O(1/values per
+// channel) times O(1)), so a central difference with a step of 0.02 is off
+// by O(1e-5), and float rounding of the forward by O(1e-5 / 0.04). The
+// check of 1e-3 * (1 + |g|) stands far above both; a dropped term of the
+// data gradient (the mean's or the variance's) is O(1), as the values are.
+TEST_CASE("batch norm backward matches finite differences (training: batch statistics)", "[norm]") {
+    const NormShape s = GENERATE(NormShape{2, 3, 25}, NormShape{4, 2, 9}, NormShape{3, 2, 4});
+    CAPTURE(s.n, s.c, s.hw);
+    auto x = testing::random_vector(s.size(), 11, -1.0f, 2.0f);  // a mean away from 0
+    auto gamma = testing::random_vector(size_t(s.c), 12, 0.5f, 1.5f);
+    auto beta = testing::random_vector(size_t(s.c), 13);
+    const auto r = testing::random_vector(s.size(), 14);
+    BatchNorm bn(s);
+    auto loss = [&] { return project(bn.forward(x, gamma, beta), r); };
+    loss();
+    std::vector<float> sums(size_t(2 * s.c)), dgamma(size_t(s.c), 0.5f), dbeta(size_t(s.c), -0.5f), dx(s.size(), 99.0f);
+    cpu::batch_norm_backward_sums(sums.data(), dgamma.data(), dbeta.data(), r.data(), x.data(), bn.saved.data(), s);
+    cpu::batch_norm_backward_data(dx.data(), r.data(), x.data(), bn.saved.data(), sums.data(), s.per_channel(),
+                                  gamma.data(), s);
+    for (int ch = 0; ch < s.c; ++ch) dgamma[size_t(ch)] -= 0.5f, dbeta[size_t(ch)] += 0.5f;  // they accumulate
+    const auto ix = some_indices(x.size(), 60, 15), ic = some_indices(size_t(s.c), 8, 16);
+    check_gradient(dx, finite_difference(loss, x, ix, 0.02f), ix);
+    check_gradient(dgamma, finite_difference(loss, gamma, ic, 0.02f), ic);
+    check_gradient(dbeta, finite_difference(loss, beta, ic, 0.02f), ic);
+}
+
+TEST_CASE("batch norm over parts with summed statistics equals batch norm over the whole batch", "[norm]") {
+    // --bn sync's foundation: per-channel sums of parts add up to the
+    // batch's, forward and backward, so two devices normalise as one would.
+    const NormShape whole{6, 3, 16}, first{2, 3, 16}, second{4, 3, 16};
+    const auto x = testing::random_vector(whole.size(), 21, -1.0f, 3.0f);
+    const auto dy = testing::random_vector(whole.size(), 22);
+    const auto gamma = testing::random_vector(3, 23, 0.5f, 1.5f), beta = testing::random_vector(3, 24);
+    const float* x2 = x.data() + first.size();
+    const float* dy2 = dy.data() + first.size();
+    std::vector<float> stats(6), y(whole.size()), saved(6), sums(6), dx(whole.size()), dg(3, 0.0f), db(3, 0.0f);
+    cpu::batch_norm_stats(stats.data(), x.data(), whole);
+    cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), whole.per_channel(), gamma.data(), beta.data(), 1e-5f, whole);
+    cpu::batch_norm_backward_sums(sums.data(), dg.data(), db.data(), dy.data(), x.data(), saved.data(), whole);
+    cpu::batch_norm_backward_data(dx.data(), dy.data(), x.data(), saved.data(), sums.data(), whole.per_channel(), gamma.data(), whole);
+
+    std::vector<float> s1(6), s2(6), total(6), py(whole.size()), ps(6), pq(6), q1(6), q2(6), pdx(whole.size()), pdg(3, 0.0f), pdb(3, 0.0f);
+    cpu::batch_norm_stats(s1.data(), x.data(), first);
+    cpu::batch_norm_stats(s2.data(), x2, second);
+    for (size_t k = 0; k < 6; ++k) total[k] = s1[k] + s2[k];  // the allreduce
+    const double count = first.per_channel() + second.per_channel();
+    cpu::batch_norm_forward(py.data(), ps.data(), x.data(), total.data(), count, gamma.data(), beta.data(), 1e-5f, first);
+    cpu::batch_norm_forward(py.data() + first.size(), pq.data(), x2, total.data(), count, gamma.data(), beta.data(), 1e-5f, second);
+    CHECK(ps == pq);  // both parts normalise with the batch's mean and variance
+    cpu::batch_norm_backward_sums(q1.data(), pdg.data(), pdb.data(), dy.data(), x.data(), ps.data(), first);
+    cpu::batch_norm_backward_sums(q2.data(), pdg.data(), pdb.data(), dy2, x2, pq.data(), second);
+    for (size_t k = 0; k < 6; ++k) total[k] = q1[k] + q2[k];
+    cpu::batch_norm_backward_data(pdx.data(), dy.data(), x.data(), ps.data(), total.data(), count, gamma.data(), first);
+    cpu::batch_norm_backward_data(pdx.data() + first.size(), dy2, x2, pq.data(), total.data(), count, gamma.data(), second);
+    const auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+        double worst = 0;
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+        return worst;
+    };
+    CHECK(close(py, y) <= 1e-5);  // float rounding of the sums only
+    CHECK(close(pdx, dx) <= 1e-5);
+    CHECK(close(pdg, dg) <= 1e-4);
+    CHECK(close(pdb, db) <= 1e-4);
+    // Local statistics instead (--bn local) normalise each part by its own: not the same.
+    std::vector<float> ly(whole.size()), ls(6);
+    cpu::batch_norm_forward(ly.data(), ls.data(), x.data(), s1.data(), first.per_channel(), gamma.data(), beta.data(), 1e-5f, first);
+    CHECK(close(std::vector<float>(ly.begin(), ly.begin() + long(first.size())),
+                std::vector<float>(y.begin(), y.begin() + long(first.size()))) > 1e-2);
+}
+
+TEST_CASE("batch norm's running statistics and evaluation", "[norm]") {
+    // One channel of 4 values 1, 2, 3, 6: mean 3, biased variance 3.5.
+    const NormShape s{4, 1, 1};
+    const std::vector<float> x{1, 2, 3, 6}, gamma{2}, beta{1};
+    std::vector<float> stats(2), running{0.5f, 2.0f};
+    cpu::batch_norm_stats(stats.data(), x.data(), s);
+    CHECK(stats == std::vector<float>{12, 50});
+    cpu::batch_norm_update_running(running.data(), stats.data(), 4, 0.9f, 1);
+    CHECK(running[0] == Approx(0.9 * 0.5 + 0.1 * 3));
+    CHECK(running[1] == Approx(0.9 * 2.0 + 0.1 * 3.5));
+    std::vector<float> y(4);
+    cpu::batch_norm_inference(y.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s);
+    for (size_t i = 0; i < 4; ++i) CHECK(y[i] == Approx(2 * (x[i] - running[0]) / std::sqrt(running[1] + 1e-5) + 1));
 }
 
 TEST_CASE("dense backward matches finite differences", "[dense]") {

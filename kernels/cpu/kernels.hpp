@@ -59,6 +59,35 @@ void dense_forward(float* y, const float* x, const float* w, const float* b,
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out);
 
+// Batch normalisation in training, in two halves around what --bn sync
+// sums across devices (per-channel sums, so that a part's statistics add up
+// to the batch's; the CUDA twins have the same halves):
+//   stats (2, c) = sum of x, sum of x^2, per channel, over this device's part;
+//   forward: from stats summed over `count` values (this part's, or every
+//     part's), saved (2, c) = mean, 1/sqrt(var + eps), with the biased
+//     variance E[x^2] - mean^2, and y = gamma * (x - mean) / sqrt(var + eps) + beta;
+//   backward_sums: sums (2, c) = sum of dy, sum of dy * xhat over this part,
+//     with xhat = (x - mean) * inv_std; also dbeta += the first, dgamma +=
+//     the second (this part's share of the parameter gradients);
+//   backward_data: dx = gamma * inv_std * (dy - sum_dy / count - xhat *
+//     sum_dy_xhat / count), overwritten, from sums over the same values as stats.
+// gamma, beta, dgamma, dbeta (c).
+void batch_norm_stats(float* stats, const float* x, const NormShape& s);
+void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
+                        const float* beta, float eps, const NormShape& s);
+void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                              const float* saved, const NormShape& s);
+void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
+                              double count, const float* gamma, const NormShape& s);
+// Evaluation: y = gamma * (x - running mean) / sqrt(running var + eps) + beta,
+// with running (2, c) = mean, var.
+void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
+                          float eps, const NormShape& s);
+// running (2, c) = momentum * running + (1 - momentum) * (the batch's mean,
+// biased var), from stats summed over `count` values (gluon's rule and
+// defaults: momentum 0.9, eps 1e-5).
+void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c);
+
 // y = max(x, 0); y may alias x.
 void relu_forward(float* y, const float* x, size_t count);
 // dx = dy where y > 0, else 0; dx may alias dy. y is the forward output.

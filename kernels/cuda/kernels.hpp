@@ -94,6 +94,20 @@ void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t st
 // device's mark): one thread polls, sleeping a microsecond between reads.
 void wait_for_host(const unsigned long long* counter, unsigned long long target, cudaStream_t stream);
 
+// Batch normalisation, the halves of the CPU's (kernels/cpu/kernels.hpp):
+// per-channel sums in double, one block a channel.
+void batch_norm_stats(float* stats, const float* x, const NormShape& s, cudaStream_t stream);
+void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
+                        const float* beta, float eps, const NormShape& s, cudaStream_t stream);
+void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                              const float* saved, const NormShape& s, cudaStream_t stream);
+void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
+                              double count, const float* gamma, const NormShape& s, cudaStream_t stream);
+void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
+                          float eps, const NormShape& s, cudaStream_t stream);
+void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
+                               cudaStream_t stream);
+
 // The layer kernels bound to one stream, for lenet::forward / lenet::backward.
 struct KernelSet {
     cudaStream_t stream;

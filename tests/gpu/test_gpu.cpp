@@ -137,6 +137,11 @@ void test_conv() {
         {3, 2, 7, 9, 5, 3, 3, 1, 0},  // odd sizes, nothing a multiple of a tile
         {2, 3, 8, 8, 4, 3, 3, 2, 1},  // stride and padding
         {1, 1, 5, 5, 1, 5, 5, 1, 2},  // one channel, padding as wide as the image
+        // ResNet-18's kinds (issue 15): a stride-2 residual conv and its 1x1
+        // shortcut, and a padded 3x3 on 3x3 maps with 256 channels.
+        {4, 64, 12, 12, 128, 3, 3, 2, 1},
+        {4, 64, 12, 12, 128, 1, 1, 2, 0},
+        {4, 256, 3, 3, 256, 3, 3, 1, 1},
     };
     // LeNet's own, at 7 samples and at 64 (large enough that the weight gradient splits k).
     for (int n : {7, 64})
@@ -177,7 +182,9 @@ void test_conv() {
 }
 
 void test_pool() {
-    const PoolShape shapes[] = {{2, 3, 9, 9, 2, 2}, {1, 2, 26, 26, 2, 2}, {2, 2, 7, 8, 3, 2}, {1, 1, 5, 5, 3, 1}};
+    // LeNet's, odd ones, and ResNet-18's max pool 3/2 (26 -> 12) and last avg pool (3x3 -> 1).
+    const PoolShape shapes[] = {{2, 3, 9, 9, 2, 2}, {1, 2, 26, 26, 2, 2}, {2, 2, 7, 8, 3, 2}, {1, 1, 5, 5, 3, 1},
+                                {4, 64, 26, 26, 3, 2}, {4, 256, 3, 3, 3, 3}};
     for (const PoolShape& s : shapes)
         for (PoolKind kind : {PoolKind::avg, PoolKind::max}) {
             char name[100];
@@ -234,6 +241,50 @@ void test_dense() {
         compare(std::string("dense_backward dx ") + name, dx.download(), want_dx, gemm_tol);
         compare(std::string("dense_backward dw ") + name, gw.download(), want_dw, gemm_tol);
         compare(std::string("dense_backward db ") + name, gb.download(), want_db, gemm_tol);
+    }
+}
+
+// Batch norm's halves against the CPU's, for LeNet-sized and ResNet-sized
+// channels (26x26 maps, 64 channels). The per-channel sums are in double on
+// both sides (in another order), so the statistics agree to float rounding;
+// every output is within 1e-5 of its scale.
+void test_batch_norm() {
+    for (const NormShape s : {NormShape{3, 5, 7}, NormShape{8, 64, 26 * 26}, NormShape{2, 256, 9}}) {
+        const std::string name = "batch_norm n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
+        const size_t c = size_t(s.c);
+        std::vector<float> x = random(s.size(), 61);
+        for (float& v : x) v = 2.0f * v + 0.5f;  // a mean away from 0
+        const std::vector<float> dy = random(s.size(), 62), gamma = random(c, 63), beta = random(c, 64);
+        std::vector<float> running = random(2 * c, 65);
+        for (size_t k = c; k < 2 * c; ++k) running[k] = 1.0f + std::abs(running[k]);  // variances
+        std::vector<float> stats(2 * c), saved(2 * c), y(s.size()), sums(2 * c), dx(s.size()), ye(s.size());
+        std::vector<float> dgamma(c, 0.25f), dbeta(c, -0.25f), after = running;
+        cpu::batch_norm_stats(stats.data(), x.data(), s);
+        cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), s.per_channel(), gamma.data(), beta.data(), 1e-5f, s);
+        cpu::batch_norm_backward_sums(sums.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), saved.data(), s);
+        cpu::batch_norm_backward_data(dx.data(), dy.data(), x.data(), saved.data(), sums.data(), s.per_channel(), gamma.data(), s);
+        cpu::batch_norm_inference(ye.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s);
+        cpu::batch_norm_update_running(after.data(), stats.data(), s.per_channel(), 0.9f, s.c);
+
+        Buffer<float> dx_in(x), ddy(dy), dgm(gamma), dbt(beta), drun(running), dstats(2 * c), dsaved(2 * c), dyo(s.size()),
+            dsums(2 * c), ddx(s.size()), dye(s.size()), ddg(std::vector<float>(c, 0.25f)), ddb(std::vector<float>(c, -0.25f));
+        dyo.poison();
+        ddx.poison();
+        cuda::batch_norm_stats(dstats.p, dx_in.p, s, nullptr);
+        cuda::batch_norm_forward(dyo.p, dsaved.p, dx_in.p, dstats.p, s.per_channel(), dgm.p, dbt.p, 1e-5f, s, nullptr);
+        cuda::batch_norm_backward_sums(dsums.p, ddg.p, ddb.p, ddy.p, dx_in.p, dsaved.p, s, nullptr);
+        cuda::batch_norm_backward_data(ddx.p, ddy.p, dx_in.p, dsaved.p, dsums.p, s.per_channel(), dgm.p, s, nullptr);
+        cuda::batch_norm_inference(dye.p, dx_in.p, drun.p, dgm.p, dbt.p, 1e-5f, s, nullptr);
+        cuda::batch_norm_update_running(drun.p, dstats.p, s.per_channel(), 0.9f, s.c, nullptr);
+        compare(name + ": stats", dstats.download(), stats, 1e-6);
+        compare(name + ": saved mean and 1/std", dsaved.download(), saved, 1e-5);
+        compare(name + ": forward", dyo.download(), y, 1e-5);
+        compare(name + ": backward sums", dsums.download(), sums, 1e-5);
+        compare(name + ": dgamma (accumulated)", ddg.download(), dgamma, 1e-5);
+        compare(name + ": dbeta (accumulated)", ddb.download(), dbeta, 1e-5);
+        compare(name + ": backward data", ddx.download(), dx, 1e-5);
+        compare(name + ": inference", dye.download(), ye, 1e-5);
+        compare(name + ": running statistics", drun.download(), after, 1e-6);
     }
 }
 
@@ -641,6 +692,7 @@ int main(int argc, char** argv) {
             test_conv();
             test_pool();
             test_dense();
+            test_batch_norm();
             test_elementwise();
         }
         if (what == "replicas" || what == "all") test_replicas();

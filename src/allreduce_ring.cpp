@@ -83,30 +83,27 @@ class Ring final : public Allreduce {
                 devices[size_t(i)]->wait_for(left(i));
             }
         };
-        for (Device* d : devices) d->mark();  // "my gradients are ready"
-        for (int s = 0; s < n - 1; ++s) {
-            wait_all();
-            for (int i = 0; i < n; ++i) {
-                Device& d = *devices[size_t(i)];
-                mark_phase(d, Phase::allreduce, timed);
-                const Chunk c = chunk_in(floats, n, mod(i - 1 - s, n), range);
-                if (c.count > 0) {
-                    d.copy_from_peer(left(i), c.first, c.count, 0);
-                    d.reduce_staged(c.first, c.count, 0, 1);
+        // N-1 steps: each device moves (part of) chunk chunk_at(i, s), then marks.
+        const auto steps = [&](auto chunk_at, auto move) {
+            for (int s = 0; s < n - 1; ++s) {
+                wait_all();
+                for (int i = 0; i < n; ++i) {
+                    Device& d = *devices[size_t(i)];
+                    mark_phase(d, Phase::allreduce, timed);
+                    const Chunk c = chunk_in(floats, n, chunk_at(i, s), range);
+                    if (c.count > 0) move(d, i, c);
+                    d.mark();
                 }
-                d.mark();
             }
-        }
-        for (int s = 0; s < n - 1; ++s) {
-            wait_all();
-            for (int i = 0; i < n; ++i) {
-                Device& d = *devices[size_t(i)];
-                mark_phase(d, Phase::allreduce, timed);
-                const Chunk c = chunk_in(floats, n, mod(i + 1 - s, n), range);
-                if (c.count > 0) d.copy_to_peer(*devices[size_t(mod(i + 1, n))], c.first, c.count);
-                d.mark();
-            }
-        }
+        };
+        for (Device* d : devices) d->mark();  // "my gradients are ready"
+        steps([&](int i, int s) { return mod(i - 1 - s, n); },  // reduce-scatter: pull from the left, add
+              [&](Device& d, int i, Chunk c) {
+                  d.copy_from_peer(left(i), c.first, c.count, 0);
+                  d.reduce_staged(c.first, c.count, 0, 1);
+              });
+        steps([&](int i, int s) { return mod(i + 1 - s, n); },  // all-gather: push the sum to the right
+              [&](Device& d, int i, Chunk c) { d.copy_to_peer(*devices[size_t(mod(i + 1, n))], c.first, c.count); });
         wait_all();  // the last chunk, pushed by the left neighbour, has landed
     }
 

@@ -131,8 +131,7 @@ Result time_one(const Allreduce& algorithm, std::span<Device* const> devices, si
         for (Device* d : devices) d->synchronize();
         timings.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / double(runs));
     }
-    std::sort(timings.begin(), timings.end());
-    r.seconds = timings[2];
+    r.seconds = median(timings);
     r.algbw = double(bytes) / r.seconds / 1e9;
     r.busbw = r.algbw * 2.0 * double(n - 1) / double(n);
     return r;

@@ -87,7 +87,6 @@ class GraphRecording final : public Recording {
 
 std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
                                         std::string& why) {
-    const std::vector<Device*> gpu_devices(devices.begin(), devices.end());
     auto events = std::make_unique<StreamEvents>(devices);
     const int root_gpu = gpu_of(*devices[0]);
     cudaStream_t const root_stream = stream_of(*devices[0]);
@@ -122,7 +121,7 @@ std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const 
     cudaSetDevice(root_gpu);
     status = cudaStreamEndCapture(root_stream, &graph);
     if (failure.empty() && status != cudaSuccess) failure = cuda_failure("CUDA could not finish recording", status);
-    for (Device* d : gpu_devices)
+    for (Device* d : devices)
         for (cudaStream_t stream : {stream_of(*d), allreduce_stream_of(*d)}) {
             cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
             cudaSetDevice(gpu_of(*d));

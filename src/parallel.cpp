@@ -71,8 +71,9 @@ void train_step(std::span<Device* const> devices, const Allreduce& allreduce, si
         d->forward_backward();
     }
     const std::span<const Range> buckets = devices[0]->buckets();
-    if (buckets.empty()) allreduce.run(devices, devices[0]->param_floats(), timed);
-    else allreduce_overlapped(devices, allreduce, buckets, devices[0]->param_floats(), timed);
+    const size_t floats = devices[0]->param_floats();
+    if (buckets.empty()) allreduce.run(devices, floats, timed);
+    else allreduce_overlapped(devices, allreduce, buckets, floats, timed);
     for (Device* d : devices) mark_phase(*d, Phase::update, timed);
     devices[0]->check_gradients(step);  // after the allreduce: every device's part is in the sum
     const float scale = lr / float(size);

@@ -252,7 +252,8 @@ int run_simulate(int argc, const char* const* argv) {
 
     // Where the compute time comes from: given, or one device of the kind
     // (a CPU device standing in when no GPU is usable, said so).
-    const DeviceKind measured_on = o.kind == DeviceKind::gpu && probe_gpus().count() > 0 ? DeviceKind::gpu : DeviceKind::cpu;
+    const int gpus_here = probe_gpus().count();
+    const DeviceKind measured_on = o.kind == DeviceKind::gpu && gpus_here > 0 ? DeviceKind::gpu : DeviceKind::cpu;
     std::string source;
     if (o.sample_us > 0) {
         for (int n = 1; n <= o.max_devices; ++n) in.compute_s.push_back(o.sample_us * 1e-6 * ((o.batch + n - 1) / n));
@@ -265,7 +266,7 @@ int run_simulate(int argc, const char* const* argv) {
             source += " (no usable GPU here, so a CPU device stands in: give --sample-us for a GPU's)";
     }
     if (o.link == "measured") {
-        if (o.kind == DeviceKind::gpu && probe_gpus().count() == 0)
+        if (o.kind == DeviceKind::gpu && gpus_here == 0)
             throw InputError("--link measured times 2 GPU replicas, and no GPU is usable here (give --link pcie, nvlink or custom)");
         in.link = measure_link(o.kind, in.gradient_bytes);
     } else {
@@ -276,7 +277,7 @@ int run_simulate(int argc, const char* const* argv) {
     const double steps = std::ceil(double(o.samples) / double(o.batch));
     std::printf("simulate: %s, batch %d, %s samples an epoch (%.0f steps), 1 to %d %s%s\n", model.name().c_str(), o.batch,
                 with_commas(double(o.samples)).c_str(), steps, o.max_devices, kind_name, o.max_devices == 1 ? "" : "s");
-    const bool shared_gpu = o.kind == DeviceKind::gpu && probe_gpus().count() < 2;
+    const bool shared_gpu = o.kind == DeviceKind::gpu && gpus_here < 2;
     std::printf("link: %s, beta %.2f GB/s a transfer, alpha %.2f us%s\n", in.link.name.c_str(), in.link.bandwidth_gbps,
                 in.link.latency_us,
                 in.link.name != "measured" ? ""

@@ -114,7 +114,6 @@ void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
     }
 }
 
-
 // On GPUs the epoch is recorded once as a CUDA graph, before its clock
 // starts: every epoch is then one launch instead of thousands. The graph
 // holds each step's rate, so it is recorded for the first epoch at the full
@@ -142,7 +141,6 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
         std::printf("note: CUDA graphs unavailable (%s), so each step is queued kernel by kernel\n", why.c_str());
     return graph;
 }
-
 
 // --split auto: the steps of the run that are timed at the even split, and
 // the parts their speeds give. Steps first+1 .. first+auto_split_after-1 of
@@ -196,12 +194,12 @@ class SplitProbe {
     }
 
    private:
-
     bool active_;
     size_t end_, from_;
     std::vector<std::vector<double>> per_sample_;  // per device, per timed step
     std::vector<double> waits_;                    // device 0's, per timed step
 };
+
 }  // namespace
 
 TrainResult train(const TrainConfig& config) {

@@ -16,7 +16,7 @@
 
 #include "allreduce.hpp"
 #include "errors.hpp"
-#include "lenet.hpp"
+#include "models.hpp"
 #include "numbers.hpp"
 #include "params_file.hpp"
 
@@ -27,9 +27,9 @@ static_assert(std::endian::native == std::endian::little, "checkpoints store lit
 namespace {
 
 constexpr std::string_view magic = "dptrain-checkpoint ";
-constexpr int format_version = 3;  // 3: the split line; 2: the allreduce and warmup lines; 1 and 2 still read
+constexpr int format_version = 4;  // 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
 constexpr size_t max_header_bytes = 16384;   // ours is under 600
-constexpr size_t max_file_bytes = 64 << 20;  // ours is 517 KB
+constexpr size_t max_file_bytes = 64 << 20;  // ours: LeNet's 517 KB, ResNet-18's 11.1 MB
 constexpr std::string_view crc_key = "crc32 ";
 constexpr size_t trailer_bytes = crc_key.size() + 8 + 1;  // "crc32 89abcdef\n"
 
@@ -166,8 +166,8 @@ SplitChoice split_from_text(std::string_view text, int devices, int batch, Heade
 
 std::string encode_checkpoint(const Checkpoint& k) {
     const TrainConfig& c = k.settings;
-    if (k.params.size() != lenet::model().param_count()) throw std::logic_error("encode_checkpoint: wrong parameter count");
-    std::string out = std::string(magic) + std::to_string(format_version) + '\n' + tensor_lines();
+    if (k.params.size() != model_of(c.model).param_count()) throw std::logic_error("encode_checkpoint: wrong parameter count");
+    std::string out = std::string(magic) + std::to_string(format_version) + '\n' + tensor_lines(model_of(c.model));
     const auto line = [&](std::string_view key, const std::string& value) {
         out.append(key).append(" ").append(value).append("\n");
     };
@@ -176,6 +176,8 @@ std::string encode_checkpoint(const Checkpoint& k) {
     std::string split = c.split.mode == SplitMode::even ? "even" : c.split.mode == SplitMode::weights ? "weights" : "auto";
     for (int part : c.split.counts) split.append(" ").append(text_of(part));
     line("split", split);
+    line("model", to_string(c.model));
+    line("bn", to_string(c.bn));
     line("batch", text_of(c.batch));
     line("lr", text_of(c.lr));
     line("warmup", text_of(c.warmup));
@@ -251,10 +253,11 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     if (crc_of(text.substr(0, crc_at)) != stored)
         fail("corrupted (its CRC-32 does not match: the file was changed or damaged after it was written)");
 
-    // 3. The model: the same tensors with the same shapes.
-    const std::string tensors = tensor_lines();
-    if (text.substr(first_end + 1, tensors.size()) != tensors || count != lenet::model().param_count())
-        fail("written for another model (its tensors differ from this LeNet's)");
+    // 3. The model: one whose tensors it lists, with their shapes.
+    const std::optional<ModelKind> model = model_with_tensors(text.substr(first_end + 1, data_line - first_end));
+    if (!model || count != model_of(*model).param_count())
+        fail("written for another model (its tensors are none of " + model_names() + "'s)");
+    const std::string tensors = tensor_lines(model_of(*model));
 
     // 4. The settings and the position.
     const size_t settings_at = first_end + 1 + tensors.size();
@@ -271,6 +274,11 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     }
     std::string_view split;
     if (version >= 3) split = h.next("split");
+    c.model = *model;
+    if (version >= 4) {
+        if (h.next("model") != to_string(*model)) h.fail("model line does not name the model of its tensors");
+        c.bn = h.word("bn", "local", "sync") == "sync" ? BatchNormMode::sync : BatchNormMode::local;
+    }
     const int max_int = std::numeric_limits<int>::max();
     c.batch = h.number<int>("batch", c.devices.count(), max_int);
     if (version >= 3) c.split = split_from_text(split, c.devices.count(), c.batch, h);

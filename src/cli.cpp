@@ -9,6 +9,7 @@
 #include "checkpoint.hpp"
 #include "device_factory.hpp"
 #include "errors.hpp"
+#include "models.hpp"
 #include "options.hpp"
 
 namespace dpt {
@@ -89,6 +90,8 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     std::snprintf(saved_warmup, sizeof saved_warmup, "%g", saved.warmup);
     keep("warmup", c.warmup == saved.warmup, saved_warmup);
     keep("seed", c.seed == saved.seed, std::to_string(saved.seed));
+    keep("model", c.model == saved.model, to_string(saved.model));
+    keep("bn", c.bn == saved.bn, to_string(saved.bn));
     keep("pool", c.pool == saved.pool, saved.pool == PoolKind::avg ? "avg" : "max");
     keep("init", c.init == saved.init, saved.init == InitKind::xavier ? "xavier" : "normal");
     keep("limit-train", c.limit_train == saved.limit_train, std::to_string(saved.limit_train));
@@ -97,6 +100,8 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     c.lr = saved.lr;
     c.warmup = saved.warmup;
     c.seed = saved.seed;
+    c.model = saved.model;
+    c.bn = saved.bn;
     c.pool = saved.pool;
     c.init = saved.init;
     c.limit_train = saved.limit_train;
@@ -139,9 +144,9 @@ InitKind parse_init(const std::string& text) {
 
 std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain",
-                             "Trains LeNet on Fashion-MNIST with data parallelism over N devices:\n"
-                             "each batch is split across the devices, their gradients are summed\n"
-                             "(allreduce) and every replica applies the same SGD update.\n\n"
+                             "Trains LeNet or ResNet-18 on Fashion-MNIST with data parallelism over N\n"
+                             "devices: each batch is split across the devices, their gradients are\n"
+                             "summed (allreduce) and every replica applies the same SGD update.\n\n"
                              "Also: dptrain compare (1, 2, ... devices side by side), dptrain inspect\n"
                              "(one step, each stage checked), dptrain demo allreduce|split, dptrain\n"
                              "drift (why 1 and N devices end apart), dptrain devices, dptrain\n"
@@ -160,12 +165,14 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("split", "how each batch is divided: even (the tutorial's), weights such as 3,1 (one per device), or auto (time the first steps, then give each device a part in proportion to its speed); the update is the same", cxxopts::value<std::string>()->default_value("even"), "HOW")
         ("slowdown", "make CPU device NAME compute each part K times over (same result, K times the time), to try --split on identical devices; e.g. cpu:1=3", cxxopts::value<std::string>(), "NAME=K");
     options.add_options("Training")
+        ("model", "the network: lenet (the tutorial's from scratch) or resnet18 (the gluon tutorials' ResNet-18 for 28x28 images, with batch norm)", cxxopts::value<std::string>()->default_value("lenet"), "NAME")
+        ("bn", "resnet18's batch norm on N devices: local (each device normalises over its own part, as gluon and the tutorial) or sync (over the whole batch: per-channel sums allreduced in forward and backward, so N devices follow 1 device)", cxxopts::value<std::string>()->default_value("local"), "local|sync")
         ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
         ("warmup", "raise the rate linearly from lr/W to lr over the first E epochs (W steps; fractions allowed), as the linear scaling rule's gradual warm-up; default 0: constant", cxxopts::value<std::string>()->default_value("0"), "E")
         ("epochs", "passes over the training set (0: only evaluate)", cxxopts::value<std::string>()->default_value("5"), "E")
         ("seed", "seed for the initial weights and the data order", cxxopts::value<std::string>()->default_value("0"), "S")
-        ("pool", "pooling: avg (the tutorial's) or max (the gluon version's)", cxxopts::value<std::string>()->default_value("avg"), "avg|max")
+        ("pool", "LeNet's pooling: avg (the tutorial's) or max (the gluon version's)", cxxopts::value<std::string>()->default_value("avg"), "avg|max")
         ("init", "weights: xavier (uniform) or normal (std 0.01, the tutorial's)", cxxopts::value<std::string>()->default_value("xavier"), "xavier|normal")
         ("breakdown", "after each epoch, where the time went: split_and_load, forward+backward (mean and slowest device), waiting for peers, allreduce, SGD update");
     options.add_options("Data and files")
@@ -213,6 +220,14 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 0, 1000000, "a whole number from 0");
     c.seed = parse_number<uint64_t>("seed", r["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max(),
                                     "a whole number from 0");
+    c.model = parse_model(r["model"].as<std::string>());
+    c.bn = parse_batch_norm(r["bn"].as<std::string>());
+    if (r.count("bn") && model_of(c.model).batch_norms() == 0)
+        throw InputError("--bn is for a model with batch norm (--model resnet18); " +
+                         std::string(to_string(c.model)) + " has none");
+    if (r.count("pool") && c.model != ModelKind::lenet)
+        throw InputError("--pool is LeNet's; " + std::string(to_string(c.model)) +
+                         "'s pooling layers are fixed (max 3x3 stride 2 after the first conv, avg 3x3 before the dense layer)");
     c.pool = parse_pool(r["pool"].as<std::string>());
     c.init = parse_init(r["init"].as<std::string>());
 
@@ -229,6 +244,11 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     if (r.count("resume")) resume_from(r, c);
     else c.split = parse_split(r["split"].as<std::string>(), c.devices.count(), c.batch);
     if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
+    if (c.bn == BatchNormMode::sync && model_of(c.model).batch_norms() > 0) {
+        // The staged pass sums statistics on the main stream between stages.
+        if (c.overlap) throw InputError("--overlap cannot be combined with --bn sync (yet): use --bn local");
+        if (!c.slowdowns.empty()) throw InputError("--slowdown cannot be combined with --bn sync: use --bn local");
+    }
 
     if (c.batch < c.devices.count())
         throw InputError("--batch " + std::to_string(c.batch) + " is smaller than the number of devices (" +

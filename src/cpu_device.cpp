@@ -28,7 +28,6 @@
 #include "cpu/kernels.hpp"
 #include "cpu_stream.hpp"
 #include "device.hpp"
-#include "lenet.hpp"
 
 namespace dpt {
 
@@ -37,6 +36,12 @@ const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" 
 namespace {
 
 class CpuDevice;
+
+// Samples per forward/backward pass. Batch norm's statistics are the whole
+// part's: one pass.
+int chunk_samples(const ReplicaSetup& setup) {
+    return setup.model->batch_norms() > 0 ? setup.capacity : std::min(setup.capacity, cpu_chunk_samples);
+}
 
 // The devices of one run. A device's worker reads its peers' marks and
 // gradients, so no device may go while a peer still has work queued.
@@ -52,14 +57,15 @@ class CpuDevice final : public Device {
           setup_(setup),
           group_(std::move(group)),
           shared_(std::move(shared)),
-          model_(lenet::model()),
+          model_(*setup.model),
+          sync_ranges_(model_.sync_ranges(setup.bn)),
           params_(model_.param_count()),
-          own_grads_(shared_ ? 0 : gradient_floats(setup)),
-          grads_(shared_ ? static_cast<float*>(shared_->allocate(gradient_floats(setup) * sizeof(float)))
+          own_grads_(shared_ ? 0 : setup.grad_floats()),
+          grads_(shared_ ? static_cast<float*>(shared_->allocate(setup.grad_floats() * sizeof(float)))
                          : own_grads_.data(),
-                 gradient_floats(setup)),
+                 setup.grad_floats()),
           staging_(staging_floats),
-          chunk_(std::min(setup.capacity, cpu_chunk_samples)),
+          chunk_(chunk_samples(setup)),
           input_(size_t(setup.capacity) * setup.train->pixels()),
           input_labels_(size_t(setup.capacity)),
           outputs_(size_t(setup.capacity) * model_.classes()),
@@ -84,6 +90,8 @@ class CpuDevice final : public Device {
     DeviceKind kind() const override { return DeviceKind::cpu; }
     std::string name() const override { return "cpu:" + std::to_string(index_); }
     size_t param_floats() const override { return params_.size(); }
+    size_t allreduced_floats() const override { return model_.allreduced_floats(setup_.bn); }
+    std::span<const Range> sync_ranges() const override { return sync_ranges_; }
 
     void synchronize() override {
         drain();
@@ -105,8 +113,8 @@ class CpuDevice final : public Device {
     }
     int read_outputs(std::span<float> logits) override {
         synchronize();
-        assert(logits.size() >= size_t(loaded_) * lenet::model().classes());
-        std::copy_n(outputs_.begin(), size_t(loaded_) * lenet::model().classes(), logits.begin());
+        assert(logits.size() >= size_t(loaded_) * model_.classes());
+        std::copy_n(outputs_.begin(), size_t(loaded_) * model_.classes(), logits.begin());
         return loaded_;
     }
     double take_loss_sum() override {
@@ -158,13 +166,16 @@ class CpuDevice final : public Device {
             loaded_ = count;
         });
     }
-    // With buckets, a bucket is handed over during the last chunk's backward,
-    // when its gradients have their final sums.
-    void forward_backward() override {
-        stream_.enqueue([this] {
+    // With buckets, a bucket is handed over during the last chunk's
+    // backward, when its gradients have their final sums. A staged pass
+    // (--bn sync) clears the gradients in its first stage; --slowdown
+    // repeats only passes of one stage (the CLI refuses it with --bn sync).
+    void forward_backward(int stage, int batch) override {
+        stream_.enqueue([this, stage, batch] {
             const double cpu_start = thread_cpu_seconds();
             const auto wall_start = std::chrono::steady_clock::now();
-            const int classes = model_.classes();
+            const TrainPass pass{setup_.pool, setup_.bn, batch};
+            const bool last_stage = size_t(stage) == sync_ranges_.size();
             size_t handed = 0;  // buckets handed over this step
             const auto hand_over = [&](size_t complete_from) {  // grads_[complete_from:] are final
                 const std::vector<Range>& buckets = setup_.buckets;
@@ -173,29 +184,31 @@ class CpuDevice final : public Device {
                     buckets_handed_.notify_all();
                 }
             };
-            for (int repeat = 1; repeat <= slowdown_; ++repeat) {  // --slowdown: the same sums again
+            const int repeats = sync_ranges_.empty() ? slowdown_ : 1;
+            for (int repeat = 1; repeat <= repeats; ++repeat) {  // --slowdown: the same sums again
                 double discarded = 0;
-                double& loss = repeat == slowdown_ ? loss_sum_ : discarded;  // the loss counts once
-                std::fill(grads_.begin(), grads_.end(), 0.0f);
+                double& loss = repeat == repeats ? loss_sum_ : discarded;  // the loss counts once
+                if (stage == 0) std::fill(grads_.begin(), grads_.end(), 0.0f);
                 for (int first = 0; first < loaded_; first += chunk_) {
                     const int n = std::min(chunk_, loaded_ - first);
                     const Chunk c = chunk_of(first);
-                    const bool last = repeat == slowdown_ && first + n == loaded_;
-                    model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
-                    loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, classes);
-                    model_.backward(kernels_, act_, params_.data(), grads_.data(), setup_.pool, n, c.x,
-                                    [&](size_t from) { if (last) hand_over(from); });
+                    const bool last = repeat == repeats && last_stage && first + n == loaded_;
+                    model_.train(
+                        kernels_, act_, params_.data(), grads_.data(), pass, n, c.x, c.logits, stage,
+                        [&] { loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, model_.classes()); },
+                        [&](size_t from) { if (last) hand_over(from); });
                 }
             }
-            hand_over(0);  // whatever is left (all of it, for an empty part)
+            if (last_stage) hand_over(0);  // whatever is left (all of it, for an empty part)
             compute_cpu_s_ += thread_cpu_seconds() - cpu_start;
             compute_wall_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         });
     }
-    void sgd_update(float scale) override {
+    void sgd_update(float scale, int batch) override {
         ++updates_queued_;
-        stream_.enqueue([this, scale] {
-            cpu::sgd_update(params_.data(), grads_.data(), scale, params_.size());
+        stream_.enqueue([this, scale, batch] {
+            cpu::sgd_update(params_.data(), grads_.data(), scale, model_.trained_count());
+            model_.update_running(kernels_, params_.data(), grads_.data(), batch);
             updates_done_.fetch_add(1);
             updates_done_.notify_all();
         });
@@ -212,7 +225,7 @@ class CpuDevice final : public Device {
             for (int at = 0; at < count; at += chunk_) {
                 const int n = std::min(chunk_, count - at);
                 const Chunk c = chunk_of(at);
-                model_.forward(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
+                model_.evaluate(kernels_, act_, params_.data(), setup_.pool, n, c.x, c.logits);
                 correct_ += cpu::count_correct(c.logits, c.labels, n, model_.classes());
             }
             loaded_ = 0;  // the input buffer now holds test samples
@@ -305,10 +318,6 @@ class CpuDevice final : public Device {
     static void wait_until(const std::atomic<uint64_t>& count, uint64_t target) {
         for (uint64_t seen = count.load(); seen < target; seen = count.load()) count.wait(seen);
     }
-    static size_t gradient_floats(const ReplicaSetup& setup) {
-        return std::max(lenet::model().param_count(), setup.gradient_floats);
-    }
-
     // CPU time of the calling thread (the worker, when called from a task).
     static double thread_cpu_seconds() {
         timespec t{};
@@ -363,6 +372,7 @@ class CpuDevice final : public Device {
     std::shared_ptr<CpuGroup> group_;
     std::shared_ptr<SharedHostMemory> shared_;  // a mixed run's: holds grads_ and *marks_done_
     const Model& model_;
+    const std::vector<Range> sync_ranges_;  // --bn sync: between the stages of forward_backward()
     std::vector<float> params_;          // the replica: one flat buffer each, parameters
     std::vector<float> own_grads_;       // and gradients, here or in shared_
     std::span<float> grads_;
@@ -429,8 +439,8 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
         for (int i = 0; i < count; ++i)
             devices.push_back(std::make_unique<CpuDevice>(i, setup, staging_floats[size_t(i)], group, shared));
     } catch (const std::bad_alloc&) {
-        const Model& model = lenet::model();
-        const int chunk = std::min(setup.capacity, cpu_chunk_samples);
+        const Model& model = *setup.model;
+        const int chunk = chunk_samples(setup);
         const double mb = 1e6 / sizeof(float);
         const double input = double(setup.capacity) * (setup.train->pixels() + 1) / mb;
         const double replica = 2.0 * double(model.param_count()) / mb;

@@ -1,4 +1,4 @@
-// A device holds one replica of LeNet (flat parameter and gradient buffers,
+// A device holds one replica of the model (flat parameter and gradient buffers,
 // activations, a copy of the data set or access to it) and a *stream*: work
 // is queued by the host and runs in order on the device, while the host goes
 // on queuing. That is the CUDA model, and CPU devices follow it too (one
@@ -13,6 +13,7 @@
 // Kinds: CPU devices (cpu_device.cpp) and GPU replicas (gpu_device.cpp);
 // device_factory.hpp makes either from --cpus N / --gpus N.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -22,6 +23,8 @@
 #include <vector>
 
 #include "dataset.hpp"
+#include "lenet.hpp"
+#include "model.hpp"
 #include "shapes.hpp"
 
 namespace dpt {
@@ -54,13 +57,6 @@ using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phas
 inline bool on_allreduce_stream(Phase phase) {
     return phase == Phase::wait || phase == Phase::allreduce || phase == Phase::standby;
 }
-
-// Floats [first, first + count) of a flat buffer.
-struct Range {
-    size_t first = 0, count = 0;
-    size_t end() const { return first + count; }
-    bool operator==(const Range&) const = default;
-};
 
 // The devices of a run, in order: GPU replicas first, then CPU devices.
 // Device 0 (where the naive allreduce sums) is thus a GPU whenever there is one.
@@ -104,13 +100,18 @@ struct ReplicaSetup {
     const Dataset* test = nullptr;
     int capacity = 0;                // most samples one part can hold: ceil(B / N)
     PoolKind pool = PoolKind::avg;
-    // Floats of the gradient buffer: 0 is the model's parameter count;
+    // Floats of the gradient buffer: 0 is the model's (Model::gradient_floats);
     // dptrain bench-allreduce asks for more, to time large messages.
     size_t gradient_floats = 0;
     // --overlap: the buckets backward hands to the allreduce, in the order
     // it finishes them (the last layers' first; parallel.hpp:
     // overlap_buckets). Empty: one stream, the allreduce after backward.
     std::vector<Range> buckets{};
+    const Model* model = &lenet::model();
+    BatchNormMode bn = BatchNormMode::local;  // --bn: ignored by a model without batch norm
+
+    // Floats of each replica's gradient buffer.
+    size_t grad_floats() const { return std::max(model->gradient_floats(), gradient_floats); }
 };
 
 class Device {
@@ -118,9 +119,13 @@ class Device {
     virtual ~Device() = default;
     virtual DeviceKind kind() const = 0;
     virtual std::string name() const = 0;  // "cpu:0", "gpu:1" (as --cpus and --gpus name them)
-    // Floats in the flat parameter buffer, and in the gradient buffer (the
-    // same, unless ReplicaSetup::gradient_floats asked for a larger one).
+    // Floats in the flat parameter buffer (Model::param_count()).
     virtual size_t param_floats() const = 0;
+    // Those the allreduce sums after backward (Model::allreduced_floats()).
+    virtual size_t allreduced_floats() const = 0;
+    // With --bn sync, what the host allreduces between the stages of a
+    // training pass (forward_backward(stage)); empty: one stage.
+    virtual std::span<const Range> sync_ranges() const = 0;
 
     // --- Synchronous: each first waits for the device's queued work. ---
     virtual void synchronize() = 0;
@@ -156,10 +161,14 @@ class Device {
     // Gradients <- sum over the loaded part of d(loss)/d(params); the part's
     // loss is added to the loss sum. An empty part leaves zero gradients.
     // With buckets (--overlap), backward hands each bucket to the
-    // allreduce's stream as soon as its gradients are final.
-    virtual void forward_backward() = 0;
-    // params -= scale * gradients.
-    virtual void sgd_update(float scale) = 0;
+    // allreduce's stream as soon as its gradients are final. With --bn sync
+    // the pass runs in stages 0, 1, ... sync_ranges().size(), the host
+    // allreducing sync_ranges()[s] between stage s and s + 1; `batch` is
+    // the step's samples on all devices (what the summed statistics count).
+    virtual void forward_backward(int stage = 0, int batch = 0) = 0;
+    // params -= scale * gradients (the trained ones); batch norm's running
+    // statistics move by the step's, summed over `batch` samples.
+    virtual void sgd_update(float scale, int batch) = 0;
     // Notes `step` as bad when the gradients hold a NaN or an infinity (the
     // divergence watch; read back with take_first_bad_step()).
     virtual void check_gradients(int32_t step) = 0;

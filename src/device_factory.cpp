@@ -4,7 +4,6 @@
 
 #include "errors.hpp"
 #include "gpu.hpp"
-#include "lenet.hpp"
 #include "numbers.hpp"
 
 namespace dpt {
@@ -93,7 +92,7 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, co
     if (!refusal.empty()) throw InputError("--allreduce " + std::string(allreduce.info().name) + ": " + refusal);
     const int n = choice.count();
     std::vector<size_t> staging;
-    const size_t floats = std::max(lenet::model().param_count(), setup.gradient_floats);
+    const size_t floats = setup.grad_floats();
     for (int i = 0; i < n; ++i) staging.push_back(allreduce.staging_floats(i, n, floats));
     if (choice.gpus == 0) return make_cpu_devices(setup, staging);
     if (choice.cpus == 0) return make_gpu_devices(setup, staging, choice.gpu_ids);

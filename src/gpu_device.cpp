@@ -34,7 +34,6 @@
 #include "cuda/kernels.hpp"
 #include "gpu.hpp"
 #include "gpu_internal.hpp"
-#include "lenet.hpp"
 
 namespace dpt {
 
@@ -188,6 +187,8 @@ class GpuDevice final : public Device {
     DeviceKind kind() const override { return DeviceKind::gpu; }
     std::string name() const override { return name_; }
     size_t param_floats() const override { return model_.param_count(); }
+    size_t allreduced_floats() const override { return model_.allreduced_floats(setup_.bn); }
+    std::span<const Range> sync_ranges() const override { return sync_ranges_; }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
     // The stream the allreduce's pieces are queued on (device.hpp).
@@ -287,26 +288,32 @@ class GpuDevice final : public Device {
         loaded_ = count;
     }
     // With buckets, an event recorded after the kernel that completes a
-    // bucket hands it over (await_bucket waits on it).
-    void forward_backward() override {
+    // bucket hands it over (await_bucket waits on it). A staged pass (--bn
+    // sync) clears the whole gradient buffer, backward sums included, in its
+    // first stage, so that an empty part adds zeros to the sums.
+    void forward_backward(int stage, int batch) override {
         use();
-        CUDA_CHECK(cudaMemsetAsync(grads_, 0, model_.param_count() * sizeof(float), stream_));
+        if (stage == 0) CUDA_CHECK(cudaMemsetAsync(grads_, 0, grad_floats_ * sizeof(float), stream_));
+        const bool last_stage = size_t(stage) == sync_ranges_.size();
         size_t handed = 0;
         const auto hand_over = [&](size_t complete_from) {  // grads_[complete_from:] are final
-            for (; handed < bucket_events_.size() && setup_.buckets[handed].first >= complete_from; ++handed)
+            for (; last_stage && handed < bucket_events_.size() && setup_.buckets[handed].first >= complete_from;
+                 ++handed)
                 CUDA_CHECK(cudaEventRecord(bucket_events_[handed], stream_));
         };
         if (loaded_ > 0) {
-            model_.forward(kernels_, act_, params_, setup_.pool, loaded_, act_.x, act_.logits());
-            cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
-                                        model_.classes(), stream_);
-            model_.backward(kernels_, act_, params_, grads_, setup_.pool, loaded_, act_.x, hand_over);
+            const TrainPass pass{setup_.pool, setup_.bn, batch};
+            model_.train(kernels_, act_, params_, grads_, pass, loaded_, act_.x, act_.logits(), stage, [&] {
+                cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
+                                            model_.classes(), stream_);
+            }, hand_over);
         }
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
-    void sgd_update(float scale) override {
+    void sgd_update(float scale, int batch) override {
         use();
-        cuda::sgd_update(params_, grads_, scale, model_.param_count(), stream_);
+        cuda::sgd_update(params_, grads_, scale, model_.trained_count(), stream_);
+        model_.update_running(kernels_, params_, grads_, batch);
     }
     void check_gradients(int32_t step) override {
         use();
@@ -318,7 +325,7 @@ class GpuDevice final : public Device {
         cuda::gather_samples(act_.x, act_.labels, data_->test_images, data_->test_labels, data_->test_index + first,
                              count, setup_.test->pixels(), stream_);
         if (count > 0) {
-            model_.forward(kernels_, act_, params_, setup_.pool, count, act_.x, act_.logits());
+            model_.evaluate(kernels_, act_, params_, setup_.pool, count, act_.x, act_.logits());
             cuda::count_correct(correct_, act_.logits(), act_.labels, count, model_.classes(), stream_);
         }
         loaded_ = 0;  // the input buffer now holds test samples
@@ -426,10 +433,11 @@ class GpuDevice final : public Device {
 
     const std::string name_;
     const int gpu_;
-    const Model& model_ = lenet::model();
     const ReplicaSetup setup_;
+    const Model& model_ = *setup_.model;
+    const std::vector<Range> sync_ranges_ = model_.sync_ranges(setup_.bn);
     const size_t staging_floats_;
-    const size_t grad_floats_ = std::max(model_.param_count(), setup_.gradient_floats);
+    const size_t grad_floats_ = setup_.grad_floats();
     std::shared_ptr<GpuData> data_;
     std::shared_ptr<SharedHostMemory> shared_;  // a mixed run's
     std::atomic<uint64_t>* marks_passed_ = nullptr;  // in shared_: the marks the stream has passed

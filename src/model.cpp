@@ -8,7 +8,7 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
     const auto fail = [&](size_t i, const std::string& what) {
         throw std::logic_error("model " + name_ + ", layer " + std::to_string(i + 1) + ": " + what);
     };
-    // Tensors are named per kind in order: conv1, conv2, ..., dense1, ...
+    // Tensors are named per kind in order: conv1, conv2, ..., dense1, ..., bn1, ...
     int convs = 0, denses = 0;
     const auto add_tensor = [&](const std::string& name, std::vector<int> shape, InitRole role, double fan_in,
                                 double fan_out) {
@@ -18,6 +18,16 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
         tensors_.push_back(std::move(t));
         return int(tensors_.size()) - 1;
     };
+    // The layer that last wrote each buffer: a layer may read an earlier
+    // layer's output only while that is still what its buffer holds.
+    std::vector<size_t> last_writer;
+    const auto source = [&](size_t i, int from) -> const Planned& {
+        if (from < 0 || size_t(from) >= i) fail(i, "it must read the output of an earlier layer");
+        const Planned& f = plan_[size_t(from)];
+        if (last_writer[size_t(f.buffer)] != size_t(from))
+            fail(i, "the output of layer " + std::to_string(from + 1) + " was changed in place since");
+        return f;
+    };
     Dims at = input;
     int buffer = -1;  // the buffer holding the current activations; -1: the input
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -25,11 +35,17 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
         Planned p{l, at, at, buffer, buffer};
         switch (l.kind) {
             case LayerKind::conv: {
+                if (l.from >= 0) {
+                    const Planned& f = source(i, l.from);
+                    p.in = f.out;
+                    p.input = f.buffer;
+                }
                 const std::string base = "conv" + std::to_string(++convs);
                 const double area = double(l.k) * l.k;
-                p.weight = add_tensor(base + ".weight", {l.out, at.c, l.k, l.k}, InitRole::weight, at.c * area, l.out * area);
+                p.weight = add_tensor(base + ".weight", {l.out, p.in.c, l.k, l.k}, InitRole::weight,
+                                      p.in.c * area, l.out * area);
                 p.bias = add_tensor(base + ".bias", {l.out}, InitRole::bias, 0, 0);
-                const ConvShape s{1, at.c, at.h, at.w, l.out, l.k, l.k, l.stride, l.pad};
+                const ConvShape s{1, p.in.c, p.in.h, p.in.w, l.out, l.k, l.k, l.stride, l.pad};
                 if (s.oh() < 1 || s.ow() < 1) fail(i, "the kernel is larger than its input");
                 p.out = {l.out, s.oh(), s.ow()};
                 break;
@@ -49,20 +65,41 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
                 p.out = {l.out, 1, 1};
                 break;
             }
-            case LayerKind::relu:
-                if (i == 0 || (layers[i - 1].kind != LayerKind::conv && layers[i - 1].kind != LayerKind::dense))
-                    fail(i, "a ReLU must follow a conv or dense layer (it is fused into that layer's forward)");
-                plan_.back().relu_after = true;
+            case LayerKind::batch_norm: {
+                const std::string base = "bn" + std::to_string(norms_.size() + 1);
+                p.weight = add_tensor(base + ".gamma", {at.c}, InitRole::gamma, 0, 0);
+                p.bias = add_tensor(base + ".beta", {at.c}, InitRole::beta, 0, 0);
+                p.norm = int(norms_.size());
+                norms_.push_back(i);
                 break;
+            }
+            case LayerKind::relu:
+                if (i == 0) fail(i, "a ReLU cannot be the first layer (it works in place)");
+                p.fused = layers[i - 1].kind == LayerKind::conv || layers[i - 1].kind == LayerKind::dense;
+                if (p.fused) plan_.back().relu_after = true;
+                break;
+            case LayerKind::add: {
+                if (i == 0) fail(i, "an add cannot be the first layer (it works in place)");
+                const Planned& f = source(i, l.from);
+                if (!(f.out == at)) fail(i, "it adds outputs of different shapes");
+                if (f.buffer == buffer) fail(i, "it adds a buffer to itself");
+                p.other = f.buffer;
+                break;
+            }
             case LayerKind::flatten:
                 p.out = {int(at.size()), 1, 1};
                 break;
         }
-        // conv, pool and dense write a buffer of their own; relu and flatten
-        // work in the buffer of the layer before.
-        if (l.kind == LayerKind::conv || l.kind == LayerKind::pool || l.kind == LayerKind::dense) {
+        // conv, pool, dense and batch norm write a buffer of their own; relu,
+        // flatten and add work in the buffer of the layer before.
+        const bool own = l.kind == LayerKind::conv || l.kind == LayerKind::pool || l.kind == LayerKind::dense ||
+                         l.kind == LayerKind::batch_norm;
+        if (own) {
             buffer = int(buffer_sizes_.size());
             buffer_sizes_.push_back(p.out.size());
+            last_writer.push_back(i);
+        } else if (buffer >= 0) {
+            last_writer[size_t(buffer)] = i;
         }
         p.buffer = buffer;
         plan_.push_back(p);
@@ -70,6 +107,61 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
     }
     if (plan_.empty() || plan_.back().layer.kind != LayerKind::dense)
         throw std::logic_error("model " + name_ + ": the last layer must be dense (its outputs are the logits)");
+    // A ReLU's backward masks with its output: nothing may change it after.
+    for (size_t i = 0; i < plan_.size(); ++i)
+        if (plan_[i].layer.kind == LayerKind::relu && last_writer[size_t(plan_[i].buffer)] != i)
+            fail(i, "a later layer changes its output in place, which its backward needs");
+
+    // Backward runs the list from the end: the first layer to write a
+    // buffer's gradient overwrites it, later ones add to it.
+    std::vector<bool> written(buffer_sizes_.size(), false);
+    for (size_t i = plan_.size(); i-- > 0;) {
+        Planned& p = plan_[i];
+        const bool own = p.layer.kind == LayerKind::conv || p.layer.kind == LayerKind::pool ||
+                         p.layer.kind == LayerKind::dense || p.layer.kind == LayerKind::batch_norm;
+        const int target = p.layer.kind == LayerKind::add ? p.other : own ? p.input : -1;
+        if (target < 0) continue;
+        p.accumulate = written[size_t(target)];
+        written[size_t(target)] = true;
+        if (p.accumulate && p.layer.kind == LayerKind::conv) spare_size_ = std::max(spare_size_, p.in.size());
+        else if (p.accumulate && p.layer.kind != LayerKind::add)
+            fail(i, "only a conv or an add may add to a gradient another layer wrote");
+    }
+
+    // After the trained tensors: the running statistics, and the gradient
+    // buffer's room for the backward sums.
+    trained_count_ = param_count_;
+    for (size_t i : norms_) {
+        Planned& p = plan_[i];
+        const std::string base = "bn" + std::to_string(p.norm + 1);
+        p.running = add_tensor(base + ".running_mean", {p.in.c}, InitRole::running_mean, 0, 0);
+        add_tensor(base + ".running_var", {p.in.c}, InitRole::running_var, 0, 0);
+    }
+    gradient_floats_ = param_count_;
+    for (size_t i : norms_) {
+        plan_[i].sums = gradient_floats_;
+        gradient_floats_ += 2 * size_t(plan_[i].in.c);
+    }
+}
+
+std::vector<Range> Model::sync_ranges(BatchNormMode bn) const {
+    std::vector<Range> ranges;
+    if (bn != BatchNormMode::sync) return ranges;
+    for (size_t i : norms_)  // forward: the statistics, in the running statistics' slots
+        ranges.push_back({tensors_[size_t(plan_[i].running)].offset, 2 * size_t(plan_[i].in.c)});
+    for (size_t j = norms_.size(); j-- > 0;)  // backward, from the last: the sums
+        ranges.push_back({plan_[norms_[j]].sums, 2 * size_t(plan_[norms_[j]].in.c)});
+    return ranges;
+}
+
+double Model::forward_flops() const {
+    double flops = 0;
+    for (size_t i = 0; i < plan_.size(); ++i) {
+        const Planned& p = plan_[i];
+        if (p.layer.kind == LayerKind::conv) flops += 2.0 * double(conv_shape(i, 1).weight_size()) * p.out.h * p.out.w;
+        else if (p.layer.kind == LayerKind::dense) flops += 2.0 * double(p.in.size()) * p.layer.out;
+    }
+    return flops;
 }
 
 const ParamTensor& Model::tensor(const std::string& name) const {
@@ -89,6 +181,11 @@ PoolShape Model::pool_shape(size_t layer, int n) const {
     return {n, p.in.c, p.in.h, p.in.w, p.layer.k, p.layer.stride};
 }
 
+NormShape Model::norm_shape(size_t layer, int n) const {
+    const Planned& p = plan_[layer];
+    return {n, p.in.c, p.in.h * p.in.w};
+}
+
 std::vector<ConvShape> Model::conv_shapes(int n) const {
     std::vector<ConvShape> shapes;
     for (size_t i = 0; i < plan_.size(); ++i)
@@ -97,11 +194,13 @@ std::vector<ConvShape> Model::conv_shapes(int n) const {
 }
 
 // Layout: input, labels, the outputs in buffer order, their gradients in
-// reverse buffer order (the logits' first), scratch.
+// reverse buffer order (the logits' first), the spare gradient, batch
+// norm's saved statistics, scratch.
 size_t Model::activation_floats(int capacity, size_t scratch) const {
     const size_t n = size_t(capacity);
-    size_t total = n * input_.size() + n;
+    size_t total = n * input_.size() + n + n * spare_size_;
     for (size_t s : buffer_sizes_) total += 2 * n * s;
+    for (size_t i : norms_) total += 2 * size_t(plan_[i].in.c);
     return total + scratch;
 }
 
@@ -120,6 +219,8 @@ Activations Model::carve(float* memory, int capacity, size_t scratch) const {
     a.grad.resize(buffers);
     for (size_t b = 0; b < buffers; ++b) a.out[b] = take(n * buffer_sizes_[b]);
     for (size_t b = buffers; b-- > 0;) a.grad[b] = take(n * buffer_sizes_[b]);
+    a.spare = take(n * spare_size_);
+    for (size_t i : norms_) a.saved.push_back(take(2 * size_t(plan_[i].in.c)));
     a.scratch = take(scratch);
     return a;
 }

@@ -1,28 +1,45 @@
 // A model is a list of layers. Everything else is computed from the list,
 // once, when the Model is made: the parameter tensors with their names,
 // shapes, offsets in the flat buffer and init roles; each layer's shapes;
-// the activation buffers and their sizes. Forward and backward walk the
-// list over a kernel set (the CPU kernels, or the CUDA launchers bound to a
-// stream), so every backend runs the same sequence of kernels.
+// the activation buffers and their sizes. A training pass and an evaluation
+// walk the list over a kernel set (the CPU kernels, or the CUDA launchers
+// bound to a stream), so every backend runs the same sequence of kernels.
 //
 // Parameters and gradients of a replica each live in one flat float buffer
 // (what the allreduce moves, checkpoints store and replicas compare); the
-// tensors are views at the offsets computed here, in list order, weight
-// before bias.
+// tensors are views at the offsets computed here: the trained tensors in
+// list order (weight before bias, gamma before beta), then batch norm's
+// running statistics, which SGD leaves alone.
+//
+// Branches (ResNet's shortcuts): a layer may read the output of any earlier
+// layer (`from`), and an add layer adds an earlier layer's output to the one
+// before it. Where two layers read one buffer, backward adds their input
+// gradients (the first to run writes, the next accumulates).
 //
 // Fusions the walk makes: a ReLU right after a conv or dense layer is done
 // in that layer's forward (bias+ReLU epilogue) and its backward is folded
 // into a pooling layer's backward when one follows (the pool's input is
-// the ReLU's output, which masks the gradient). The first layer computes
-// no gradient for the input.
+// the ReLU's output, which masks the gradient). ReLU and add work in place,
+// in the buffer of the layer before. The first layer computes no gradient
+// for the input.
+//
+// Batch norm across devices (--bn): each replica normalises with the
+// statistics of its own part (local), or of the whole batch (sync): then the
+// training pass runs in stages, and between two stages the host allreduces
+// a batch norm's per-channel sums (sync_ranges). Either way a replica's
+// forward writes its part's sums of x and x^2 into the gradient slots of
+// the running statistics, the allreduce sums them with the gradients, and
+// the update moves every replica's running statistics by the whole batch's
+// (update_running): replicas stay identical and match one device's.
 //
 // To add a layer kind: a LayerKind, its planning in model.cpp (shapes,
-// tensors), and its case in forward() and backward() below.
+// tensors), and its case in forward_layer() and backward_layer() below.
 #pragma once
 #include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +47,7 @@
 
 namespace dpt {
 
-enum class LayerKind : uint8_t { conv, relu, pool, flatten, dense };
+enum class LayerKind : uint8_t { conv, relu, pool, flatten, dense, batch_norm, add };
 
 struct Layer {
     LayerKind kind;
@@ -38,18 +55,29 @@ struct Layer {
     int k = 0;       // conv: kernel side; pool: window side
     int stride = 1;  // conv, pool
     int pad = 0;     // conv
+    // conv: the layer whose output it reads (-1: the one before);
+    // add: the layer whose output it adds to the one before's.
+    int from = -1;
+    std::optional<PoolKind> pool_kind{};  // pool: none leaves it to the run (--pool)
 };
 inline Layer conv(int channels, int kernel, int stride = 1, int pad = 0) {
     return {LayerKind::conv, channels, kernel, stride, pad};
 }
+inline Layer conv_from(int from, int channels, int kernel, int stride = 1, int pad = 0) {
+    return {LayerKind::conv, channels, kernel, stride, pad, from};
+}
 inline Layer relu() { return {LayerKind::relu}; }
 inline Layer pool(int window, int stride) { return {LayerKind::pool, 0, window, stride}; }
+inline Layer pool(PoolKind kind, int window, int stride) { return {LayerKind::pool, 0, window, stride, 0, -1, kind}; }
 inline Layer flatten() { return {LayerKind::flatten}; }
 inline Layer dense(int outputs) { return {LayerKind::dense, outputs}; }
+inline Layer batch_norm() { return {LayerKind::batch_norm}; }
+inline Layer add(int from) { return {LayerKind::add, 0, 0, 1, 0, from}; }
 
 // How a tensor starts (trainer.cpp: init_params): weights drawn from the
-// seed, biases at zero. (Batch norm will add scale, starting at one, and shift.)
-enum class InitRole : uint8_t { weight, bias };
+// seed; biases, batch norm's beta and running mean at zero; gamma and the
+// running variance at one.
+enum class InitRole : uint8_t { weight, bias, gamma, beta, running_mean, running_var };
 
 struct ParamTensor {
     std::string name;        // "conv1.weight"
@@ -58,28 +86,52 @@ struct ParamTensor {
     size_t size = 0;
     InitRole role = InitRole::weight;
     double fan_in = 0, fan_out = 0;  // a weight's fans as PyTorch counts them (channels times kernel area)
+    bool trained() const { return role != InitRole::running_mean && role != InitRole::running_var; }
+};
+
+// Batch norm over several devices (--bn): each device's own part's
+// statistics (gluon's default, the tutorial's), or the whole batch's.
+enum class BatchNormMode : uint8_t { local, sync };
+// gluon's defaults.
+inline constexpr float batch_norm_momentum = 0.9f, batch_norm_eps = 1e-5f;
+
+// Floats [first, first + count) of a flat buffer.
+struct Range {
+    size_t first = 0, count = 0;
+    size_t end() const { return first + count; }
+    bool operator==(const Range&) const = default;
 };
 
 // One sample's (channels, height, width); a flat vector is (n, 1, 1).
 struct Dims {
     int c = 1, h = 1, w = 1;
     size_t size() const { return size_t(c) * size_t(h) * size_t(w); }
+    bool operator==(const Dims&) const = default;
 };
 
 // A replica's activations for up to `capacity` samples, carved out of one
 // allocation (Model::carve): the input, the labels, and per buffer the
-// output and its gradient. Forward and backward take the input and the
-// logits separately, so a CPU device can point them at any chunk of a part.
+// output and its gradient. The passes take the input and the logits
+// separately, so a CPU device can point them at any chunk of a part.
 struct Activations {
     float* x = nullptr;             // (capacity, input) in [0, 1]
     int32_t* labels = nullptr;      // (capacity)
     std::vector<float*> out, grad;  // per buffer: (capacity, its size)
+    std::vector<float*> saved;      // per batch norm: (2, c) its mean and 1/std in the last training pass
+    float* spare = nullptr;         // an input gradient that is added to another's
     float* scratch = nullptr;       // the conv kernels' working space
     float* logits() const { return out.back(); }
     float* d_logits() const { return grad.back(); }
 };
 
-// What Model::backward calls when a layer's gradients are done, by default.
+// What a training pass needs besides the tensors.
+struct TrainPass {
+    PoolKind pool = PoolKind::avg;  // --pool, for pooling layers that leave the kind to the run
+    BatchNormMode bn = BatchNormMode::local;
+    int batch = 0;  // --bn sync: the step's samples on all devices together
+};
+
+// What Model::train calls when a layer's gradients are done, by default.
 struct NothingDone {
     void operator()(size_t) const {}
 };
@@ -87,21 +139,41 @@ struct NothingDone {
 class Model {
    public:
     // Plans `layers` over inputs of `input` per sample. A pattern the walk
-    // cannot run (a ReLU that follows neither a conv nor a dense layer) is
-    // a logic_error: models are written in code, not typed by users.
+    // cannot run (a ReLU that modifies a buffer a later layer reads as it
+    // was, an add of different shapes, ...) is a logic_error: models are
+    // written in code, not typed by users.
     Model(std::string name, Dims input, std::vector<Layer> layers);
 
     const std::string& name() const { return name_; }
     Dims input() const { return input_; }
     int classes() const { return int(plan_.back().out.size()); }
     const std::vector<ParamTensor>& tensors() const { return tensors_; }
+    // Floats of the flat parameter buffer; the first trained_count() are
+    // what SGD updates (the rest: batch norm's running statistics).
     size_t param_count() const { return param_count_; }
+    size_t trained_count() const { return trained_count_; }
+    // Floats of a replica's gradient buffer: the parameters' (with the
+    // running statistics' slots holding the step's sums), then each batch
+    // norm's backward sums.
+    size_t gradient_floats() const { return gradient_floats_; }
+    // The floats the allreduce sums after backward: with --bn sync the
+    // statistics were summed during the pass already.
+    size_t allreduced_floats(BatchNormMode bn) const {
+        return bn == BatchNormMode::sync ? trained_count_ : param_count_;
+    }
+    int batch_norms() const { return int(norms_.size()); }
+    // --bn sync: what the host allreduces between stage s and s + 1 of a
+    // training pass (train()), sync_ranges(bn).size() + 1 stages in all.
+    std::vector<Range> sync_ranges(BatchNormMode bn) const;
+    // FLOPs of one sample's forward pass (multiply-adds count two).
+    double forward_flops() const;
     // The tensor called `name` (an assert when there is none).
     const ParamTensor& tensor(const std::string& name) const;
 
     // Each layer's shapes for a part of n samples.
     ConvShape conv_shape(size_t layer, int n) const;
     PoolShape pool_shape(size_t layer, int n) const;
+    NormShape norm_shape(size_t layer, int n) const;
     std::vector<ConvShape> conv_shapes(int n) const;
 
     // Scratch floats kernel set K needs for every conv layer at this capacity.
@@ -115,28 +187,41 @@ class Model {
     size_t activation_floats(int capacity, size_t scratch) const;
     Activations carve(float* memory, int capacity, size_t scratch) const;
 
-    // Forward pass over x[0:n] into logits (n, classes).
+    // Evaluation: logits (n, classes) of x[0:n], batch norm with the running
+    // statistics.
     template <class K>
-    void forward(K& k, const Activations& a, const float* params, PoolKind pool, int n, const float* x,
-                 float* logits) const;
-    // Backward pass after forward() and the loss kernel filled a.d_logits():
-    // accumulates the gradient of the summed loss into grads (the caller
-    // clears them); x is the input forward() was given. After each layer
-    // with parameters it calls done(first): the layers are done from the
-    // last, so grads[first:] are then complete (--overlap hands them on).
-    template <class K, class Done = NothingDone>
-    void backward(K& k, const Activations& a, const float* params, float* grads, PoolKind pool, int n,
-                  const float* x, Done&& done = {}) const;
+    void evaluate(K& k, const Activations& a, const float* params, PoolKind pool, int n, const float* x,
+                  float* logits) const;
+    // Stage `stage` of a training pass over x[0:n]: forward into logits,
+    // then loss(), which fills a.d_logits() with the gradient of the summed
+    // loss, then backward, accumulating the parameters' gradients into
+    // grads (the caller clears them). After each layer with parameters it
+    // calls done(first): the layers are done from the last, so
+    // grads[first:trained_count()) are then complete (--overlap hands them
+    // on). Without --bn sync the pass is one stage.
+    template <class K, class Loss, class Done = NothingDone>
+    void train(K& k, const Activations& a, const float* params, float* grads, const TrainPass& pass, int n,
+               const float* x, float* logits, int stage, Loss&& loss, Done&& done = {}) const;
+    // After the allreduce: every batch norm's running statistics move by the
+    // step's, summed in their gradient slots over `batch` samples.
+    template <class K>
+    void update_running(K& k, float* params, const float* grads, int batch) const;
 
    private:
     struct Planned {
         Layer layer;
         Dims in, out;
         int input = -1;               // the buffer holding this layer's input; -1: x
-        int buffer = -1;              // the buffer holding its output (relu, flatten: its input's)
-        int weight = -1, bias = -1;   // indices into tensors_
+        int buffer = -1;              // the buffer holding its output (relu, flatten, add: its input's)
+        int other = -1;               // add: the buffer it adds
+        int weight = -1, bias = -1;   // indices into tensors_ (batch norm: gamma, beta)
+        int running = -1;             // batch norm: its running mean (the variance follows)
+        int norm = -1;                // batch norm: its index among them
+        size_t sums = 0;              // batch norm: its backward sums' offset in the gradient buffer
         bool relu_after = false;      // conv, dense: the next layer's ReLU is fused in
+        bool fused = false;           // relu: done by the layer before
         bool relu_before = false;     // pool: its input is a ReLU's output
+        bool accumulate = false;      // conv: adds its input gradient; add: adds the other's
     };
     const float* input_of(const Planned& p, const Activations& a, const float* x) const {
         return p.input < 0 ? x : a.out[size_t(p.input)];
@@ -144,83 +229,179 @@ class Model {
     float* output_of(const Planned& p, const Activations& a, float* logits) const {
         return p.buffer == int(buffer_sizes_.size()) - 1 ? logits : a.out[size_t(p.buffer)];
     }
+    const float* tensor_at(const float* buffer, int t) const { return buffer + tensors_[size_t(t)].offset; }
+    float* tensor_at(float* buffer, int t) const { return buffer + tensors_[size_t(t)].offset; }
+    // Every layer but batch norm, whose halves train() and evaluate() run.
+    template <class K>
+    void forward_layer(K& k, size_t i, const Activations& a, const float* params, PoolKind pool, int n,
+                       const float* x, float* logits) const;
+    template <class K, class Done>
+    void backward_layer(K& k, size_t i, const Activations& a, const float* params, float* grads, PoolKind pool,
+                        int n, const float* x, Done& done) const;
 
     std::string name_;
     Dims input_;
     std::vector<Planned> plan_;
+    std::vector<size_t> norms_;  // the batch norm layers, in list order
     std::vector<ParamTensor> tensors_;
-    size_t param_count_ = 0;
+    size_t param_count_ = 0, trained_count_ = 0, gradient_floats_ = 0;
     std::vector<size_t> buffer_sizes_;  // per sample, in buffer order
+    size_t spare_size_ = 0;             // per sample
 };
 
 template <class K>
-void Model::forward(K& k, const Activations& a, const float* params, PoolKind pool, int n, const float* x,
-                    float* logits) const {
-    for (size_t i = 0; i < plan_.size(); ++i) {
-        const Planned& p = plan_[i];
-        const float* in = input_of(p, a, x);
-        float* out = output_of(p, a, logits);
-        switch (p.layer.kind) {
-            case LayerKind::conv: {
-                const float *w = params + tensors_[size_t(p.weight)].offset, *b = params + tensors_[size_t(p.bias)].offset;
-                if (p.relu_after) k.conv2d_forward_relu(out, in, w, b, conv_shape(i, n), a.scratch);
-                else k.conv2d_forward(out, in, w, b, conv_shape(i, n), a.scratch);
-                break;
-            }
-            case LayerKind::dense: {
-                const float *w = params + tensors_[size_t(p.weight)].offset, *b = params + tensors_[size_t(p.bias)].offset;
-                if (p.relu_after) k.dense_forward_relu(out, in, w, b, n, int(p.in.size()), p.layer.out);
-                else k.dense_forward(out, in, w, b, n, int(p.in.size()), p.layer.out);
-                break;
-            }
-            case LayerKind::pool:
-                k.pool2d_forward(out, in, pool, pool_shape(i, n));
-                break;
-            case LayerKind::relu:     // done by the layer before it
-            case LayerKind::flatten:  // the same buffer, read as (n, c*h*w)
-                break;
+void Model::forward_layer(K& k, size_t i, const Activations& a, const float* params, PoolKind pool, int n,
+                          const float* x, float* logits) const {
+    const Planned& p = plan_[i];
+    const float* in = input_of(p, a, x);
+    float* out = output_of(p, a, logits);
+    switch (p.layer.kind) {
+        case LayerKind::conv: {
+            const float *w = tensor_at(params, p.weight), *b = tensor_at(params, p.bias);
+            if (p.relu_after) k.conv2d_forward_relu(out, in, w, b, conv_shape(i, n), a.scratch);
+            else k.conv2d_forward(out, in, w, b, conv_shape(i, n), a.scratch);
+            break;
         }
+        case LayerKind::dense: {
+            const float *w = tensor_at(params, p.weight), *b = tensor_at(params, p.bias);
+            if (p.relu_after) k.dense_forward_relu(out, in, w, b, n, int(p.in.size()), p.layer.out);
+            else k.dense_forward(out, in, w, b, n, int(p.in.size()), p.layer.out);
+            break;
+        }
+        case LayerKind::pool:
+            k.pool2d_forward(out, in, p.layer.pool_kind.value_or(pool), pool_shape(i, n));
+            break;
+        case LayerKind::relu:  // in place, unless the layer before did it
+            if (!p.fused) k.relu_forward(out, out, size_t(n) * p.out.size());
+            break;
+        case LayerKind::add:  // in place: the layer before's output += the other's
+            k.sum_into(out, a.out[size_t(p.other)], 1, size_t(n) * p.out.size());
+            break;
+        case LayerKind::flatten:     // the same buffer, read as (n, c*h*w)
+        case LayerKind::batch_norm:  // train() and evaluate() run its halves
+            break;
     }
 }
 
 template <class K, class Done>
-void Model::backward(K& k, const Activations& a, const float* params, float* grads, PoolKind pool, int n,
-                     const float* x, Done&& done) const {
+void Model::backward_layer(K& k, size_t i, const Activations& a, const float* params, float* grads, PoolKind pool,
+                           int n, const float* x, Done& done) const {
+    const Planned& p = plan_[i];
+    const float* in = input_of(p, a, x);
+    float* d_in = p.input < 0 ? nullptr : a.grad[size_t(p.input)];  // the input needs no gradient
+    float* d_out = a.grad[size_t(p.buffer)];
+    switch (p.layer.kind) {
+        case LayerKind::conv: {
+            const ConvShape s = conv_shape(i, n);
+            k.conv2d_backward_weight(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s, a.scratch);
+            done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
+            if (!d_in) break;
+            if (!p.accumulate) {
+                k.conv2d_backward_data(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
+            } else {  // another layer reads this input too: add to its gradient
+                k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
+                k.sum_into(d_in, a.spare, 1, s.in_size());
+            }
+            break;
+        }
+        case LayerKind::dense:
+            assert(d_in && "a dense first layer needs a backward without the input's gradient");
+            k.dense_backward(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                             tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out);
+            done(tensors_[size_t(p.weight)].offset);
+            break;
+        case LayerKind::pool: {
+            // After a ReLU, the pool's backward applies the ReLU's mask too.
+            const PoolKind kind = p.layer.pool_kind.value_or(pool);
+            if (p.relu_before) k.pool2d_backward_relu(d_in, d_out, in, a.out[size_t(p.buffer)], kind, pool_shape(i, n));
+            else k.pool2d_backward(d_in, d_out, in, a.out[size_t(p.buffer)], kind, pool_shape(i, n));
+            break;
+        }
+        case LayerKind::relu:
+            // Unless a pool after it already did: the mask, in place.
+            if (i + 1 == plan_.size() || !plan_[i + 1].relu_before)
+                k.relu_backward(d_out, d_out, a.out[size_t(p.buffer)], size_t(n) * p.out.size());
+            break;
+        case LayerKind::add: {  // the layer before's gradient is d_out itself; the other's gets it too
+            float* d_other = a.grad[size_t(p.other)];
+            const size_t count = size_t(n) * p.out.size();
+            if (p.accumulate) k.sum_into(d_other, d_out, 1, count);
+            else k.copy(d_other, d_out, count);
+            break;
+        }
+        case LayerKind::flatten:
+        case LayerKind::batch_norm:
+            break;
+    }
+}
+
+template <class K>
+void Model::evaluate(K& k, const Activations& a, const float* params, PoolKind pool, int n, const float* x,
+                     float* logits) const {
+    for (size_t i = 0; i < plan_.size(); ++i) {
+        const Planned& p = plan_[i];
+        if (p.layer.kind == LayerKind::batch_norm)
+            k.batch_norm_inference(output_of(p, a, logits), input_of(p, a, x), tensor_at(params, p.running),
+                                   tensor_at(params, p.weight), tensor_at(params, p.bias), batch_norm_eps,
+                                   norm_shape(i, n));
+        else forward_layer(k, i, a, params, pool, n, x, logits);
+    }
+}
+
+// Every stage walks the whole list and runs the layers that fall in it:
+// `passed` counts the sync points behind the walk, and the stage ends at
+// the sync point after its last layer.
+template <class K, class Loss, class Done>
+void Model::train(K& k, const Activations& a, const float* params, float* grads, const TrainPass& pass, int n,
+                  const float* x, float* logits, int stage, Loss&& loss, Done&& done) const {
+    const bool sync = pass.bn == BatchNormMode::sync;
+    const int samples = sync ? pass.batch : n;  // what the statistics are summed over
+    int passed = 0;
+    const auto reached_end_of_stage = [&] { return sync && ++passed > stage; };
+    for (size_t i = 0; i < plan_.size(); ++i) {
+        const Planned& p = plan_[i];
+        if (p.layer.kind != LayerKind::batch_norm) {
+            if (passed == stage) forward_layer(k, i, a, params, pass.pool, n, x, logits);
+            continue;
+        }
+        const NormShape s = norm_shape(i, n);
+        float* stats = tensor_at(grads, p.running);  // this part's sums, then (sync) the batch's
+        if (passed == stage) k.batch_norm_stats(stats, input_of(p, a, x), s);
+        if (reached_end_of_stage()) return;
+        if (passed == stage)
+            k.batch_norm_forward(output_of(p, a, logits), a.saved[size_t(p.norm)], input_of(p, a, x), stats,
+                                 double(samples) * s.hw, tensor_at(params, p.weight), tensor_at(params, p.bias),
+                                 batch_norm_eps, s);
+    }
+    if (passed == stage) loss();
     for (size_t i = plan_.size(); i-- > 0;) {
         const Planned& p = plan_[i];
-        const float* in = input_of(p, a, x);
-        float* d_in = p.input < 0 ? nullptr : a.grad[size_t(p.input)];  // the input needs no gradient
-        const float* d_out = a.grad[size_t(p.buffer)];
-        switch (p.layer.kind) {
-            case LayerKind::conv: {
-                const ConvShape s = conv_shape(i, n);
-                const ParamTensor &w = tensors_[size_t(p.weight)], &b = tensors_[size_t(p.bias)];
-                k.conv2d_backward_weight(grads + w.offset, grads + b.offset, d_out, in, s, a.scratch);
-                done(w.offset);  // the weight's and bias's gradients are what the allreduce needs
-                if (d_in) k.conv2d_backward_data(d_in, d_out, params + w.offset, s, a.scratch);
-                break;
-            }
-            case LayerKind::dense: {
-                assert(d_in && "a dense first layer needs a backward without the input's gradient");
-                const ParamTensor &w = tensors_[size_t(p.weight)], &b = tensors_[size_t(p.bias)];
-                k.dense_backward(d_in, grads + w.offset, grads + b.offset, d_out, in, params + w.offset, n,
-                                 int(p.in.size()), p.layer.out);
-                done(w.offset);
-                break;
-            }
-            case LayerKind::pool:
-                // After a ReLU, the pool's backward applies the ReLU's mask too.
-                if (p.relu_before) k.pool2d_backward_relu(d_in, d_out, in, a.out[size_t(p.buffer)], pool, pool_shape(i, n));
-                else k.pool2d_backward(d_in, d_out, in, a.out[size_t(p.buffer)], pool, pool_shape(i, n));
-                break;
-            case LayerKind::relu:
-                // Unless a pool after it already did: the mask, in place.
-                if (i + 1 == plan_.size() || plan_[i + 1].layer.kind != LayerKind::pool)
-                    k.relu_backward(a.grad[size_t(p.buffer)], d_out, a.out[size_t(p.buffer)], size_t(n) * p.out.size());
-                break;
-            case LayerKind::flatten:
-                break;
+        if (p.layer.kind != LayerKind::batch_norm) {
+            if (passed == stage) backward_layer(k, i, a, params, grads, pass.pool, n, x, done);
+            continue;
         }
+        const NormShape s = norm_shape(i, n);
+        const float* in = input_of(p, a, x);
+        const float* d_out = a.grad[size_t(p.buffer)];
+        float* sums = grads + p.sums;  // this part's, then (sync) the batch's
+        if (passed == stage) {
+            k.batch_norm_backward_sums(sums, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                                       a.saved[size_t(p.norm)], s);
+            done(tensors_[size_t(p.weight)].offset);
+        }
+        if (reached_end_of_stage()) return;
+        if (passed == stage && p.input >= 0)
+            k.batch_norm_backward_data(a.grad[size_t(p.input)], d_out, in, a.saved[size_t(p.norm)], sums,
+                                       double(samples) * s.hw, tensor_at(params, p.weight), s);
+    }
+}
+
+template <class K>
+void Model::update_running(K& k, float* params, const float* grads, int batch) const {
+    for (size_t i : norms_) {
+        const Planned& p = plan_[i];
+        k.batch_norm_update_running(tensor_at(params, p.running), tensor_at(grads, p.running),
+                                    double(batch) * p.in.h * p.in.w, batch_norm_momentum, p.in.c);
     }
 }
 

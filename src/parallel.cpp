@@ -22,13 +22,17 @@ void split_and_load(std::span<Device* const> devices, size_t first, std::span<co
     for (size_t i = 0; i < devices.size(); ++i) devices[i]->load_train(first + size_t(parts[i].first), parts[i].count);
 }
 
-std::vector<Range> overlap_buckets(const Model& model, int bucket_kb) {
+std::vector<Range> overlap_buckets(const Model& model, int bucket_kb, BatchNormMode bn) {
     const size_t least = size_t(bucket_kb) * 1024 / sizeof(float);
     std::vector<Range> buckets;
-    size_t end = model.param_count();  // of the bucket being filled
+    // Batch norm's statistics (--bn local) are final after forward: first.
+    const size_t floats = model.allreduced_floats(bn), trained = model.trained_count();
+    if (floats > trained) buckets.push_back({trained, floats - trained});
+    size_t end = trained;  // of the bucket being filled
     const std::vector<ParamTensor>& tensors = model.tensors();
     for (size_t i = tensors.size(); i-- > 0;) {
-        if (tensors[i].role == InitRole::bias) continue;  // a layer starts at its weight
+        // A layer starts at its weight (batch norm: its gamma).
+        if (tensors[i].role != InitRole::weight && tensors[i].role != InitRole::gamma) continue;
         const size_t first = tensors[i].offset;
         if (end - first >= least || first == 0) {
             buckets.push_back({first, end - first});
@@ -61,23 +65,37 @@ void allreduce_overlapped(std::span<Device* const> devices, const Allreduce& all
 
 }  // namespace
 
+void compute_gradients(std::span<Device* const> devices, const Allreduce& allreduce, int batch, bool timed) {
+    // --bn sync: between two stages, a batch norm's sums over every part.
+    // They lie in the gradient buffer past the allreduced floats (the
+    // backward sums end it), so the ring cuts the whole buffer into chunks.
+    const std::span<const Range> syncs = devices[0]->sync_ranges();
+    size_t sync_floats = 0;
+    for (const Range& r : syncs) sync_floats = std::max(sync_floats, r.end());
+    for (size_t stage = 0;; ++stage) {
+        for (Device* d : devices) {
+            mark_phase(*d, Phase::compute, timed);
+            d->forward_backward(int(stage), batch);
+        }
+        if (stage == syncs.size()) break;
+        allreduce.run_range(devices, sync_floats, syncs[stage], timed);
+    }
+}
+
 void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
                 std::span<const Part> parts, float lr, int32_t step, bool timed) {
     const int size = parts.back().first + parts.back().count;
     for (Device* d : devices) mark_phase(*d, Phase::load, timed);
     split_and_load(devices, first, parts);
-    for (Device* d : devices) {
-        mark_phase(*d, Phase::compute, timed);
-        d->forward_backward();
-    }
+    compute_gradients(devices, allreduce, size, timed);
     const std::span<const Range> buckets = devices[0]->buckets();
-    const size_t floats = devices[0]->param_floats();
+    const size_t floats = devices[0]->allreduced_floats();
     if (buckets.empty()) allreduce.run(devices, floats, timed);
     else allreduce_overlapped(devices, allreduce, buckets, floats, timed);
     for (Device* d : devices) mark_phase(*d, Phase::update, timed);
     devices[0]->check_gradients(step);  // after the allreduce: every device's part is in the sum
     const float scale = lr / float(size);
-    for (Device* d : devices) d->sgd_update(scale);
+    for (Device* d : devices) d->sgd_update(scale, size);
 }
 
 }  // namespace dpt

@@ -30,7 +30,13 @@ void split_and_load(std::span<Device* const> devices, size_t first, std::span<co
 // boundaries, in the order backward finishes them (the last layers' first):
 // layers are added to a bucket until it holds at least `bucket_kb` KB, the
 // rest (the first layers) making the last bucket. 0 KB: a bucket per layer.
-std::vector<Range> overlap_buckets(const Model& model, int bucket_kb);
+// With --bn local, batch norm's statistics (final after forward) come first.
+std::vector<Range> overlap_buckets(const Model& model, int bucket_kb, BatchNormMode bn = BatchNormMode::local);
+
+// Every device's forward+backward on its loaded part, `batch` samples on
+// all devices together; with --bn sync in stages, allreducing batch norm's
+// sums between them (Device::sync_ranges). Queued work only.
+void compute_gradients(std::span<Device* const> devices, const Allreduce& allreduce, int batch, bool timed = false);
 
 // Step `step` of an epoch, on the batch of the epoch's order that starts at
 // `first`, cut into `parts` (one per device): split_and_load,

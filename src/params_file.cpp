@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "errors.hpp"
-#include "lenet.hpp"
 
 namespace dpt {
 
@@ -23,8 +23,8 @@ namespace {
 
 constexpr const char* magic = "dptrain-params 1";
 
-std::string header() {
-    return std::string(magic) + '\n' + tensor_lines() + "data float32-le " + std::to_string(lenet::model().param_count()) + '\n';
+std::string header(const Model& model) {
+    return std::string(magic) + '\n' + tensor_lines(model) + "data float32-le " + std::to_string(model.param_count()) + '\n';
 }
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
@@ -40,9 +40,9 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
 
 }  // namespace
 
-std::string tensor_lines() {
+std::string tensor_lines(const Model& model) {
     std::ostringstream lines;
-    for (const ParamTensor& t : lenet::model().tensors()) {
+    for (const ParamTensor& t : model.tensors()) {
         lines << t.name;
         for (int d : t.shape) lines << ' ' << d;
         lines << '\n';
@@ -78,24 +78,42 @@ void write_file_atomically(const std::string& path, std::span<const char> bytes,
     }
 }
 
-void save_params(const std::string& path, std::span<const float> params) {
-    if (params.size() != lenet::model().param_count()) throw std::logic_error("save_params: wrong parameter count");
-    std::string bytes = header();
+std::optional<ModelKind> model_with_tensors(std::string_view text) {
+    for (ModelKind kind : {ModelKind::lenet, ModelKind::resnet18})
+        if (text.starts_with(tensor_lines(model_of(kind)))) return kind;
+    return std::nullopt;
+}
+
+void save_params(const std::string& path, std::span<const float> params, ModelKind model) {
+    if (params.size() != model_of(model).param_count()) throw std::logic_error("save_params: wrong parameter count");
+    std::string bytes = header(model_of(model));
     bytes.append(reinterpret_cast<const char*>(params.data()), params.size_bytes());
     write_file_atomically(path, bytes, "--save");
 }
 
-std::vector<float> load_params(const std::string& path) {
+std::vector<float> load_params(const std::string& path, ModelKind model) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError("--load " + path + ": cannot open (" + std::strerror(errno) + ")");
-    const std::string expected = header();
+    const std::string expected = header(model_of(model));
     std::string got(expected.size(), '\0');
     in.read(got.data(), std::streamsize(got.size()));
+    got.resize(size_t(in.gcount()));
     if (got.compare(0, std::strlen(magic), magic) != 0)
         throw InputError("--load " + path + ": not a dptrain parameters file");
-    if (got != expected)
-        throw InputError("--load " + path + ": its tensors do not match this LeNet (names, shapes or count differ)");
-    std::vector<float> params(lenet::model().param_count());
+    if (got != expected) {
+        // Whose tensors, then? A file of the other model names them first.
+        std::ifstream again(path, std::ios::binary);
+        std::string head(1 << 16, '\0');
+        again.read(head.data(), std::streamsize(head.size()));
+        head.resize(size_t(again.gcount()));
+        const std::optional<ModelKind> other = model_with_tensors(std::string_view(head).substr(std::strlen(magic) + 1));
+        if (other && *other != model)
+            throw InputError("--load " + path + ": it holds " + to_string(*other) + "'s parameters, not " +
+                             to_string(model) + "'s (give --model " + to_string(*other) + ")");
+        throw InputError("--load " + path + ": its tensors do not match " + to_string(model) +
+                         "'s (names, shapes or count differ)");
+    }
+    std::vector<float> params(model_of(model).param_count());
     in.read(reinterpret_cast<char*>(params.data()), std::streamsize(params.size() * sizeof(float)));
     if (size_t(in.gcount()) != params.size() * sizeof(float))
         throw InputError("--load " + path + ": truncated (" + std::to_string(in.gcount()) + " of " +

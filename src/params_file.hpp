@@ -11,19 +11,25 @@
 // No timestamps or paths: the same parameters give the same bytes.
 // README.md shows a ten-line numpy reader.
 #pragma once
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "models.hpp"
 
 namespace dpt {
 
 // Writes atomically: a temporary file in the same directory, fsync, rename.
-void save_params(const std::string& path, std::span<const float> params);
+void save_params(const std::string& path, std::span<const float> params, ModelKind model);
 
 // The model's tensors, one line each: "conv1.weight 20 1 3 3\n" ... Both the
 // parameters file and the checkpoint carry them, so a file from another
 // model is recognised as such.
-std::string tensor_lines();
+std::string tensor_lines(const Model& model);
+// The model whose tensor_lines() `text` starts with, if any.
+std::optional<ModelKind> model_with_tensors(std::string_view text);
 
 // Replaces `path` with `bytes` so that a crash at any moment leaves either
 // the old file or the new one, whole: a temporary file in the same directory,
@@ -31,8 +37,8 @@ std::string tensor_lines();
 // `option` ("--save") starts the messages of the InputErrors it throws.
 void write_file_atomically(const std::string& path, std::span<const char> bytes, const std::string& option);
 
-// Reads and checks a file written by save_params for this model; throws
-// InputError naming the file and the problem.
-std::vector<float> load_params(const std::string& path);
+// Reads and checks a file written by save_params for `model`; throws
+// InputError naming the file and the problem (another model's file too).
+std::vector<float> load_params(const std::string& path, ModelKind model);
 
 }  // namespace dpt

@@ -8,6 +8,7 @@
 
 #include "errors.hpp"
 #include "gpu.hpp"
+#include "models.hpp"
 #include "schedule.hpp"
 
 namespace dpt {
@@ -31,9 +32,28 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                                : !c.load_path.empty()       ? "parameters from " + c.load_path
                                : c.init == InitKind::xavier ? "xavier init"
                                                             : "normal init";
-    std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
-                c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
-                data.test.count);
+    const Model& model = model_of(c.model);
+    if (c.model == ModelKind::lenet)
+        std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
+                    c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
+                    data.test.count);
+    else
+        std::printf("dptrain: %s (%s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
+                    model.name().c_str(), origin.c_str(), dir.c_str(), data.train.count, data.test.count);
+    if (model.batch_norms() > 0) {
+        std::printf("model: %zu parameters (%.1f MB of gradients a step), %.0f MFLOP a sample forward, "
+                    "%d batch norms, ",
+                    model.trained_count(), double(model.trained_count()) * sizeof(float) / 1e6,
+                    model.forward_flops() / 1e6, model.batch_norms());
+        if (n == 1)
+            std::printf("normalising over the batch\n");
+        else if (c.bn == BatchNormMode::sync)
+            std::printf("--bn sync: over the whole batch (per-channel sums allreduced %d times a step)\n",
+                        2 * model.batch_norms());
+        else
+            std::printf("--bn local: each device normalises over its own part, so %d devices compute another "
+                        "function than 1 (--bn sync: the same)\n", n);
+    }
     const std::string note = c.devices_note.empty() ? "" : "; " + c.devices_note;
     if (c.devices.mixed()) {
         std::string names;
@@ -249,6 +269,9 @@ void MetricsFile::write(const EpochReport& s) {
                            s.phases[size_t(Phase::exposed)]);
     if (s.least_core_device >= 0)
         n += std::snprintf(line + n, sizeof line - size_t(n), ", \"least_core_share\": %.3f", s.least_core_share);
+    n += std::snprintf(line + n, sizeof line - size_t(n), ", \"model\": \"%s\"", to_string(c.model));
+    if (model_of(c.model).batch_norms() > 0)
+        std::snprintf(line + n, sizeof line - size_t(n), ", \"bn\": \"%s\"", to_string(c.bn));
     out_ << line << "}\n" << std::flush;
 }
 

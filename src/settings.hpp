@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "device.hpp"
+#include "models.hpp"
 #include "split.hpp"
 
 namespace dpt {
@@ -35,7 +36,9 @@ struct TrainConfig {
     size_t limit_train = 0;    // 0: all
     size_t limit_test = 0;
     std::string metrics_path, save_path, load_path;
-    PoolKind pool = PoolKind::avg;
+    ModelKind model = ModelKind::lenet;
+    BatchNormMode bn = BatchNormMode::local;  // --bn: for a model with batch norm
+    PoolKind pool = PoolKind::avg;            // LeNet's pooling (ResNet's are fixed)
     InitKind init = InitKind::xavier;
     bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it
     bool breakdown = false;    // time each phase of the steps (split, compute, wait, allreduce, update)

@@ -189,7 +189,7 @@ void measure_compute(DeviceKind kind, SimulationInput& in) {
     }
     constexpr int updates = 20;
     in.update_s = time_on(d, [&] {
-        for (int k = 0; k < updates; ++k) d.sgd_update(0.0f);  // scale 0: the parameters stay
+        for (int k = 0; k < updates; ++k) d.sgd_update(0.0f, in.batch);  // scale 0: the parameters stay
     }) / updates;
 }
 

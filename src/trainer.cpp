@@ -17,7 +17,7 @@
 #include "device_factory.hpp"
 #include "errors.hpp"
 #include "gpu.hpp"
-#include "lenet.hpp"
+#include "models.hpp"
 #include "numbers.hpp"
 #include "parallel.hpp"
 #include "params_file.hpp"
@@ -34,7 +34,7 @@ constexpr uint64_t stream_init = 0, stream_order = 1;
 
 // Every step ends with the same update on every replica; a difference means a bug.
 void check_replicas_identical(std::span<Device* const> devices) {
-    std::vector<float> first(lenet::model().param_count()), other(lenet::model().param_count());
+    std::vector<float> first(devices[0]->param_floats()), other(devices[0]->param_floats());
     devices[0]->read_params(first);
     for (size_t i = 1; i < devices.size(); ++i) {
         devices[i]->read_params(other);
@@ -63,14 +63,15 @@ double test_accuracy(Device& device, size_t test_count, int capacity) {
     return double(device.take_correct()) / double(test_count);
 }
 
-std::vector<float> init_params(InitKind init, uint64_t seed) {
+std::vector<float> init_params(InitKind init, uint64_t seed, const Model& model) {
     Rng rng(seed, stream_init);
-    std::vector<float> params(lenet::model().param_count(), 0.0f);
-    for (const ParamTensor& t : lenet::model().tensors()) {
-        if (t.role == InitRole::bias) continue;  // biases start at zero
+    std::vector<float> params(model.param_count(), 0.0f);
+    for (const ParamTensor& t : model.tensors()) {
+        float* w = params.data() + t.offset;
+        if (t.role == InitRole::gamma || t.role == InitRole::running_var) std::fill_n(w, t.size, 1.0f);
+        if (t.role != InitRole::weight) continue;  // biases, beta and the running mean start at zero
         // Fans as PyTorch counts them (model.hpp): channels times the kernel area.
         const double bound = std::sqrt(6.0 / (t.fan_in + t.fan_out));
-        float* w = params.data() + t.offset;
         for (size_t i = 0; i < t.size; ++i)
             w[i] = init == InitKind::normal ? float(0.01 * rng.normal()) : float(bound * (2.0 * rng.uniform() - 1.0));
     }
@@ -221,8 +222,8 @@ TrainResult train(const TrainConfig& config) {
     if (!c.save_path.empty()) check_can_create("--save", c.save_path);
     if (!c.checkpoint_path.empty()) check_can_create("--checkpoint", c.checkpoint_path);
     const std::vector<float> initial = resuming                ? c.resume_params
-                                       : !c.load_path.empty() ? load_params(c.load_path)
-                                                              : init_params(c.init, c.seed);
+                                       : !c.load_path.empty() ? load_params(c.load_path, c.model)
+                                                              : init_params(c.init, c.seed, model_of(c.model));
 
     const int n = c.devices.count();
     BatchParts parts(c.split, n, c.batch, count);
@@ -232,7 +233,8 @@ TrainResult train(const TrainConfig& config) {
     const std::vector<std::unique_ptr<Device>> owned =
         make_devices(c.devices,
                      {&data.train, &data.test, capacity, c.pool, 0,
-                      c.overlap ? overlap_buckets(lenet::model(), c.bucket_kb) : std::vector<Range>{}},
+                      c.overlap ? overlap_buckets(model_of(c.model), c.bucket_kb, c.bn) : std::vector<Range>{},
+                      &model_of(c.model), c.bn},
                      allreduce);
     const std::vector<Device*> devices = pointers(owned);
     apply_slowdowns(c, devices);
@@ -308,7 +310,7 @@ TrainResult train(const TrainConfig& config) {
         check_replicas_identical(devices);
         print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown);
         warn_if_core_was_busy(stats, devices);
-        warn_if_at_chance(c, stats, lenet::model().classes());
+        warn_if_at_chance(c, stats, model_of(c.model).classes());
         metrics.write(stats);
         const bool checkpoint_due =
             !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);
@@ -325,7 +327,7 @@ TrainResult train(const TrainConfig& config) {
     if (!c.save_path.empty()) {
         std::vector<float> params(devices[0]->param_floats());
         devices[0]->read_params(params);
-        save_params(c.save_path, params);
+        save_params(c.save_path, params, c.model);
         std::printf("saved parameters to %s\n", c.save_path.c_str());
     }
     return result;

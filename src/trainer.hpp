@@ -11,15 +11,17 @@
 #include "allreduce.hpp"
 #include "report.hpp"
 #include "schedule.hpp"
+#include "lenet.hpp"
 #include "settings.hpp"
 #include "split.hpp"
 
 namespace dpt {
 
-// Initial LeNet parameters from the seed: weights N(0, 0.01^2) (the
-// tutorial's) or Xavier-uniform (U(-a, a), a = sqrt(6 / (fan_in + fan_out))),
-// biases zero. The same on every platform.
-std::vector<float> init_params(InitKind init, uint64_t seed);
+// Initial parameters of `model` from the seed: weights N(0, 0.01^2) (the
+// tutorial's LeNet) or Xavier-uniform (U(-a, a), a = sqrt(6 / (fan_in +
+// fan_out)), as gluon's Xavier()), biases zero; batch norm's gamma and
+// running variance one, beta and running mean zero. The same on every platform.
+std::vector<float> init_params(InitKind init, uint64_t seed, const Model& model = lenet::model());
 
 // Step `step` of epoch `epoch` of a training set of `count` samples (at
 // c.batch a step, cut into `parts`, at the rate lr_at gives), queued on the

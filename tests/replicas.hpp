@@ -14,20 +14,22 @@ struct Run {
     std::vector<std::unique_ptr<Device>> owned;
     std::vector<Device*> devices;
 
-    // n CPU devices whose parts hold up to `capacity` samples (0: an even
-    // part of `batch`), with the staging memory `allreduce` needs (null:
-    // naive), handing these gradient buckets to the allreduce (--overlap).
+    // n CPU devices of `model` whose parts hold up to `capacity` samples
+    // (0: an even part of `batch`), with the staging memory `allreduce`
+    // needs (null: naive), handing these gradient buckets to the allreduce
+    // (--overlap).
     Run(int n, int batch, size_t count, bool random_pixels = false, int capacity = 0,
-        const Allreduce* allreduce = nullptr, std::vector<Range> buckets = {})
+        const Allreduce* allreduce = nullptr, std::vector<Range> buckets = {}, const Model& model = lenet::model(),
+        BatchNormMode bn = BatchNormMode::local)
         : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
         const int part = capacity > 0 ? capacity : (batch + n - 1) / n;
         owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n),
-                             {&train, &test, part, PoolKind::avg, 0, std::move(buckets)},
+                             {&train, &test, part, PoolKind::avg, 0, std::move(buckets), &model, bn},
                              allreduce ? *allreduce : allreduce_named("naive"));
         devices = pointers(owned);
     }
     std::vector<float> params(int i) {
-        std::vector<float> p(lenet::model().param_count());
+        std::vector<float> p(devices[size_t(i)]->param_floats());
         devices[size_t(i)]->read_params(p);
         return p;
     }

@@ -92,6 +92,23 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     CHECK(std::memcmp(back.params.data(), k.params.data(), k.params.size() * sizeof(float)) == 0);
     // Deterministic: the same checkpoint, the same bytes.
     CHECK(encode_checkpoint(back) == bytes);
+
+    SECTION("a ResNet-18 checkpoint names its model and batch norm mode, and reads back as such") {
+        Checkpoint r = k;
+        r.settings.model = ModelKind::resnet18;
+        r.settings.bn = BatchNormMode::sync;
+        r.params = init_params(InitKind::xavier, 12, model_of(ModelKind::resnet18));
+        const std::string resnet = encode_checkpoint(r);
+        CHECK(resnet.find("\nmodel resnet18\nbn sync\n") != std::string::npos);
+        const Checkpoint again = decode_checkpoint(bytes_of(resnet), "ck");
+        CHECK(again.settings.model == ModelKind::resnet18);
+        CHECK(again.settings.bn == BatchNormMode::sync);
+        CHECK(again.params == r.params);
+        // Batch norm's gamma and running variance start at one.
+        CHECK(r.params[model_of(ModelKind::resnet18).tensor("bn3.gamma").offset] == 1.0f);
+        CHECK(r.params[model_of(ModelKind::resnet18).tensor("bn3.running_var").offset + 5] == 1.0f);
+        CHECK(r.params[model_of(ModelKind::resnet18).tensor("bn3.running_mean").offset] == 0.0f);
+    }
 }
 
 TEST_CASE("a checkpoint cut short anywhere is reported as truncated", "[checkpoint]") {
@@ -126,18 +143,32 @@ TEST_CASE("a changed byte anywhere in a checkpoint is caught", "[checkpoint]") {
 
 TEST_CASE("a checkpoint of another format version, model or kind of file is named as such", "[checkpoint]") {
     const std::string bytes = encode_checkpoint(example());
-    const std::string split_line = "split auto 300 200 11\n";
+    const std::string split_line = "split auto 300 200 11\n", model_lines = "model lenet\nbn local\n";
     const size_t split_at = bytes.find(split_line);
     REQUIRE(split_at != std::string::npos);
+    REQUIRE(bytes.find(model_lines) == split_at + split_line.size());
     SECTION("another version") {
-        std::string v4 = bytes;
-        v4.replace(0, std::strlen("dptrain-checkpoint 3"), "dptrain-checkpoint 4");
-        CHECK(rejection(resealed(v4)) == "ck: checkpoint format version 4; this dptrain reads versions 1 to 3");
+        std::string v5 = bytes;
+        v5.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 5");
+        CHECK(rejection(resealed(v5)) == "ck: checkpoint format version 5; this dptrain reads versions 1 to 4");
+    }
+    SECTION("version 3, written before --model, reads as LeNet") {
+        std::string v3 = bytes;
+        v3.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 3");
+        v3.erase(split_at + split_line.size(), model_lines.size());
+        const Checkpoint back = decode_checkpoint(bytes_of(resealed(v3)), "ck");
+        CHECK(back.settings.model == ModelKind::lenet);
+        CHECK(back.settings.batch == 511);
+    }
+    SECTION("a model line that does not name the model of the tensors") {
+        std::string other = bytes;
+        other.replace(split_at + split_line.size(), std::strlen("model lenet"), "model resnet18");
+        CHECK(rejection(resealed(other)).find("ck: corrupted header (model line") == 0);
     }
     SECTION("version 2, written before --split, reads as an even split") {
         std::string v2 = bytes;
-        v2.replace(0, std::strlen("dptrain-checkpoint 3"), "dptrain-checkpoint 2");
-        v2.erase(split_at, split_line.size());
+        v2.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 2");
+        v2.erase(split_at, split_line.size() + model_lines.size());
         const Checkpoint back = decode_checkpoint(bytes_of(resealed(v2)), "ck");
         CHECK(back.settings.split.mode == SplitMode::even);
         CHECK(back.settings.split.counts.empty());
@@ -182,8 +213,8 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
     }
     SECTION("version 1, written before --allreduce and --warmup, reads as naive and no warm-up") {
         std::string v1 = bytes;
-        v1.replace(0, std::strlen("dptrain-checkpoint 3"), "dptrain-checkpoint 1");
-        v1.erase(split_at, split_line.size());
+        v1.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 1");
+        v1.erase(split_at, split_line.size() + model_lines.size());
         const size_t at = v1.find("allreduce naive\n");
         REQUIRE(at != std::string::npos);
         v1.erase(at, std::strlen("allreduce naive\n"));

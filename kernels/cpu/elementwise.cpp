@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <algorithm>
+
 #include "kernels.hpp"
 
 namespace dpt::cpu {
@@ -72,6 +74,8 @@ void sum_into(float* acc, const float* staged, int parts, size_t count) {
         for (size_t i = 0; i < count; ++i) acc[i] += part[i];
     }
 }
+
+void copy(float* dst, const float* src, size_t count) { std::copy_n(src, count, dst); }
 
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step) {
     // Exponent bits all ones: an infinity or a NaN. Integer compares, so no

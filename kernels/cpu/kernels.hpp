@@ -108,6 +108,9 @@ void sgd_update(float* params, const float* grads, float scale, size_t count);
 // parts[i] starts at staged + i * count. The sum step of the allreduce.
 void sum_into(float* acc, const float* staged, int parts, size_t count);
 
+// dst = src, count floats (a gradient that two layers' inputs share).
+void copy(float* dst, const float* src, size_t count);
+
 // Divergence watch: when x holds a NaN or an infinity and step < *first_bad,
 // *first_bad = step. The trainer runs it on the summed gradients of every
 // step and reads *first_bad once an epoch, so the check costs no host wait.
@@ -148,7 +151,16 @@ struct KernelSet {
     static constexpr auto dense_forward = &cpu::dense_forward;
     static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;
     static constexpr auto dense_backward = &cpu::dense_backward;
+    static constexpr auto relu_forward = &cpu::relu_forward;
     static constexpr auto relu_backward = &cpu::relu_backward;
+    static constexpr auto sum_into = &cpu::sum_into;
+    static constexpr auto copy = &cpu::copy;
+    static constexpr auto batch_norm_stats = &cpu::batch_norm_stats;
+    static constexpr auto batch_norm_forward = &cpu::batch_norm_forward;
+    static constexpr auto batch_norm_backward_sums = &cpu::batch_norm_backward_sums;
+    static constexpr auto batch_norm_backward_data = &cpu::batch_norm_backward_data;
+    static constexpr auto batch_norm_inference = &cpu::batch_norm_inference;
+    static constexpr auto batch_norm_update_running = &cpu::batch_norm_update_running;
 };
 
 }  // namespace dpt::cpu

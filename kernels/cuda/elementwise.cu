@@ -138,6 +138,11 @@ void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStre
     CUDA_CHECK_LAUNCH("sum_parts");
 }
 
+void copy(float* dst, const float* src, size_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
+
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step, cudaStream_t stream) {
     if (count == 0) return;
     nonfinite<<<launch::grid_for(count), launch::threads, 0, stream>>>(first_bad, x, count, step);

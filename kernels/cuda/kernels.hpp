@@ -86,6 +86,8 @@ void sgd_update(float* params, const float* grads, float scale, size_t count,
                 cudaStream_t stream);
 void sum_into(float* acc, const float* staged, int parts, size_t count,
               cudaStream_t stream);
+// dst = src, count floats of device memory.
+void copy(float* dst, const float* src, size_t count, cudaStream_t stream);
 // When x holds a NaN or an infinity: *first_bad = min(*first_bad, step).
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step,
                     cudaStream_t stream);
@@ -108,7 +110,7 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
                                cudaStream_t stream);
 
-// The layer kernels bound to one stream, for lenet::forward / lenet::backward.
+// The layer kernels bound to one stream, for the model's passes (src/model.hpp).
 struct KernelSet {
     cudaStream_t stream;
 
@@ -152,8 +154,36 @@ struct KernelSet {
                         const float* w, int n, int in, int out) const {
         cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, stream);
     }
+    void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {
         cuda::relu_backward(dx, dy, y, count, stream);
+    }
+    void sum_into(float* acc, const float* staged, int parts, size_t count) const {
+        cuda::sum_into(acc, staged, parts, count, stream);
+    }
+    void copy(float* dst, const float* src, size_t count) const { cuda::copy(dst, src, count, stream); }
+    void batch_norm_stats(float* stats, const float* x, const NormShape& s) const {
+        cuda::batch_norm_stats(stats, x, s, stream);
+    }
+    void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count,
+                            const float* gamma, const float* beta, float eps, const NormShape& s) const {
+        cuda::batch_norm_forward(y, saved, x, stats, count, gamma, beta, eps, s, stream);
+    }
+    void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                  const float* saved, const NormShape& s) const {
+        cuda::batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s, stream);
+    }
+    void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved,
+                                  const float* sums, double count, const float* gamma, const NormShape& s) const {
+        cuda::batch_norm_backward_data(dx, dy, x, saved, sums, count, gamma, s, stream);
+    }
+    void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma,
+                              const float* beta, float eps, const NormShape& s) const {
+        cuda::batch_norm_inference(y, x, running, gamma, beta, eps, s, stream);
+    }
+    void batch_norm_update_running(float* running, const float* stats, double count, float momentum,
+                                   int c) const {
+        cuda::batch_norm_update_running(running, stats, count, momentum, c, stream);
     }
 };
 

@@ -1,0 +1,42 @@
+#include "models.hpp"
+
+#include "errors.hpp"
+#include "lenet.hpp"
+#include "resnet.hpp"
+
+namespace dpt {
+
+namespace {
+constexpr ModelKind all_models[] = {ModelKind::lenet, ModelKind::resnet18};
+}
+
+const Model& model_of(ModelKind kind) { return kind == ModelKind::resnet18 ? resnet::model() : lenet::model(); }
+
+const char* to_string(ModelKind kind) { return kind == ModelKind::resnet18 ? "resnet18" : "lenet"; }
+
+std::optional<ModelKind> find_model(std::string_view name) {
+    for (ModelKind kind : all_models)
+        if (name == to_string(kind)) return kind;
+    return std::nullopt;
+}
+
+std::string model_names() {
+    std::string names;
+    for (ModelKind kind : all_models) names += (names.empty() ? "" : "|") + std::string(to_string(kind));
+    return names;
+}
+
+ModelKind parse_model(const std::string& text) {
+    const std::optional<ModelKind> kind = find_model(text);
+    if (!kind) throw InputError("--model must be " + model_names() + " (got '" + text + "')");
+    return *kind;
+}
+
+const char* to_string(BatchNormMode bn) { return bn == BatchNormMode::sync ? "sync" : "local"; }
+
+BatchNormMode parse_batch_norm(const std::string& text) {
+    if (text != "local" && text != "sync") throw InputError("--bn must be local or sync (got '" + text + "')");
+    return text == "sync" ? BatchNormMode::sync : BatchNormMode::local;
+}
+
+}  // namespace dpt

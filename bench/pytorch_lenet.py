@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dptrain's PyTorch peer: the same LeNet, data and SGD, timed the same way.
+"""dptrain's PyTorch peer: the same LeNet or ResNet-18, data and SGD, timed the same way.
 
 scripts/bench_cpu.sh and scripts/gpu.sh (stage bench) run this beside dptrain
 in one call and report the ratio of epoch times. The peer gets every
@@ -9,10 +9,14 @@ advantage PyTorch offers a model this small:
   - --compile wraps the step in torch.compile(mode="reduce-overhead"), which
     replays each step as a CUDA graph on a GPU.
 
-The model is dptrain's: conv 20@3x3, ReLU, 2x2 pool, conv 50@5x5, ReLU,
-2x2 pool, dense 128, ReLU, dense 10, softmax cross-entropy, with weights
-drawn as --init says (xavier: uniform, normal: std 0.01) and zero biases;
-plain SGD with the mean loss (dptrain's lr * sum / B is the same step).
+The model is dptrain's: LeNet (conv 20@3x3, ReLU, 2x2 pool, conv 50@5x5,
+ReLU, 2x2 pool, dense 128, ReLU, dense 10) or, with --model resnet18, the
+gluon tutorials' resnet18_28 (src/resnet.hpp: batch norm, conv 64@3x3, max
+pool 3x3/2, six residual blocks, avg pool 3x3, dense 10; batch norm with
+gluon's momentum 0.9, which PyTorch calls 0.1, and eps 1e-5); softmax
+cross-entropy, weights drawn as --init says (xavier: uniform, normal: std
+0.01) and zero biases; plain SGD with the mean loss (dptrain's lr * sum / B
+is the same step).
 
 Output, one line an epoch (the scripts read "time T s"):
   epoch 2 time 0.061 s  983,606 samples/s  test_acc 0.8123
@@ -69,9 +73,42 @@ def lenet(pool, init):
     return model
 
 
+class Residual(nn.Module):
+    """relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), as dptrain's."""
+
+    def __init__(self, inputs, channels, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inputs, channels, 3, stride, 1)
+        self.bn1 = nn.BatchNorm2d(channels, eps=1e-5, momentum=0.1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, 1, 1)
+        self.bn2 = nn.BatchNorm2d(channels, eps=1e-5, momentum=0.1)
+        self.shortcut = nn.Conv2d(inputs, channels, 1, stride) if stride != 1 or inputs != channels else None
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (self.shortcut(x) if self.shortcut is not None else x))
+
+
+def resnet18(init):
+    model = nn.Sequential(
+        nn.BatchNorm2d(1, eps=1e-5, momentum=0.1), nn.Conv2d(1, 64, 3), nn.MaxPool2d(3, 2),
+        Residual(64, 64, 1), Residual(64, 64, 1), Residual(64, 128, 2), Residual(128, 128, 1),
+        Residual(128, 256, 2), Residual(256, 256, 1), nn.AvgPool2d(3), nn.Flatten(), nn.Linear(256, 10))
+    for layer in model.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            if init == "xavier":
+                nn.init.xavier_uniform_(layer.weight)
+            else:
+                nn.init.normal_(layer.weight, std=0.01)
+            nn.init.zeros_(layer.bias)
+    return model
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--model", choices=["lenet", "resnet18"], default="lenet")
+    p.add_argument("--limit-train", type=int, default=0, help="train on the first N samples only (0: all)")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.3)
@@ -97,10 +134,12 @@ def main():
     def labels(stem):
         return torch.from_numpy(read_idx(data, stem).astype(np.int64)).to(device)
     x_train, y_train = images("train-images-idx3"), labels("train-labels-idx1")
+    if a.limit_train > 0:
+        x_train, y_train = x_train[:a.limit_train], y_train[:a.limit_train]
     x_test, y_test = images("t10k-images-idx3"), labels("t10k-labels-idx1")
     count = x_train.shape[0]
 
-    model = lenet(a.pool, a.init).to(device)
+    model = (lenet(a.pool, a.init) if a.model == "lenet" else resnet18(a.init)).to(device)
     sgd = torch.optim.SGD(model.parameters(), lr=a.lr)
 
     def step(x, y):
@@ -121,9 +160,10 @@ def main():
             torch.cuda.synchronize()
 
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
-          f"{' with torch.compile(mode=reduce-overhead)' if a.compile else ', eager'}; "
-          f"batch {a.batch}, lr {a.lr}, {a.pool} pool, {a.init} init", flush=True)
+          f"{' with torch.compile(mode=reduce-overhead)' if a.compile else ', eager'}; {a.model}, "
+          f"batch {a.batch}, lr {a.lr}, {a.pool + ' pool, ' if a.model == 'lenet' else ''}{a.init} init", flush=True)
     for epoch in range(1, a.epochs + 1):
+        model.train()
         order = torch.randperm(count, device=device, generator=order_rng)
         sync()
         start = time.perf_counter()
@@ -132,6 +172,7 @@ def main():
             step(x_train[picked], y_train[picked])
         sync()
         seconds = time.perf_counter() - start
+        model.eval()  # batch norm: the running statistics
         with torch.no_grad():
             correct = sum(int((model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum())
                           for i in range(0, x_test.shape[0], 1000))

@@ -7,22 +7,33 @@
 # Prints a table: epoch time, samples/s, speedup of 2 devices over 1, and the
 # ratio of dptrain's epoch time to PyTorch's at the same core count.
 #   usage: scripts/bench_cpu.sh            (PEER=path/to/pytorch_lenet.py, PYTHON=python3)
+#          MODEL=resnet18 LIMIT=12800 scripts/bench_cpu.sh
+#                                          (ResNet-18 at lr 0.1; LIMIT: the first N training
+#                                          samples, an "epoch" of N, for both sides)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${EPOCHS:-2}
 peer=${PEER:-bench/pytorch_lenet.py}
+model=${MODEL:-lenet}
+limit=${LIMIT:-0}
+lr=$([[ $model == lenet ]] && echo 0.3 || echo 0.1)
+samples=$([[ $limit -gt 0 ]] && echo "$limit" || echo 60000)
+limit_args=()
+[[ $limit -gt 0 ]] && limit_args=(--limit-train "$limit")
 scripts/deps.sh
 scripts/build.sh >/dev/null
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 
 # "time samples_per_s" of the last epoch from dptrain's JSON Lines.
 dptrain_epoch() {
-    build/dptrain --cpus "$1" --batch 256 --lr 0.3 --epochs "$epochs" --metrics "$tmp/m$1.jsonl" >&2
+    build/dptrain --model "$model" --cpus "$1" --batch 256 --lr "$lr" --epochs "$epochs" "${limit_args[@]}" \
+        --metrics "$tmp/m$1.jsonl" >&2
     tail -1 "$tmp/m$1.jsonl" | sed -E 's/.*"train_time_s": ([0-9.]+), "samples_per_s": ([0-9.]+).*/\1 \2/'
 }
 # The same from the peer's "epoch N time T s  R samples/s" lines.
 pytorch_epoch() {
-    "$python" "$peer" --threads "$1" --batch 256 --lr 0.3 --init xavier --epochs "$epochs" | tee /dev/stderr |
+    "$python" "$peer" --model "$model" --threads "$1" --batch 256 --lr "$lr" --init xavier --epochs "$epochs" \
+        "${limit_args[@]}" | tee /dev/stderr |
         tail -1 | sed -E 's/.*time ([0-9.]+) s +([0-9,]+) samples.*/\1 \2/; s/,//g'
 }
 
@@ -44,8 +55,9 @@ fi
 
 ratio() { [[ -n $2 ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
 echo
-printf '%-22s %10s %12s %9s %16s\n' "LeNet, batch 256" "epoch (s)" "samples/s" "speedup" "vs PyTorch time"
+printf '%-22s %10s %12s %9s %16s\n' "$model, batch 256" "epoch (s)" "samples/s" "speedup" "vs PyTorch time"
+[[ $limit -gt 0 ]] && echo "(an epoch of the first $limit training samples)"
 printf '%-22s %10.2f %12.0f %9s %16s\n' "dptrain --cpus 1" "$t1" "$r1" "1.00x" "$(ratio "$t1" "$pt1")"
 printf '%-22s %10.2f %12.0f %9s %16s\n' "dptrain --cpus 2" "$t2" "$r2" "$(ratio "$t1" "$t2")" "$(ratio "$t2" "$pt2")"
-[[ -n $pt1 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 1 thread" "$pt1" "$(awk -v t="$pt1" 'BEGIN{print 60000/t}')" "" || true
-[[ -n $pt2 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 2 threads" "$pt2" "$(awk -v t="$pt2" 'BEGIN{print 60000/t}')" "$(ratio "$pt1" "$pt2")" || true
+[[ -n $pt1 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 1 thread" "$pt1" "$(awk -v t="$pt1" -v n="$samples" 'BEGIN{print n/t}')" "" || true
+[[ -n $pt2 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 2 threads" "$pt2" "$(awk -v t="$pt2" -v n="$samples" 'BEGIN{print n/t}')" "$(ratio "$pt1" "$pt2")" || true

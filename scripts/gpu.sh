@@ -224,6 +224,9 @@ stage_train() {
         "--gpus 2 --batch 512 --lr 0.6 --epochs 2 --allreduce ring --overlap --bucket-kb 0"
         "--gpus 1 --cpus 1 --batch 256 --epochs 1 --limit-train 12800 --overlap --breakdown"
         "--gpus 1 --batch 256 --epochs 1 --allreduce nccl"
+        "--model resnet18 --gpus 1 --batch 128 --lr 0.1 --epochs 2"
+        "--model resnet18 --gpus 2 --batch 256 --lr 0.1 --epochs 2"
+        "--model resnet18 --gpus 2 --batch 256 --lr 0.1 --epochs 1 --bn sync --limit-train 12800"
     )
     local args
     for args in "${runs[@]}"; do
@@ -243,6 +246,7 @@ stage_train() {
     done
     local cmd
     for cmd in "inspect --gpus 2" "inspect --gpus 3 --batch 7" "inspect --gpus 2 --perturb 1" \
+               "inspect --gpus 2 --model resnet18 --bn local --batch 6" "inspect --gpus 2 --model resnet18 --bn sync --batch 6" \
                "demo allreduce --gpus 2" "demo allreduce --gpus 4 --size 3" "demo split --gpus 2"; do
         over_budget "dptrain $cmd" && continue
         local extra=()
@@ -387,6 +391,45 @@ stage_bench() {
         else
             note "skip  plot: no python3 with matplotlib"
         fi
+    fi
+    # ResNet-18 (issue: the model where N devices pay off): the tutorial's
+    # batch 128 on one replica against PyTorch eager, then 1, 2 and 4
+    # replicas at batch 256 with each allreduce. 3 epochs a run.
+    if ! over_budget "resnet18"; then
+        local r_epochs=${RESNET_EPOCHS:-3}
+        resnet_epoch() {
+            "$dir/dptrain" --model resnet18 --data "$data" --lr 0.1 --epochs "$r_epochs" --metrics "$work/m.jsonl" "$@" \
+                >>"$log" 2>&1 || { echo "nan"; return; }
+            sed -E 's/.*"train_time_s": ([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
+        }
+        local r1 rpt rn
+        echo "== dptrain --model resnet18 --gpus 1 --batch 128" >>"$log"; r1=$(resnet_epoch --gpus 1 --batch 128)
+        rpt=nan
+        if [[ -n $python ]]; then
+            PYTHONUNBUFFERED=1 timeout 300 "$python" bench/pytorch_lenet.py --model resnet18 --device cuda --data "$data" \
+                --batch 128 --lr 0.1 --epochs "$r_epochs" >"$work/pt.log" 2>&1
+            cat "$work/pt.log" >>"$log"
+            rpt=$(sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first)
+        fi
+        {
+            echo
+            echo "ResNet-18, batch 128, one ${gpu:-GPU} (the tutorial's GPU: 15.5 s an epoch; median of epochs 2..$r_epochs)"
+            row "dptrain --model resnet18 --gpus 1" "$r1" "$rpt" "PyTorch eager"
+            row "PyTorch eager, resnet18" "$rpt"
+            echo "ResNet-18, global batch 256, replicas sharing the GPU"
+        } | tee -a "$log"
+        local n algo
+        for n in 1 2 4; do
+            for algo in naive ring; do
+                [[ $n == 1 && $algo == ring ]] && continue
+                over_budget "resnet18 --gpus $n --allreduce $algo" && continue
+                echo "== dptrain --model resnet18 --gpus $n --batch 256 --allreduce $algo --breakdown" >>"$log"
+                rn=$(resnet_epoch --gpus "$n" --batch 256 --allreduce "$algo" --breakdown)
+                row "$n replica(s), --allreduce $algo" "$rn" | tee -a "$log"
+                grep '^  phases' "$log" | tail -1 | sed 's/^ */      /'
+            done
+        done
+        [[ $r1 == nan ]] && fail "dptrain --model resnet18 --gpus 1: see $log"
     fi
     # Each allreduce by message size: naive and ring on 2 and 4 replicas, and
     # NCCL where it can run (one replica per GPU).

@@ -16,7 +16,7 @@
 #include "allreduce.hpp"
 #include "dataset.hpp"
 #include "device_factory.hpp"
-#include "lenet.hpp"
+#include "models.hpp"
 #include "options.hpp"
 #include "subcommands.hpp"
 
@@ -75,7 +75,8 @@ std::optional<BenchOptions> parse(int argc, const char* const* argv) {
         for (const std::string& size : comma_list(given(r, "sizes"))) o.sizes.push_back(parse_size(size));
     else {
         for (size_t bytes = 4096; bytes <= (size_t(64) << 20); bytes *= 4) o.sizes.push_back(bytes);
-        o.sizes.push_back(lenet::model().param_count() * sizeof(float));
+        o.sizes.push_back(gradient_bytes(ModelKind::lenet));
+        o.sizes.push_back(gradient_bytes(ModelKind::resnet18));
         std::sort(o.sizes.begin(), o.sizes.end());
     }
     o.out_dir = given(r, "out");
@@ -183,7 +184,9 @@ int run_bench_allreduce(int argc, const char* const* argv) {
         std::printf("%10s", size_text(bytes).c_str());
         for (const Result& r : results)
             if (r.bytes == bytes) std::printf("  %13.1f %8.2f", r.seconds * 1e6, r.busbw);
-        std::printf("%s\n", bytes == lenet::model().param_count() * sizeof(float) ? "   (LeNet's gradients)" : "");
+        std::printf("%s\n", bytes == gradient_bytes(ModelKind::lenet)      ? "   (LeNet's gradients)"
+                            : bytes == gradient_bytes(ModelKind::resnet18) ? "   (ResNet-18's gradients)"
+                                                                            : "");
     }
     bool all_correct = true;
     for (const Result& r : results) all_correct = all_correct && r.correct;

@@ -2,13 +2,15 @@
 // to go on as if it had never stopped. A text header, the flat parameter
 // buffer, and a CRC-32 of all that precedes it:
 //
-//   dptrain-checkpoint 3
+//   dptrain-checkpoint 4
 //   conv1.weight 20 1 3 3          the model's tensors, as in the params file
 //   ...
 //   devices cpu 2                  the run's settings
 //   allreduce naive                (version 2 on; a version 1 file reads as naive)
 //   split auto 192 64              (version 3 on; even, weights or auto, and the parts
 //                                  of a full batch once known; earlier files read as even)
+//   model lenet                    (version 4 on; lenet or resnet18, the model its tensors
+//   bn local                       are; --bn; earlier files read as lenet, local)
 //   batch 256
 //   lr 0.3
 //   warmup 0                       (version 2 on, as the allreduce line)
@@ -31,8 +33,8 @@
 // the seed, next-epoch and next-step are the whole state; no generator
 // words need storing. Numbers are written in their shortest exact form, so
 // lr and loss-sum read back bit for bit. There is no time or path inside:
-// the same run gives the same bytes. Version 1 files (before --allreduce)
-// and 2 (before --split) still read.
+// the same run gives the same bytes. Version 1 files (before --allreduce),
+// 2 (before --split) and 3 (before --model) still read.
 #pragma once
 #include <cstdint>
 #include <span>

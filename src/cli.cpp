@@ -222,12 +222,6 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
                                     "a whole number from 0");
     c.model = parse_model(r["model"].as<std::string>());
     c.bn = parse_batch_norm(r["bn"].as<std::string>());
-    if (r.count("bn") && model_of(c.model).batch_norms() == 0)
-        throw InputError("--bn is for a model with batch norm (--model resnet18); " +
-                         std::string(to_string(c.model)) + " has none");
-    if (r.count("pool") && c.model != ModelKind::lenet)
-        throw InputError("--pool is LeNet's; " + std::string(to_string(c.model)) +
-                         "'s pooling layers are fixed (max 3x3 stride 2 after the first conv, avg 3x3 before the dense layer)");
     c.pool = parse_pool(r["pool"].as<std::string>());
     c.init = parse_init(r["init"].as<std::string>());
 
@@ -244,6 +238,13 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     if (r.count("resume")) resume_from(r, c);
     else c.split = parse_split(r["split"].as<std::string>(), c.devices.count(), c.batch);
     if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
+    // (After --resume, which may bring the model.)
+    if (r.count("bn") && model_of(c.model).batch_norms() == 0)
+        throw InputError("--bn is for a model with batch norm (--model resnet18); " +
+                         std::string(to_string(c.model)) + " has none");
+    if (r.count("pool") && c.model != ModelKind::lenet)
+        throw InputError("--pool is LeNet's; " + std::string(to_string(c.model)) +
+                         "'s pooling layers are fixed (max 3x3 stride 2 after the first conv, avg 3x3 before the dense layer)");
     if (c.bn == BatchNormMode::sync && model_of(c.model).batch_norms() > 0) {
         // The staged pass sums statistics on the main stream between stages.
         if (c.overlap) throw InputError("--overlap cannot be combined with --bn sync (yet): use --bn local");

@@ -15,14 +15,12 @@
 #include "device.hpp"
 #include "errors.hpp"
 #include "gpu.hpp"
-#include "lenet.hpp"
+#include "models.hpp"
 #include "subcommands.hpp"
 
 namespace dpt {
 namespace {
 
-// One gradient buffer: what each of the allreduce's copies moves.
-size_t gradient_bytes() { return lenet::model().param_count() * sizeof(float); }
 constexpr size_t large_bytes = size_t(64) << 20;
 
 std::string cpu_model() {
@@ -52,11 +50,16 @@ double host_copy_bandwidth(size_t bytes) {
     return double(bytes) / std::max(seconds[seconds.size() / 2], 1e-9) / 1e9;
 }
 
-// "  8.1 GB/s at 64 MiB,   25.1 us a gradient buffer ( 20.6 GB/s)"
-std::string speeds(double gradient_gbps, double large_gbps) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "%6.1f GB/s at 64 MiB, %6.1f us a gradient buffer (%5.1f GB/s)", large_gbps,
-                  double(gradient_bytes()) / gradient_gbps / 1e3, gradient_gbps);
+// "  8.1 GB/s at 64 MiB; a gradient buffer: LeNet's   25.1 us ( 20.6 GB/s), resnet18's ..."
+// from a function measuring GB/s at a size.
+template <class Measure>
+std::string speeds(Measure&& gbps_at) {
+    const double lenet = gbps_at(gradient_bytes(ModelKind::lenet)), resnet = gbps_at(gradient_bytes(ModelKind::resnet18));
+    char buf[192];
+    std::snprintf(buf, sizeof buf, "%6.1f GB/s at 64 MiB; a gradient buffer: lenet's %7.1f us (%5.1f GB/s), "
+                  "resnet18's %7.1f us (%5.1f GB/s)", gbps_at(large_bytes),
+                  double(gradient_bytes(ModelKind::lenet)) / lenet / 1e3, lenet,
+                  double(gradient_bytes(ModelKind::resnet18)) / resnet / 1e3, resnet);
     return buf;
 }
 
@@ -69,9 +72,9 @@ int run_devices(int argc, const char* const* argv) {
                 "Usage: dptrain devices\n\n"
                 "What this machine offers data parallelism: CPU cores, each GPU's name, memory, compute\n"
                 "capability and multiprocessors, which GPU pairs can copy directly (peer access), and the\n"
-                "copy speed between every pair, measured for one gradient buffer (%zu floats, %.0f KB,\n"
-                "what each of the allreduce's copies moves) and for 64 MiB.\n",
-                lenet::model().param_count(), double(gradient_bytes()) / 1e3);
+                "copy speed between every pair, measured for one gradient buffer (what each of the\n"
+                "allreduce's copies moves: lenet's %.0f KB, resnet18's %.1f MB) and for 64 MiB.\n",
+                double(gradient_bytes(ModelKind::lenet)) / 1e3, double(gradient_bytes(ModelKind::resnet18)) / 1e6);
             return 0;
         }
         throw InputError(std::string("dptrain devices takes no arguments (got '") + argv[i] + "')");
@@ -81,7 +84,7 @@ int run_devices(int argc, const char* const* argv) {
     std::printf("CPU: %s\n", cpu_model().c_str());
     std::printf("  %d usable core%s (%u hardware threads): up to %d CPU device%s can each compute on a core of its own\n",
                 cores, cores == 1 ? "" : "s", std::thread::hardware_concurrency(), cores, cores == 1 ? "" : "s");
-    std::printf("  host memory copies: %s\n", speeds(host_copy_bandwidth(gradient_bytes()), host_copy_bandwidth(large_bytes)).c_str());
+    std::printf("  host memory copies: %s\n", speeds(host_copy_bandwidth).c_str());
     std::printf("  (a CPU device's allreduce copies are such copies, between the replicas' buffers)\n");
 
     const GpuInventory inventory = probe_gpus();
@@ -113,7 +116,7 @@ int run_devices(int argc, const char* const* argv) {
     for (int a = 0; a < n; ++a)
         for (int b = 0; b < n; ++b)
             std::printf("  %d -> %d%s: %s\n", a, b, a == b ? " (within the GPU: replicas sharing it)" : "",
-                        speeds(gpu_copy_bandwidth(a, b, gradient_bytes()), gpu_copy_bandwidth(a, b, large_bytes)).c_str());
+                        speeds([&](size_t bytes) { return gpu_copy_bandwidth(a, b, bytes); }).c_str());
     if (n == 1)
         std::printf("(one GPU: --gpus N puts N replicas on it, and their allreduce copies stay in its memory)\n");
     std::printf("\n--allreduce nccl: %s\n", nccl_status().c_str());

@@ -12,6 +12,10 @@ constexpr ModelKind all_models[] = {ModelKind::lenet, ModelKind::resnet18};
 
 const Model& model_of(ModelKind kind) { return kind == ModelKind::resnet18 ? resnet::model() : lenet::model(); }
 
+size_t gradient_bytes(ModelKind kind) {
+    return model_of(kind).allreduced_floats(BatchNormMode::local) * sizeof(float);
+}
+
 const char* to_string(ModelKind kind) { return kind == ModelKind::resnet18 ? "resnet18" : "lenet"; }
 
 std::optional<ModelKind> find_model(std::string_view name) {
@@ -22,7 +26,10 @@ std::optional<ModelKind> find_model(std::string_view name) {
 
 std::string model_names() {
     std::string names;
-    for (ModelKind kind : all_models) names += (names.empty() ? "" : "|") + std::string(to_string(kind));
+    for (ModelKind kind : all_models) {
+        if (!names.empty()) names += '|';
+        names += to_string(kind);
+    }
     return names;
 }
 

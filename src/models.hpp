@@ -11,6 +11,9 @@ namespace dpt {
 enum class ModelKind : uint8_t { lenet, resnet18 };
 
 const Model& model_of(ModelKind kind);
+// Bytes of the model's gradient buffer as the allreduce moves it (with --bn
+// local: the statistics' sums too): what each of its copies moves.
+size_t gradient_bytes(ModelKind kind);
 // "lenet", "resnet18": as --model, checkpoints and --metrics write it.
 const char* to_string(ModelKind kind);
 // --model's value; an InputError naming the option otherwise.

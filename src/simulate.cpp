@@ -16,7 +16,7 @@
 #include "dataset.hpp"
 #include "device_factory.hpp"
 #include "gpu.hpp"
-#include "lenet.hpp"
+#include "models.hpp"
 #include "options.hpp"
 #include "parallel.hpp"
 #include "report.hpp"
@@ -86,13 +86,14 @@ struct SimulateOptions {
     double sample_us = 0;  // 0: measure
     int cores = -1;        // -1: this machine's for CPU devices, none for GPUs
     int bucket_kb = default_bucket_kb;
+    ModelKind model = ModelKind::lenet;
     std::string out_dir;
 };
 
 const std::string help =
     "Usage: dptrain simulate [--gpus N | --cpus N] [--link pcie|nvlink|custom|measured] [--bandwidth GB/s]\n"
     "                        [--latency US] [--batch B] [--samples S] [--sample-us US] [--cores K]\n"
-    "                        [--bucket-kb KB] [--out DIR]\n\n"
+    "                        [--bucket-kb KB] [--model NAME] [--out DIR]\n\n"
     "Predicts the epoch time, speed-up and efficiency of 1..N devices (default: 8 GPUs) with\n"
     "each allreduce (naive, ring), without and with --overlap, from an alpha-beta model of the\n"
     "link (a transfer costs the latency plus its bytes over the bandwidth) and the compute time\n"
@@ -106,6 +107,7 @@ const std::string help =
     "  --cores K         the devices share K processors (default: this machine's cores for CPU\n"
     "                    devices, none for GPUs; 1 for replicas sharing one GPU); 0: no limit\n"
     "  --bucket-kb KB    --overlap's buckets (default " + std::to_string(default_bucket_kb) + ")\n"
+    "  --model NAME      lenet (default) or resnet18: its gradients and its compute\n"
     "  --out DIR         also write DIR/simulate.csv\n";
 
 std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
@@ -122,6 +124,7 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
         ("cores", "", cxxopts::value<std::string>(), "K")
         ("bucket-kb", "", cxxopts::value<std::string>(), "KB")
         ("out", "", cxxopts::value<std::string>(), "DIR")
+        ("model", "", cxxopts::value<std::string>(), "NAME")
         ("h,help", "");
     const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain simulate", help);
     if (!parsed) return std::nullopt;
@@ -143,6 +146,7 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
         o.bandwidth_gbps = parse_number<double>("bandwidth", given(r, "bandwidth"), 1e-3, 1e6, "a number of GB/s above 0");
         o.latency_us = parse_number<double>("latency", given(r, "latency"), 0.0, 1e6, "a number of microseconds from 0");
     }
+    if (r.count("model")) o.model = parse_model(given(r, "model"));
     if (r.count("batch")) o.batch = parse_number<int>("batch", given(r, "batch"), 1, 1 << 20, "a whole number of at least 1");
     if (o.batch < o.max_devices)
         throw InputError("--batch " + std::to_string(o.batch) + " is smaller than the " + std::to_string(o.max_devices) +
@@ -173,18 +177,19 @@ double time_on(Device& device, F&& work) {
 
 // One device of `kind`: load + forward + backward of each part size
 // ceil(batch / n), n = 1..max, and one update.
-void measure_compute(DeviceKind kind, SimulationInput& in) {
+void measure_compute(DeviceKind kind, const Model& model, SimulationInput& in) {
     const Dataset blank = blank_dataset();
-    const auto owned = make_devices(DeviceChoice::of(kind, 1), {&blank, &blank, in.batch, PoolKind::avg}, allreduce_named("naive"));
+    const auto owned = make_devices(DeviceChoice::of(kind, 1), {&blank, &blank, in.batch, PoolKind::avg, 0, {}, &model},
+                                    allreduce_named("naive"));
     Device& d = *owned[0];
-    d.write_params(init_params(InitKind::xavier, 0));
+    d.write_params(init_params(InitKind::xavier, 0, model));
     const std::vector<uint32_t> order(size_t(in.batch), 0);  // the one blank sample, again and again
     d.set_order(order.data(), order.size());
     for (int n = 1; n <= in.max_devices; ++n) {
         const int part = (in.batch + n - 1) / n;
         in.compute_s.push_back(time_on(d, [&] {
             d.load_train(0, part);
-            d.forward_backward();
+            d.forward_backward(0, part);
         }));
     }
     constexpr int updates = 20;
@@ -239,15 +244,16 @@ int run_simulate(int argc, const char* const* argv) {
     const std::optional<SimulateOptions> parsed = parse(argc, argv);
     if (!parsed) return 0;
     const SimulateOptions& o = *parsed;
-    const Model& model = lenet::model();
+    const Model& model = model_of(o.model);
     SimulationInput in;
     in.batch = o.batch;
     in.samples = o.samples;
     in.max_devices = o.max_devices;
-    in.gradient_bytes = double(model.param_count() * sizeof(float));
+    in.gradient_bytes = double(model.allreduced_floats(BatchNormMode::local) * sizeof(float));
     in.buckets = int(overlap_buckets(model, o.bucket_kb).size());
     in.cores = o.cores >= 0 ? o.cores : o.kind == DeviceKind::cpu ? usable_cores() : 0;
-    in.pass_samples = o.kind == DeviceKind::cpu ? cpu_chunk_samples : 0;
+    // (A CPU device runs a model with batch norm in one pass: no chunks.)
+    in.pass_samples = o.kind == DeviceKind::cpu && model.batch_norms() == 0 ? cpu_chunk_samples : 0;
     const char* kind_name = o.kind == DeviceKind::gpu ? "GPU" : "CPU device";
 
     // Where the compute time comes from: given, or one device of the kind
@@ -259,7 +265,7 @@ int run_simulate(int argc, const char* const* argv) {
         for (int n = 1; n <= o.max_devices; ++n) in.compute_s.push_back(o.sample_us * 1e-6 * ((o.batch + n - 1) / n));
         source = "given: " + std::to_string(o.sample_us) + " us a sample (--sample-us), no update time";
     } else {
-        measure_compute(measured_on, in);
+        measure_compute(measured_on, model, in);
         source = std::string("measured here on one ") + (measured_on == DeviceKind::gpu ? "GPU replica" : "CPU device") +
                  ", the median of 5 steps at each part size";
         if (o.kind == DeviceKind::gpu && measured_on == DeviceKind::cpu)

@@ -30,6 +30,7 @@
 #include "device_factory.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
+#include "small_resnet.hpp"
 #include "parallel.hpp"
 #include "synthetic.hpp"
 #include "testing.hpp"
@@ -408,6 +409,8 @@ struct EpochOptions {
     int epochs = 1;      // each with its own sample order
     const char* allreduce = "naive";
     int bucket_kb = -1;  // >= 0: --overlap with buckets of this size
+    const Model* model = &lenet::model();
+    BatchNormMode bn = BatchNormMode::local;
 };
 
 // `epochs` epochs of `count` synthetic samples in batches of `batch` on n
@@ -419,11 +422,12 @@ Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& 
     const int n = choice.count();
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
     const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, 0,
-                             o.bucket_kb >= 0 ? overlap_buckets(lenet::model(), o.bucket_kb) : std::vector<Range>{}};
+                             o.bucket_kb >= 0 ? overlap_buckets(*o.model, o.bucket_kb, o.bn) : std::vector<Range>{},
+                             o.model, o.bn};
     const Allreduce& allreduce = allreduce_named(o.allreduce);
     const auto owned = make_devices(choice, setup, allreduce);
     const std::vector<Device*> devices = pointers(owned);
-    const auto init = init_params(InitKind::xavier, 4);
+    const auto init = init_params(InitKind::xavier, 4, *o.model);
     for (Device* d : devices) d->write_params(init);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
@@ -446,7 +450,7 @@ Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& 
     }
     Trained t;
     for (Device* d : devices) {
-        t.params.emplace_back(lenet::model().param_count());
+        t.params.emplace_back(o.model->param_count());
         d->read_params(t.params.back());
         t.loss_sum += d->take_loss_sum();
     }
@@ -500,7 +504,9 @@ void compare_with_cpu(const std::string& what, const std::vector<float>& gpu, co
 bool same_bits(const Trained& a, const Trained& b) {
     if (a.params.size() != b.params.size()) return false;
     for (size_t i = 0; i < a.params.size(); ++i)
-        if (std::memcmp(a.params[i].data(), b.params[i].data(), lenet::model().param_count() * sizeof(float)) != 0) return false;
+        if (a.params[i].size() != b.params[i].size() ||
+            std::memcmp(a.params[i].data(), b.params[i].data(), a.params[i].size() * sizeof(float)) != 0)
+            return false;
     return std::memcmp(&a.loss_sum, &b.loss_sum, sizeof a.loss_sum) == 0 && a.correct == b.correct &&
            a.first_bad_step == b.first_bad_step;
 }
@@ -626,8 +632,34 @@ void test_overlap(int batch) {
            "--overlap, " + describe(mixed) + ": the bits of no overlap");
 }
 
+// The small ResNet (batch norm, branches) on GPU replicas: against CPU
+// devices of the same count with --bn local (the same function, rounding
+// apart), N against 1 replica with --bn sync, every replica the same bits,
+// --overlap and a graph replay the bits of queued kernels.
+void test_resnet(int batch) {
+    const Model* model = &testing::small_resnet();
+    for (int n : {1, 2, 3}) {
+        const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " of a small ResNet";
+        const Trained gpu = train_epochs(DeviceKind::gpu, n, batch, {.model = model});
+        const Trained cpu = train_epochs(DeviceKind::cpu, n, batch, {.model = model});
+        for (int i = 1; i < n; ++i)
+            report(gpu.params[0] == gpu.params[size_t(i)], name + ", --bn local: replica " + std::to_string(i) +
+                                                               " has the same bits as replica 0 (running statistics too)");
+        compare_with_cpu(name + ", --bn local vs " + std::to_string(n) + " CPU devices", gpu.params[0], cpu.params[0]);
+        const Trained sync = train_epochs(DeviceKind::gpu, n, batch, {.model = model, .bn = BatchNormMode::sync});
+        const Trained one = train_epochs(DeviceKind::gpu, 1, batch, {.model = model, .bn = BatchNormMode::sync});
+        if (n > 1) compare(name + ", --bn sync vs 1 GPU replica", sync.params[0], one.params[0], 1e-5);
+        const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .model = model, .bn = BatchNormMode::sync});
+        if (!replayed.params.empty()) report(same_bits(replayed, sync), name + ", --bn sync: a graph replay gives the bits of queued kernels");
+    }
+    report(same_bits(train_epochs(DeviceKind::gpu, 3, batch, {.bucket_kb = 0, .model = model}),
+                     train_epochs(DeviceKind::gpu, 3, batch, {.model = model})),
+           "3 GPU replicas of a small ResNet, --overlap: the bits of no overlap");
+}
+
 void test_replicas() {
     const int batch = 32;
+    test_resnet(batch);
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch);
     const Trained one = train_epochs(DeviceKind::gpu, 1, batch);
     test_mixed(batch);

@@ -63,7 +63,12 @@ def lenet(pool, init):
         nn.Conv2d(1, 20, 3), nn.ReLU(), pool_layer,
         nn.Conv2d(20, 50, 5), nn.ReLU(), pool_layer,
         nn.Flatten(), nn.Linear(800, 128), nn.ReLU(), nn.Linear(128, 10))
-    for layer in model:
+    return initialised(model, init)
+
+
+def initialised(model, init):
+    """Conv and dense weights drawn as --init says, their biases zero."""
+    for layer in model.modules():
         if isinstance(layer, (nn.Conv2d, nn.Linear)):
             if init == "xavier":
                 nn.init.xavier_uniform_(layer.weight)
@@ -94,14 +99,7 @@ def resnet18(init):
         nn.BatchNorm2d(1, eps=1e-5, momentum=0.1), nn.Conv2d(1, 64, 3), nn.MaxPool2d(3, 2),
         Residual(64, 64, 1), Residual(64, 64, 1), Residual(64, 128, 2), Residual(128, 128, 1),
         Residual(128, 256, 2), Residual(256, 256, 1), nn.AvgPool2d(3), nn.Flatten(), nn.Linear(256, 10))
-    for layer in model.modules():
-        if isinstance(layer, (nn.Conv2d, nn.Linear)):
-            if init == "xavier":
-                nn.init.xavier_uniform_(layer.weight)
-            else:
-                nn.init.normal_(layer.weight, std=0.01)
-            nn.init.zeros_(layer.bias)
-    return model
+    return initialised(model, init)
 
 
 def main():

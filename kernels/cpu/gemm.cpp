@@ -12,12 +12,15 @@
 //
 // The micro-kernel keeps a 6x16 tile of C in twelve 8-wide vector registers
 // and does 12 fused multiply-adds per step of k: the shape that fits the 16
-// AVX2 registers. It is written with GCC/Clang vector extensions, not
+// AVX2 registers; where the build targets AVX-512, a 6x32 tile in twelve
+// 16-wide registers (gemm_driver.hpp: lanes), twice the work per
+// instruction. It is written with GCC/Clang vector extensions, not
 // intrinsics; built with -O3 -march=native -ffp-contract=fast it compiles to
 // vbroadcastss + vfmadd231ps.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "gemm_driver.hpp"
 #include "kernels.hpp"
@@ -25,17 +28,22 @@
 namespace dpt::cpu {
 namespace detail {
 
-using v8f = float __attribute__((vector_size(32)));
+using vf = float __attribute__((vector_size(lanes * sizeof(float))));
 
-inline v8f load8(const float* p) {
-    v8f v;
+inline vf load(const float* p) {
+    vf v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
-// All eight lanes = x. (Not v8f{} + x: adding +0 is no identity for -0, so
-// the compiler would keep a scalar add in the inner loop.)
-inline v8f splat(float x) { return v8f{x, x, x, x, x, x, x, x}; }
+inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+// Every lane = x. (Not vf{} + x: adding +0 is no identity for -0, so the
+// compiler would keep a scalar add in the inner loop.)
+// (An initializer list: a loop over the lanes would go through memory.)
+template <size_t... Lane>
+inline vf splat(float x, std::index_sequence<Lane...>) {
+    return vf{((void)Lane, x)...};
+}
+inline vf splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
 
 // Packing buffers, one pair per thread (each CPU device runs on its own thread),
 // allocated on first use and reused: no allocation per call.
@@ -97,11 +105,11 @@ void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc
 // and an NR-column B panel of depth kc.
 void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc,
                   int rows, int cols, bool accumulate) {
-    v8f acc[MR][2] = {};
+    vf acc[MR][2] = {};
     for (int kk = 0; kk < kc; ++kk) {
-        const v8f b0 = load8(b), b1 = load8(b + 8);
+        const vf b0 = load(b), b1 = load(b + lanes);
         for (int r = 0; r < MR; ++r) {
-            const v8f ar = splat(a[r]);
+            const vf ar = splat(a[r]);
             acc[r][0] += ar * b0;
             acc[r][1] += ar * b1;
         }
@@ -112,19 +120,19 @@ void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc,
         for (int r = 0; r < MR; ++r) {
             float* row = c + size_t(r) * ldc;
             if (accumulate) {
-                store8(row, load8(row) + acc[r][0]);
-                store8(row + 8, load8(row + 8) + acc[r][1]);
+                store(row, load(row) + acc[r][0]);
+                store(row + lanes, load(row + lanes) + acc[r][1]);
             } else {
-                store8(row, acc[r][0]);
-                store8(row + 8, acc[r][1]);
+                store(row, acc[r][0]);
+                store(row + lanes, acc[r][1]);
             }
         }
         return;
     }
     float tile[MR][NR];
     for (int r = 0; r < MR; ++r) {
-        store8(tile[r], acc[r][0]);
-        store8(tile[r] + 8, acc[r][1]);
+        store(tile[r], acc[r][0]);
+        store(tile[r] + lanes, acc[r][1]);
     }
     for (int r = 0; r < rows; ++r)
         for (int j = 0; j < cols; ++j)

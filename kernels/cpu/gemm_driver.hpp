@@ -8,8 +8,16 @@
 
 namespace dpt::cpu::detail {
 
-constexpr int MR = 6;     // rows of the register tile
-constexpr int NR = 16;    // columns of the register tile (two 8-float vectors)
+// Floats in one vector register: 16 where the build targets AVX-512, else 8
+// (AVX2). The sums are the same either way: each element of C adds its
+// products in k order, whatever the tile's width.
+#if defined(__AVX512F__)
+constexpr int lanes = 16;
+#else
+constexpr int lanes = 8;
+#endif
+constexpr int MR = 6;          // rows of the register tile
+constexpr int NR = 2 * lanes;  // columns of the register tile (two vectors)
 constexpr int KC = 256;   // depth of a packed block: a 6x256 A panel and a 256x16 B panel fit L1
 constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 144 KiB, fits L2)
 constexpr int NC = 2048;  // columns of a packed B block (2 MiB, meant for L3)

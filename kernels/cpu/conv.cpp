@@ -1,11 +1,13 @@
 // conv2d on the CPU: im2col + GEMM. CUDA twin: kernels/cuda/conv.cu.
 //
-// Without padding the unfolded matrix need not exist: its element (tap r,
-// column j) is x[tap_offset[r] + pixel_offset[j]], so the GEMM's B operand
-// is packed straight from the images ("implicit GEMM"), saving a write and a
-// read of a matrix 25x the size of the input (for LeNet's conv2). Forward
-// and weight gradient take that path; the data gradient, and padded
-// convolutions, unfold explicitly (im2col / col2im).
+// The unfolded matrix need not exist: its element (tap r, column j) is
+// x[tap_offset[r] + pixel_offset[j]], so the GEMM's B operand is packed
+// straight from the images ("implicit GEMM"), saving a write and a read of a
+// matrix 25x the size of the input (for LeNet's conv2, 9x for ResNet's 3x3
+// convs). A padded convolution first copies its group of images into a
+// zero-bordered buffer and runs as the unpadded one over it (the same
+// products in the same order: the same bits). Forward and weight gradient
+// take that path; the data gradient folds an explicit matrix back (col2im).
 //
 // Samples are taken in groups (conv_group_size) so that one GEMM sees
 // ~640 output pixels: enough columns for the packed weights to be reused
@@ -26,11 +28,13 @@ int conv_group_size(const ConvShape& s) { return std::clamp(640 / s.col_cols(), 
 
 }  // namespace
 
-// The unfolded group (c*kh*kw, cols), the output matrix (oc, cols), and the
-// implicit GEMM's offsets (c*kh*kw + cols ints), with cols = group * oh*ow.
+// The unfolded group (c*kh*kw, cols) or the group's zero-padded images, the
+// output matrix (oc, cols), and the implicit GEMM's offsets (c*kh*kw + cols
+// ints), with cols = group * oh*ow.
 size_t conv2d_scratch_floats(const ConvShape& s) {
-    const size_t cols = size_t(conv_group_size(s)) * s.col_cols();
-    return cols * size_t(s.col_rows() + s.oc) + s.col_rows() + cols;
+    const size_t group = size_t(conv_group_size(s)), cols = group * s.col_cols();
+    const size_t padded = group * s.c * size_t(s.h + 2 * s.pad) * size_t(s.w + 2 * s.pad);
+    return std::max(cols * size_t(s.col_rows()), padded) + cols * size_t(s.oc) + s.col_rows() + cols;
 }
 
 namespace {
@@ -45,37 +49,7 @@ void inside_range(const ConvShape& s, int kj, int& lo, int& hi) {
     if (hi < lo) hi = lo;
 }
 
-// Unfolds one image (c, h, w) into col (c*kh*kw rows of oh*ow, row stride ld);
-// zeros where a tap falls into padding.
-void im2col(float* col, const float* x, const ConvShape& s, int ld) {  // x (c, h, w) -> col (c*kh*kw, ld)
-    const int oh = s.oh(), ow = s.ow();
-    for (int ch = 0; ch < s.c; ++ch)
-        for (int ki = 0; ki < s.kh; ++ki)
-            for (int kj = 0; kj < s.kw; ++kj, col += ld) {
-                const float* plane = x + size_t(ch) * s.h * s.w;
-                int lo, hi;
-                inside_range(s, kj, lo, hi);
-                for (int oy = 0; oy < oh; ++oy) {
-                    float* out = col + oy * ow;
-                    const int iy = oy * s.stride - s.pad + ki;
-                    if (iy < 0 || iy >= s.h) {
-                        std::fill(out, out + ow, 0.0f);
-                        continue;
-                    }
-                    // Plain loops: rows are short (9 floats in LeNet's conv2),
-                    // too short for a memcpy call to pay.
-                    const float* src = plane + iy * s.w - s.pad + kj;
-                    for (int ox = 0; ox < lo; ++ox) out[ox] = 0.0f;
-                    if (s.stride == 1)
-                        for (int ox = lo; ox < hi; ++ox) out[ox] = src[ox];
-                    else
-                        for (int ox = lo; ox < hi; ++ox) out[ox] = src[ox * s.stride];
-                    for (int ox = hi; ox < ow; ++ox) out[ox] = 0.0f;
-                }
-            }
-}
-
-// The adjoint of im2col: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow; row stride ld).
+// The adjoint of unfolding: dx (c, h, w) += folded dcol (c*kh*kw, oh*ow; row stride ld).
 void col2im(float* dx, const float* dcol, const ConvShape& s, int ld) {
     const int oh = s.oh(), ow = s.ow();
     for (int ch = 0; ch < s.c; ++ch)
@@ -110,10 +84,34 @@ struct Group {
 template <class Body>
 void for_each_group(const ConvShape& s, float* scratch, Body body) {
     const int size = conv_group_size(s), pixels = s.col_cols();
+    // The output matrix follows the larger of the unfolded group and the padded images.
+    const size_t first_part = conv2d_scratch_floats(s) - size_t(size) * pixels * size_t(s.oc + 1) - s.col_rows();
     for (int first = 0; first < s.n; first += size) {
         const int count = std::min(size, s.n - first), cols = count * pixels;
-        body(Group{first, count, cols, scratch, scratch + size_t(s.col_rows()) * cols});
+        body(Group{first, count, cols, scratch, scratch + first_part});
     }
+}
+
+// Where the implicit GEMM's offsets go: the end of the scratch space.
+float* offsets_room(const ConvShape& s, float* scratch) {
+    return scratch + conv2d_scratch_floats(s) - s.col_rows() - size_t(conv_group_size(s)) * s.col_cols();
+}
+
+// The same convolution over the input zero-padded by s.pad on every side.
+ConvShape unpadded(const ConvShape& s) {
+    return {s.n, s.c, s.h + 2 * s.pad, s.w + 2 * s.pad, s.oc, s.kh, s.kw, s.stride, 0};
+}
+
+// The group's images (count, c, h, w) with a zero border of s.pad into
+// padded (count, c, h + 2 pad, w + 2 pad); x itself when there is no padding.
+const float* padded_group(float* padded, const float* x, const ConvShape& s, int count) {
+    if (s.pad == 0) return x;
+    const int pw = s.w + 2 * s.pad, ph = s.h + 2 * s.pad;
+    std::fill(padded, padded + size_t(count) * s.c * ph * pw, 0.0f);
+    for (size_t plane = 0; plane < size_t(count) * s.c; ++plane)
+        for (int iy = 0; iy < s.h; ++iy)
+            std::copy_n(x + (plane * s.h + iy) * s.w, s.w, padded + (plane * ph + iy + s.pad) * pw + s.pad);
+    return padded;
 }
 
 // The group's dy as one (oc, cols) matrix: for a single sample that is dy
@@ -136,9 +134,10 @@ const float* group_dy(const float* dy, const ConvShape& s, const Group& g) {
 struct Unfolded {
     int *tap, *pixel;
 
-    Unfolded(const ConvShape& s, int count, float* scratch) {
-        const size_t cols = size_t(conv_group_size(s)) * s.col_cols();
-        tap = reinterpret_cast<int*>(scratch + cols * size_t(s.col_rows() + s.oc));
+    // s: the convolution as run (unpadded); `room`: the last c*kh*kw + cols
+    // floats of the scratch space.
+    Unfolded(const ConvShape& s, int count, float* room) {
+        tap = reinterpret_cast<int*>(room);
         pixel = tap + s.col_rows();
         int* t = tap;
         for (int ch = 0; ch < s.c; ++ch)
@@ -176,22 +175,16 @@ void conv2d_forward(float* y, const float* x, const float* w, const float* b,
                     const ConvShape& s, float* scratch) {
     const int rows = s.col_rows(), pixels = s.col_cols();
     const size_t in_stride = size_t(s.c) * s.h * s.w;
-    const bool implicit = s.pad == 0;
-    const Unfolded offsets(s, implicit ? conv_group_size(s) : 0, scratch);
+    const Unfolded offsets(unpadded(s), conv_group_size(s), offsets_room(s, scratch));
     for_each_group(s, scratch, [&](const Group& g) {
-        const float* xg = x + g.first * in_stride;
+        const float* xg = padded_group(g.col, x + g.first * in_stride, s, g.count);
         // out (oc, cols) = or += w (oc, K) . unfolded group (K, cols)
         auto product = [&](float* out, bool accumulate) {
-            if (implicit)
-                detail::gemm_driver(out, w, false, s.oc, g.cols, rows,
-                                    [&](float* dst, int k0, int kc, int j0, int nc) {
-                                        pack_gathered(dst, xg, offsets.tap, offsets.pixel, k0, kc, j0, nc);
-                                    },
-                                    accumulate);
-            else {
-                for (int j = 0; j < g.count; ++j) im2col(g.col + size_t(j) * pixels, xg + j * in_stride, s, g.cols);
-                gemm(out, w, g.col, s.oc, g.cols, rows, false, false, accumulate);
-            }
+            detail::gemm_driver(out, w, false, s.oc, g.cols, rows,
+                                [&](float* dst, int k0, int kc, int j0, int nc) {
+                                    pack_gathered(dst, xg, offsets.tap, offsets.pixel, k0, kc, j0, nc);
+                                },
+                                accumulate);
         };
         if (g.count == 1) {  // the output is already (oc, pixels): start from the bias and accumulate
             float* yi = y + size_t(g.first) * s.oc * pixels;
@@ -223,24 +216,18 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w,
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, float* scratch) {
-    const int rows = s.col_rows(), pixels = s.col_cols();
+    const int rows = s.col_rows();
     const size_t in_stride = size_t(s.c) * s.h * s.w;
-    const bool implicit = s.pad == 0;
-    const Unfolded offsets(s, implicit ? conv_group_size(s) : 0, scratch);
+    const Unfolded offsets(unpadded(s), conv_group_size(s), offsets_room(s, scratch));
     for_each_group(s, scratch, [&](const Group& g) {
-        const float* xg = x + g.first * in_stride;
+        const float* xg = padded_group(g.col, x + g.first * in_stride, s, g.count);
         const float* dyg = group_dy(dy, s, g);
         // dw (oc, K) += dy (oc, cols) . unfolded^T (cols, K)
-        if (implicit)
-            detail::gemm_driver(dw, dyg, false, s.oc, rows, g.cols,
-                                [&](float* dst, int k0, int kc, int j0, int nc) {
-                                    pack_gathered(dst, xg, offsets.pixel, offsets.tap, k0, kc, j0, nc);
-                                },
-                                true);
-        else {
-            for (int j = 0; j < g.count; ++j) im2col(g.col + size_t(j) * pixels, xg + j * in_stride, s, g.cols);
-            gemm(dw, dyg, g.col, s.oc, rows, g.cols, false, true, true);
-        }
+        detail::gemm_driver(dw, dyg, false, s.oc, rows, g.cols,
+                            [&](float* dst, int k0, int kc, int j0, int nc) {
+                                pack_gathered(dst, xg, offsets.pixel, offsets.tap, k0, kc, j0, nc);
+                            },
+                            true);
         for (int o = 0; o < s.oc; ++o) {
             const float* row = dyg + size_t(o) * g.cols;
             float sum = 0.0f;

@@ -318,6 +318,9 @@ TrainResult train(const TrainConfig& config) {
         if (stop.signal() != 0 && epoch < c.epochs)
             return stopped(stop.signal(), Position{epoch + 1, 0, 0.0}, checkpoint_due);
     }
+    if (stop.signal() != 0)  // it came after the last epoch's last step was queued: nothing was left to stop
+        std::fprintf(stderr, "dptrain: %s came after the last step was queued; the run finished\n",
+                     signal_name(stop.signal()));
     if (c.start.epoch > c.epochs && resuming)
         std::printf("nothing to train: the checkpoint is at the end of epoch %d and --epochs is %d "
                     "(give a larger --epochs to go on)\n", c.start.epoch - 1, c.epochs);

@@ -246,8 +246,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         throw InputError("--pool is LeNet's; " + std::string(to_string(c.model)) +
                          "'s pooling layers are fixed (max 3x3 stride 2 after the first conv, avg 3x3 before the dense layer)");
     if (c.bn == BatchNormMode::sync && model_of(c.model).batch_norms() > 0) {
-        // The staged pass sums statistics on the main stream between stages.
-        if (c.overlap) throw InputError("--overlap cannot be combined with --bn sync (yet): use --bn local");
+        // A slowed device would repeat stages whose sums its peers wait for.
         if (!c.slowdowns.empty()) throw InputError("--slowdown cannot be combined with --bn sync: use --bn local");
     }
 

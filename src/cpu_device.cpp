@@ -259,6 +259,16 @@ class CpuDevice final : public Device {
         stream_.enqueue([done = &allreduce_done_, target] { wait_until(*done, target); });
     }
 
+    void await_main() override {
+        assert(allreduce_stream_);
+        const uint64_t target = ++main_joins_;
+        stream_.enqueue([done = &main_done_, target] {
+            done->store(target);
+            done->notify_all();
+        });
+        allreduce_stream_->enqueue([done = &main_done_, target] { wait_until(*done, target); });
+    }
+
     void mark() override {
         allreduce_stream().enqueue([passed = marks_done_, target = ++marks_queued_] {
             passed->store(target);
@@ -358,7 +368,7 @@ class CpuDevice final : public Device {
             error_ = std::current_exception();
             failed_ = true;
             // Release every device and stream that waits, or will wait, on this one.
-            for (std::atomic<uint64_t>* count : {marks_done_, &buckets_handed_, &allreduce_done_}) {
+            for (std::atomic<uint64_t>* count : {marks_done_, &buckets_handed_, &allreduce_done_, &main_done_}) {
                 count->store(std::numeric_limits<uint64_t>::max());
                 count->notify_all();
             }
@@ -411,8 +421,8 @@ class CpuDevice final : public Device {
     uint64_t updates_queued_ = 0;            // host side, for throttle()
     std::atomic<uint64_t> updates_done_{0};  // worker side, read by the host in throttle()
     // With buckets (--overlap): counted by the main worker / the allreduce worker.
-    uint64_t buckets_awaited_ = 0, allreduce_joins_ = 0;  // host side
-    std::atomic<uint64_t> buckets_handed_{0}, allreduce_done_{0};
+    uint64_t buckets_awaited_ = 0, allreduce_joins_ = 0, main_joins_ = 0;  // host side
+    std::atomic<uint64_t> buckets_handed_{0}, allreduce_done_{0}, main_done_{0};
 
     CpuStream<CpuTask> stream_;  // last: the workers start after the members above exist
     std::unique_ptr<CpuStream<CpuTask>> allreduce_stream_;  // with buckets; joined first

@@ -215,6 +215,9 @@ class Device {
     // ... and the main stream waits for everything queued so far on the
     // allreduce stream (before the update reads the summed gradients).
     virtual void await_allreduce() = 0;
+    // With buckets and --bn sync: the allreduce stream waits for everything
+    // queued so far on the main stream (a stage's batch norm sums).
+    virtual void await_main() = 0;
     virtual void mark() = 0;
     virtual void wait_for(Device& other) = 0;
     // Across kinds, in a mixed run: the marks this device's stream has passed,

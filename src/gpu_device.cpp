@@ -139,6 +139,7 @@ class GpuDevice final : public Device {
         if (!setup_.buckets.empty()) {  // --overlap: the allreduce's own stream, and the hand-overs to it
             CUDA_CHECK(cudaStreamCreateWithFlags(&allreduce_stream_, cudaStreamNonBlocking));
             CUDA_CHECK(cudaEventCreateWithFlags(&allreduce_done_, cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
             bucket_events_.resize(setup_.buckets.size());
             for (cudaEvent_t& e : bucket_events_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         }
@@ -180,6 +181,7 @@ class GpuDevice final : public Device {
             for (cudaEvent_t e : t.events) cudaEventDestroy(e);
         for (cudaEvent_t e : bucket_events_) cudaEventDestroy(e);
         if (allreduce_done_) cudaEventDestroy(allreduce_done_);
+        if (main_done_) cudaEventDestroy(main_done_);
         if (allreduce_stream_) cudaStreamDestroy(allreduce_stream_);
         cudaStreamDestroy(stream_);
     }
@@ -343,6 +345,12 @@ class GpuDevice final : public Device {
         CUDA_CHECK(cudaEventRecord(allreduce_done_, allreduce_stream_));
         CUDA_CHECK(cudaStreamWaitEvent(stream_, allreduce_done_, 0));
     }
+    void await_main() override {
+        assert(allreduce_stream_);
+        use();
+        CUDA_CHECK(cudaEventRecord(main_done_, stream_));
+        CUDA_CHECK(cudaStreamWaitEvent(allreduce_stream_, main_done_, 0));
+    }
 
     // Between GPUs a mark is an event. In a mixed run it is also counted in
     // shared host memory by a host function on the stream (it only counts:
@@ -445,10 +453,11 @@ class GpuDevice final : public Device {
     cudaStream_t stream_ = nullptr;
     cudaEvent_t event_ = nullptr;  // mark() records it; peers wait on its latest record
     // With buckets (--overlap): the allreduce's stream, an event per bucket
-    // that backward records when it is done, and the allreduce's end.
+    // that backward records when it is done, the allreduce's end, and (--bn
+    // sync) the end of a stage on the main stream.
     cudaStream_t allreduce_stream_ = nullptr;
     std::vector<cudaEvent_t> bucket_events_;
-    cudaEvent_t allreduce_done_ = nullptr;
+    cudaEvent_t allreduce_done_ = nullptr, main_done_ = nullptr;
     size_t buckets_awaited_ = 0;
     cuda::KernelSet kernels_{};
     float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each

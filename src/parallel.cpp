@@ -69,7 +69,10 @@ void compute_gradients(std::span<Device* const> devices, const Allreduce& allred
     // --bn sync: between two stages, a batch norm's sums over every part.
     // They lie in the gradient buffer past the allreduced floats (the
     // backward sums end it), so the ring cuts the whole buffer into chunks.
+    // With --overlap the sums go on the allreduce streams, which first wait
+    // for the stage, and the next stage waits for them.
     const std::span<const Range> syncs = devices[0]->sync_ranges();
+    const bool second_stream = !devices[0]->buckets().empty();
     size_t sync_floats = 0;
     for (const Range& r : syncs) sync_floats = std::max(sync_floats, r.end());
     for (size_t stage = 0;; ++stage) {
@@ -78,7 +81,17 @@ void compute_gradients(std::span<Device* const> devices, const Allreduce& allred
             d->forward_backward(int(stage), batch);
         }
         if (stage == syncs.size()) break;
+        if (second_stream)
+            for (Device* d : devices) {
+                mark_phase(*d, Phase::standby, timed);
+                d->await_main();
+            }
         allreduce.run_range(devices, sync_floats, syncs[stage], timed);
+        if (second_stream)
+            for (Device* d : devices) {
+                mark_phase(*d, Phase::exposed, timed);
+                d->await_allreduce();
+            }
     }
 }
 

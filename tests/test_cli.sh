@@ -618,7 +618,6 @@ resnet)
     expect_error "--bn must be local or sync (got 'global')" --model resnet18 --bn global
     expect_error "--bn is for a model with batch norm (--model resnet18); lenet has none" --bn sync
     expect_error "--pool is LeNet's; resnet18's pooling layers are fixed" --model resnet18 --pool max
-    expect_error "--overlap cannot be combined with --bn sync" --model resnet18 --cpus 2 --bn sync --overlap
     expect_error "--slowdown cannot be combined with --bn sync" --model resnet18 --cpus 2 --bn sync --slowdown cpu:1=2
     # A short run learns: 2 epochs of the first 2,048 samples (64 steps),
     # scored on 1,000 test samples with the running statistics. Measured,
@@ -643,6 +642,11 @@ resnet)
         "$dptrain" --resume "$tmp/one.ck" --epochs 2 --save "$tmp/resumed.params" >/dev/null || fail "resnet18 resume failed"
         cmp "$tmp/whole.params" "$tmp/resumed.params" && echo "ok: resnet18 --bn $bn: 1 epoch + resume to 2 == 2 epochs, byte for byte"             || fail "resnet18 --bn $bn: resumed parameters differ"
     done
+    # --overlap: the same bytes, the sums of --bn sync on the allreduce streams too.
+    "$dptrain" "${rn[@]}" --bn sync --overlap --epochs 2 --save "$tmp/overlap.params" >/dev/null \
+        || fail "resnet18 --bn sync --overlap failed"
+    cmp "$tmp/whole.params" "$tmp/overlap.params" && echo "ok: resnet18 --bn sync --overlap == without, byte for byte" \
+        || fail "resnet18 --bn sync --overlap changes the parameters"
     expect_error "--model lenet differs from the checkpoint's resnet18" --resume "$tmp/one.ck" --model lenet
     expect_error "--load $tmp/whole.params: it holds resnet18's parameters, not lenet's (give --model resnet18)" \
         --cpus 1 --limit-train 64 --batch 64 --epochs 0 --load "$tmp/whole.params"

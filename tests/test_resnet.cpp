@@ -133,11 +133,21 @@ TEST_CASE("the running statistics follow gluon's rule over the whole batch", "[r
 }
 
 TEST_CASE("--overlap with batch norm: the same parameters bit for bit", "[resnet]") {
-    // The statistics (final after forward) go in the first bucket.
-    const Allreduce& ring = allreduce_named("ring");
-    const std::vector<Range> buckets = overlap_buckets(testing::small_resnet(), 0, BatchNormMode::local);
-    REQUIRE(buckets.front().first == testing::small_resnet().trained_count());
-    const std::vector<float> a = trained(3, 13, 4, BatchNormMode::local, ring)->params(2);
-    const std::vector<float> b = trained(3, 13, 4, BatchNormMode::local, ring, buckets)->params(2);
+    // --bn local: the statistics (final after forward) go in the first
+    // bucket. --bn sync: the sums between stages go on the allreduce
+    // streams too, which wait for each stage (Device::await_main).
+    const BatchNormMode bn = GENERATE(BatchNormMode::local, BatchNormMode::sync);
+    const char* name = GENERATE("naive", "ring");
+    CAPTURE(int(bn), name);
+    const Allreduce& allreduce = allreduce_named(name);
+    const std::vector<Range> buckets = overlap_buckets(testing::small_resnet(), 0, bn);
+    const Model& model = testing::small_resnet();
+    // The buckets tile what the allreduce sums, from the end.
+    CHECK(buckets.front().end() == model.allreduced_floats(bn));
+    CHECK(buckets.back().first == 0);
+    for (size_t i = 1; i < buckets.size(); ++i) CHECK(buckets[i].end() == buckets[i - 1].first);
+    if (bn == BatchNormMode::local) CHECK(buckets.front().first == model.trained_count());
+    const std::vector<float> a = trained(3, 13, 4, bn, allreduce)->params(2);
+    const std::vector<float> b = trained(3, 13, 4, bn, allreduce, buckets)->params(2);
     CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }

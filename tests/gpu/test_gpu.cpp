@@ -652,9 +652,11 @@ void test_resnet(int batch) {
         const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .model = model, .bn = BatchNormMode::sync});
         if (!replayed.params.empty()) report(same_bits(replayed, sync), name + ", --bn sync: a graph replay gives the bits of queued kernels");
     }
-    report(same_bits(train_epochs(DeviceKind::gpu, 3, batch, {.bucket_kb = 0, .model = model}),
-                     train_epochs(DeviceKind::gpu, 3, batch, {.model = model})),
-           "3 GPU replicas of a small ResNet, --overlap: the bits of no overlap");
+    for (BatchNormMode bn : {BatchNormMode::local, BatchNormMode::sync})
+        report(same_bits(train_epochs(DeviceKind::gpu, 3, batch, {.bucket_kb = 0, .model = model, .bn = bn}),
+                         train_epochs(DeviceKind::gpu, 3, batch, {.model = model, .bn = bn})),
+               std::string("3 GPU replicas of a small ResNet, --bn ") + (bn == BatchNormMode::sync ? "sync" : "local") +
+                   " --overlap: the bits of no overlap");
 }
 
 void test_replicas() {

@@ -251,22 +251,11 @@ class CpuDevice final : public Device {
     }
     void await_allreduce() override {
         assert(allreduce_stream_);
-        const uint64_t target = ++allreduce_joins_;
-        allreduce_stream_->enqueue([done = &allreduce_done_, target] {
-            done->store(target);
-            done->notify_all();
-        });
-        stream_.enqueue([done = &allreduce_done_, target] { wait_until(*done, target); });
+        join(*allreduce_stream_, stream_, allreduce_done_, allreduce_joins_);
     }
-
     void await_main() override {
         assert(allreduce_stream_);
-        const uint64_t target = ++main_joins_;
-        stream_.enqueue([done = &main_done_, target] {
-            done->store(target);
-            done->notify_all();
-        });
-        allreduce_stream_->enqueue([done = &main_done_, target] { wait_until(*done, target); });
+        join(stream_, *allreduce_stream_, main_done_, main_joins_);
     }
 
     void mark() override {
@@ -323,6 +312,17 @@ class CpuDevice final : public Device {
     void drain() {
         stream_.synchronize();
         if (allreduce_stream_) allreduce_stream_->synchronize();
+    }
+    // `waiter` waits for everything queued so far on `signaller`: the joins
+    // counted (host side) in `joins`, passed (worker side) in `done`.
+    static void join(CpuStream<CpuTask>& signaller, CpuStream<CpuTask>& waiter, std::atomic<uint64_t>& done,
+                     uint64_t& joins) {
+        const uint64_t target = ++joins;
+        signaller.enqueue([&done, target] {
+            done.store(target);
+            done.notify_all();
+        });
+        waiter.enqueue([&done, target] { wait_until(done, target); });
     }
     // Blocks the calling worker until `count` reaches `target`.
     static void wait_until(const std::atomic<uint64_t>& count, uint64_t target) {

@@ -4,6 +4,15 @@
 
 namespace dpt {
 
+namespace {
+// conv, pool, dense and batch norm write a buffer of their own; relu,
+// flatten and add work in the buffer of the layer before.
+bool owns_buffer(LayerKind kind) {
+    return kind == LayerKind::conv || kind == LayerKind::pool || kind == LayerKind::dense ||
+           kind == LayerKind::batch_norm;
+}
+}  // namespace
+
 Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(std::move(name)), input_(input) {
     const auto fail = [&](size_t i, const std::string& what) {
         throw std::logic_error("model " + name_ + ", layer " + std::to_string(i + 1) + ": " + what);
@@ -90,11 +99,7 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
                 p.out = {int(at.size()), 1, 1};
                 break;
         }
-        // conv, pool, dense and batch norm write a buffer of their own; relu,
-        // flatten and add work in the buffer of the layer before.
-        const bool own = l.kind == LayerKind::conv || l.kind == LayerKind::pool || l.kind == LayerKind::dense ||
-                         l.kind == LayerKind::batch_norm;
-        if (own) {
+        if (owns_buffer(l.kind)) {
             buffer = int(buffer_sizes_.size());
             buffer_sizes_.push_back(p.out.size());
             last_writer.push_back(i);
@@ -117,9 +122,7 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
     std::vector<bool> written(buffer_sizes_.size(), false);
     for (size_t i = plan_.size(); i-- > 0;) {
         Planned& p = plan_[i];
-        const bool own = p.layer.kind == LayerKind::conv || p.layer.kind == LayerKind::pool ||
-                         p.layer.kind == LayerKind::dense || p.layer.kind == LayerKind::batch_norm;
-        const int target = p.layer.kind == LayerKind::add ? p.other : own ? p.input : -1;
+        const int target = p.layer.kind == LayerKind::add ? p.other : owns_buffer(p.layer.kind) ? p.input : -1;
         if (target < 0) continue;
         p.accumulate = written[size_t(target)];
         written[size_t(target)] = true;

@@ -6,8 +6,9 @@
 
 namespace dpt {
 
-namespace {
-constexpr ModelKind all_models[] = {ModelKind::lenet, ModelKind::resnet18};
+std::span<const ModelKind> all_models() {
+    static constexpr ModelKind kinds[] = {ModelKind::lenet, ModelKind::resnet18};
+    return kinds;
 }
 
 const Model& model_of(ModelKind kind) { return kind == ModelKind::resnet18 ? resnet::model() : lenet::model(); }
@@ -19,14 +20,14 @@ size_t gradient_bytes(ModelKind kind) {
 const char* to_string(ModelKind kind) { return kind == ModelKind::resnet18 ? "resnet18" : "lenet"; }
 
 std::optional<ModelKind> find_model(std::string_view name) {
-    for (ModelKind kind : all_models)
+    for (ModelKind kind : all_models())
         if (name == to_string(kind)) return kind;
     return std::nullopt;
 }
 
 std::string model_names() {
     std::string names;
-    for (ModelKind kind : all_models) {
+    for (ModelKind kind : all_models()) {
         if (!names.empty()) names += '|';
         names += to_string(kind);
     }

@@ -1,6 +1,7 @@
 // The models dptrain trains (--model), by name.
 #pragma once
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,8 @@ namespace dpt {
 
 enum class ModelKind : uint8_t { lenet, resnet18 };
 
+// Every model dptrain knows, in --model's order.
+std::span<const ModelKind> all_models();
 const Model& model_of(ModelKind kind);
 // Bytes of the model's gradient buffer as the allreduce moves it (with --bn
 // local: the statistics' sums too): what each of its copies moves.

@@ -79,7 +79,7 @@ void write_file_atomically(const std::string& path, std::span<const char> bytes,
 }
 
 std::optional<ModelKind> model_with_tensors(std::string_view text) {
-    for (ModelKind kind : {ModelKind::lenet, ModelKind::resnet18})
+    for (ModelKind kind : all_models())
         if (text.starts_with(tensor_lines(model_of(kind)))) return kind;
     return std::nullopt;
 }
@@ -101,11 +101,11 @@ std::vector<float> load_params(const std::string& path, ModelKind model) {
     if (got.compare(0, std::strlen(magic), magic) != 0)
         throw InputError("--load " + path + ": not a dptrain parameters file");
     if (got != expected) {
-        // Whose tensors, then? A file of the other model names them first.
-        std::ifstream again(path, std::ios::binary);
-        std::string head(1 << 16, '\0');
-        again.read(head.data(), std::streamsize(head.size()));
-        head.resize(size_t(again.gcount()));
+        // Whose tensors, then? Read on: a file of another model names them first.
+        std::string more(1 << 16, '\0');
+        in.read(more.data(), std::streamsize(more.size()));
+        more.resize(size_t(in.gcount()));
+        const std::string head = got + more;
         const std::optional<ModelKind> other = model_with_tensors(std::string_view(head).substr(std::strlen(magic) + 1));
         if (other && *other != model)
             throw InputError("--load " + path + ": it holds " + to_string(*other) + "'s parameters, not " +

@@ -15,7 +15,9 @@ if [[ -d $root/bundle/include ]]; then
     exit 0
 fi
 
-packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist)
+# Open MPI: training as several processes under mpirun (README: "Several processes").
+packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist
+          openmpi-bin libopenmpi-dev)
 # --with-plot adds matplotlib for scripts/plot.py.
 [[ " $* " == *" --with-plot "* ]] && packages+=(python3-matplotlib)
 # --with-fuzz adds clang and its libFuzzer runtime for scripts/fuzz.sh.

@@ -7,6 +7,7 @@
 // To add one: a file allreduce_NAME.cpp that defines a subclass and a
 // function returning it, and one line in the table of allreduce.cpp.
 #pragma once
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,11 @@ const Allreduce& allreduce_named(std::string_view name);
 std::string allreduce_names();
 // Every algorithm, in the table's order.
 std::vector<const Allreduce*> all_allreduces();
+
+// A multi-process run's allreduce (cluster.hpp): `within` among this
+// process's devices, then device 0's sum summed across the processes by
+// `across` (Device::sum_across), then device 0's total copied to its peers.
+std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& across);
 
 // Queues begin_phase(phase) on `device` when `timed` (--breakdown).
 inline void mark_phase(Device& device, Phase phase, bool timed) {

@@ -142,7 +142,7 @@ InitKind parse_init(const std::string& text) {
     return text == "xavier" ? InitKind::xavier : InitKind::normal;
 }
 
-std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv) {
+std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv, int processes) {
     cxxopts::Options options("dptrain",
                              "Trains LeNet or ResNet-18 on Fashion-MNIST with data parallelism over N\n"
                              "devices: each batch is split across the devices, their gradients are\n"
@@ -164,6 +164,9 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("bucket-kb", "with --overlap: layers are grouped into buckets of at least KB kilobytes of gradients, each allreduced as a whole (0: one per layer; default " + std::to_string(default_bucket_kb) + ")", cxxopts::value<std::string>(), "KB")
         ("split", "how each batch is divided: even (the tutorial's), weights such as 3,1 (one per device), or auto (time the first steps, then give each device a part in proportion to its speed); the update is the same", cxxopts::value<std::string>()->default_value("even"), "HOW")
         ("slowdown", "make CPU device NAME compute each part K times over (same result, K times the time), to try --split on identical devices; e.g. cpu:1=3", cxxopts::value<std::string>(), "NAME=K");
+    options.add_options("Several processes (mpirun -np P dptrain ...: each process has the devices above)")
+        ("across", "how the processes sum their gradients, after each process has summed its devices': mpi (MPI_Allreduce, the MPI library's algorithm; the default) or ring (dptrain's ring over MPI send and receive)", cxxopts::value<std::string>(), "mpi|ring")
+        ("collective-timeout", "a rank that waits this long for the others (one died, hangs, or is far behind) ends the whole job with a message naming itself and the step (default " + std::to_string(int(default_collective_timeout)) + ")", cxxopts::value<std::string>(), "SECONDS");
     options.add_options("Training")
         ("model", "the network: lenet (the tutorial's from scratch) or resnet18 (the gluon tutorials' ResNet-18 for 28x28 images, with batch norm)", cxxopts::value<std::string>()->default_value("lenet"), "NAME")
         ("bn", "resnet18's batch norm on N devices: local (each device normalises over its own part, as gluon and the tutorial) or sync (over the whole batch: per-channel sums allreduced in forward and backward, so N devices follow 1 device)", cxxopts::value<std::string>()->default_value("local"), "local|sync")
@@ -189,7 +192,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         ("resume", "go on from the checkpoint in FILE with its settings and data order, as if never stopped; --epochs may raise the total; checkpoints keep going to FILE unless --checkpoint says otherwise", cxxopts::value<std::string>(), "FILE");
 
     const std::optional<cxxopts::ParseResult> parsed =
-        parse_options(options, argc, argv, "dptrain", options.help({"Devices", "Training", "Data and files", "Checkpoints"}));
+        parse_options(options, argc, argv, "dptrain", options.help({"Devices", "Several processes (mpirun -np P dptrain ...: each process has the devices above)",
+                                                                  "Training", "Data and files", "Checkpoints"}));
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
 
@@ -235,6 +239,11 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
     if (r.count("checkpoint-every") && !r.count("checkpoint") && !r.count("resume"))
         throw InputError("--checkpoint-every needs --checkpoint FILE");
     c.checkpoint_every = positive_int(r, "checkpoint-every", 1);
+    // Under mpirun each process would measure or slow its own devices alone.
+    if (processes > 1 && r.count("split") && given(r, "split") != "even")
+        throw InputError("--split " + given(r, "split") +
+                         " is for a run in one process; under mpirun the batch is split evenly over every device");
+    if (processes > 1 && r.count("slowdown")) throw InputError("--slowdown is for a run in one process, not under mpirun");
     if (r.count("resume")) resume_from(r, c);
     else c.split = parse_split(r["split"].as<std::string>(), c.devices.count(), c.batch);
     if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
@@ -250,9 +259,22 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv)
         if (!c.slowdowns.empty()) throw InputError("--slowdown cannot be combined with --bn sync: use --bn local");
     }
 
-    if (c.batch < c.devices.count())
+    c.processes = processes;
+    if (processes == 1 && (r.count("across") || r.count("collective-timeout")))
+        throw InputError(std::string("--") + (r.count("across") ? "across" : "collective-timeout") +
+                         " is for a run of several processes (mpirun -np P dptrain ...); this is one");
+    if (r.count("across")) c.across = parse_across(given(r, "across"));
+    if (r.count("collective-timeout"))
+        c.collective_timeout = parse_number<double>("collective-timeout", given(r, "collective-timeout"), 1.0, 1e6,
+                                                    "a number of seconds from 1");
+    // (A checkpoint of a run in one process may bring another split.)
+    if (processes > 1 && c.split.mode != SplitMode::even)
+        throw InputError("--resume " + c.resume_path + ": its run split batches " + describe_split(c.split, c.batch) +
+                         ", which is for a run in one process; under mpirun give --split even");
+
+    if (c.batch < c.devices_in_all())
         throw InputError("--batch " + std::to_string(c.batch) + " is smaller than the number of devices (" +
-                         std::to_string(c.devices.count()) + "): every device needs at least one sample");
+                         std::to_string(c.devices_in_all()) + "): every device needs at least one sample");
     return c;
 }
 

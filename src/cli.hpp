@@ -15,6 +15,7 @@ InitKind parse_init(const std::string& text);
 
 // The parsed configuration, or nothing when --help was asked for (and printed).
 // Throws InputError with a message naming the option and the problem.
-std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv);
+// `processes`: of the run, when mpirun started several (cluster.hpp).
+std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv, int processes = 1);
 
 }  // namespace dpt

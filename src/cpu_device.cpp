@@ -292,6 +292,11 @@ class CpuDevice final : public Device {
         });
     }
 
+    void sum_across(ProcessSum& sum, Range range) override {
+        assert(range.end() <= grads_.size());
+        allreduce_stream().enqueue([to = &sum, grads = grads_.data(), range] { to->sum(grads + range.first, range.count); });
+    }
+
    private:
     // Samples [first, first + chunk_) of the loaded input, and the chunk's
     // logits at their place among the part's.

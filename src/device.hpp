@@ -94,6 +94,15 @@ struct HostMarks {
     uint64_t queued = 0;
 };
 
+// Sums a range of gradients over the processes of a multi-process run, in
+// place, on the host (cluster.hpp: the Cluster is one). Every process makes
+// the same calls in the same order; each call returns when the sum is there.
+class ProcessSum {
+   public:
+    virtual ~ProcessSum() = default;
+    virtual void sum(float* data, size_t count) = 0;
+};
+
 // What every replica of a run is built from.
 struct ReplicaSetup {
     const Dataset* train = nullptr;  // must outlive the devices
@@ -109,6 +118,9 @@ struct ReplicaSetup {
     std::vector<Range> buckets{};
     const Model* model = &lenet::model();
     BatchNormMode bn = BatchNormMode::local;  // --bn: ignored by a model without batch norm
+    // A multi-process run: device 0 sums gradients across the processes
+    // (Device::sum_across; a GPU keeps pinned host memory for it).
+    bool across_processes = false;
 
     // Floats of each replica's gradient buffer.
     size_t grad_floats() const { return std::max(model->gradient_floats(), gradient_floats); }
@@ -234,6 +246,11 @@ class Device {
     virtual void reduce_staged(size_t first, size_t count, size_t staged, int slots) = 0;
     // peer's gradients[first : first + count) <- this device's gradients there.
     virtual void copy_to_peer(Device& peer, size_t first, size_t count) = 0;
+    // gradients[range] <- their sum over the processes of the run, by `sum`
+    // on the host (a CPU device's worker calls it on the buffer itself; a
+    // GPU copies the range to pinned host memory, calls it from a host
+    // function, copies the sum back). Needs ReplicaSetup::across_processes.
+    virtual void sum_across(ProcessSum& sum, Range range) = 0;
 };
 
 // CPU devices, one worker thread each: device i keeps staging_floats[i]

@@ -10,4 +10,11 @@ struct InputError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A failure every rank of a multi-process run meets at the same point, as
+// one process would (the run diverged, replicas differ): rank 0 reports it,
+// every rank exits 1. (Any other failure on one rank ends the whole job.)
+struct EveryRankError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 }  // namespace dpt

@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <string>
 #include <cassert>
@@ -159,6 +160,10 @@ class GpuDevice final : public Device {
         loss_sum_ = device_alloc<double>(1, gpu_, "the loss sum");
         correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
         first_bad_ = device_alloc<int32_t>(1, gpu_, "the divergence watch");
+        if (setup_.across_processes) {
+            CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_grads_), grad_floats_ * sizeof(float)));
+            host_sums_ = std::make_unique<std::deque<HostSum>>();
+        }
         reset_first_bad();
         fill_now(grads_, 0, grad_floats_ * sizeof(float), stream_);
         fill_now(loss_sum_, 0, sizeof(double), stream_);
@@ -180,6 +185,7 @@ class GpuDevice final : public Device {
         for (Timeline& t : timelines_)
             for (cudaEvent_t e : t.events) cudaEventDestroy(e);
         for (cudaEvent_t e : bucket_events_) cudaEventDestroy(e);
+        if (host_grads_) cudaFreeHost(host_grads_);
         if (allreduce_done_) cudaEventDestroy(allreduce_done_);
         if (main_done_) cudaEventDestroy(main_done_);
         if (allreduce_stream_) cudaStreamDestroy(allreduce_stream_);
@@ -403,9 +409,35 @@ class GpuDevice final : public Device {
         GpuDevice& to = as_gpu(peer);
         copy(to.grads_ + first, to.gpu_, grads_ + first, gpu_, count);
     }
+    // Down to pinned host memory, summed there by a host function (which may
+    // block on the other processes: it holds up only this stream), and up.
+    // Each range has its own HostSum, which a recorded CUDA graph keeps
+    // pointing at; the ranges are few (the whole buffer, buckets, --bn sync's).
+    void sum_across(ProcessSum& sum, Range range) override {
+        assert(host_grads_ && range.end() <= grad_floats_);
+        use();
+        HostSum* call = nullptr;
+        for (HostSum& h : *host_sums_)
+            if (h.sum == &sum && h.data == host_grads_ + range.first && h.count == range.count) call = &h;
+        if (!call) call = &host_sums_->emplace_back(HostSum{&sum, host_grads_ + range.first, range.count});
+        const size_t bytes = range.count * sizeof(float);
+        CUDA_CHECK(cudaMemcpyAsync(call->data, grads_ + range.first, bytes, cudaMemcpyDeviceToHost, allreduce_stream()));
+        CUDA_CHECK(cudaLaunchHostFunc(allreduce_stream(), &GpuDevice::sum_on_host, call));
+        CUDA_CHECK(cudaMemcpyAsync(grads_ + range.first, call->data, bytes, cudaMemcpyHostToDevice, allreduce_stream()));
+    }
 
 
    private:
+    struct HostSum {
+        ProcessSum* sum;
+        float* data;
+        size_t count;
+    };
+    static void CUDART_CB sum_on_host(void* call) {
+        const HostSum& h = *static_cast<const HostSum*>(call);
+        h.sum->sum(h.data, h.count);
+    }
+
     static void CUDART_CB pass_mark(void* passed) {
         auto* count = static_cast<std::atomic<uint64_t>*>(passed);
         count->fetch_add(1);
@@ -468,6 +500,9 @@ class GpuDevice final : public Device {
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;
     int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
+    // A multi-process run's: the gradients' way through the host (sum_across).
+    float* host_grads_ = nullptr;                       // pinned
+    std::unique_ptr<std::deque<HostSum>> host_sums_;  // stable addresses
     struct Timeline {  // --breakdown: a stream's phase marks since the last take
         cudaStream_t stream = nullptr;
         std::vector<cudaEvent_t> events;

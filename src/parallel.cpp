@@ -96,8 +96,8 @@ void compute_gradients(std::span<Device* const> devices, const Allreduce& allred
 }
 
 void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
-                std::span<const Part> parts, float lr, int32_t step, bool timed) {
-    const int size = parts.back().first + parts.back().count;
+                std::span<const Part> parts, float lr, int32_t step, bool timed, int batch) {
+    const int size = batch > 0 ? batch : parts.back().first + parts.back().count;
     for (Device* d : devices) mark_phase(*d, Phase::load, timed);
     split_and_load(devices, first, parts);
     compute_gradients(devices, allreduce, size, timed);

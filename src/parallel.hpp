@@ -44,8 +44,10 @@ void compute_gradients(std::span<Device* const> devices, const Allreduce& allred
 // 0's summed gradients, update everywhere with lr / (the batch's size).
 // With buckets (--overlap) each is allreduced as soon as backward hands it
 // over, on the devices' allreduce streams. Queued work only; `timed` adds
-// the phase marks of --breakdown.
+// the phase marks of --breakdown. `batch`: the step's samples on all the
+// devices of all the processes (0: the parts' end; a multi-process run
+// passes only its own devices' parts).
 void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
-                std::span<const Part> parts, float lr, int32_t step, bool timed = false);
+                std::span<const Part> parts, float lr, int32_t step, bool timed = false, int batch = 0);
 
 }  // namespace dpt

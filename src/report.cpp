@@ -25,7 +25,7 @@ std::string with_commas(double value) {
 
 void print_banner(const TrainConfig& c, const std::string& dir, const FashionMnist& data,
                   std::span<Device* const> devices, const AllreduceInfo& allreduce, size_t steps) {
-    const int n = int(devices.size());
+    const int n = c.devices_in_all();  // of every process
     const int capacity = (c.batch + n - 1) / n;
     const bool resuming = !c.resume_path.empty();
     const std::string origin = resuming                     ? "parameters from the checkpoint " + c.resume_path
@@ -62,14 +62,21 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                     "pinned host memory by the GPUs' copy engines; no CUDA graph%s\n",
                     describe(c.devices).c_str(), names.c_str(), devices[0]->name().c_str(), note.c_str());
     } else if (c.devices.gpus > 0) {
-        std::printf("devices: %s; each replica has its own stream and memory%s\n", describe_gpu_replicas(n).c_str(),
+        std::printf("devices: %s; each replica has its own stream and memory%s\n", describe_gpu_replicas(c.devices.count()).c_str(),
                     note.c_str());
     } else {
-        const int cores = usable_cores();
-        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s\n", n,
-                    n == 1 ? "" : "s", cores, cores == 1 ? "" : "s", note.c_str());
-        if (n > cores) std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", n, cores);
+        const int cores = usable_cores(), here = c.devices.count();  // this process's
+        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s\n", here,
+                    here == 1 ? "" : "s", cores, cores == 1 ? "" : "s", note.c_str());
+        if (here > cores)
+            std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", here, cores);
     }
+    if (c.processes > 1)
+        std::printf("processes: %d (mpirun), each with the devices above: %d devices in all, rank r's parts of each "
+                    "batch the r-th; each sums its devices' gradients (--allreduce %s), then device 0 of each sums "
+                    "across the processes (--across %s%s); rank 0 prints, evaluates and writes files\n",
+                    c.processes, n, c.allreduce.c_str(), to_string(c.across),
+                    c.across == AcrossKind::mpi ? ": MPI_Allreduce" : ": a ring over MPI send and receive");
     char per_device[64];  // "256 per device", or "170-171 per device" when the parts differ by one
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d per device" : "%d per device", c.batch / n,
                   capacity);
@@ -254,7 +261,7 @@ void MetricsFile::write(const EpochReport& s) {
     int n = std::snprintf(line, sizeof line,
                           "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
                           "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g",
-                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices.count(),
+                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices_in_all(),
                           c.devices.mixed() ? "cuda+cpu" : to_string(c.devices.gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu),
                           c.batch, double(c.lr));
     if (c.breakdown)
@@ -269,6 +276,9 @@ void MetricsFile::write(const EpochReport& s) {
                            s.phases[size_t(Phase::exposed)]);
     if (s.least_core_device >= 0)
         n += std::snprintf(line + n, sizeof line - size_t(n), ", \"least_core_share\": %.3f", s.least_core_share);
+    if (c.processes > 1)  // "devices" counts every process's
+        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"processes\": %d, \"across\": \"%s\"",
+                           c.processes, to_string(c.across));
     n += std::snprintf(line + n, sizeof line - size_t(n), ", \"model\": \"%s\"", to_string(c.model));
     if (model_of(c.model).batch_norms() > 0)
         std::snprintf(line + n, sizeof line - size_t(n), ", \"bn\": \"%s\"", to_string(c.bn));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster.hpp"
 #include "device.hpp"
 #include "models.hpp"
 #include "split.hpp"
@@ -55,6 +56,13 @@ struct TrainConfig {
     // least bucket_kb KB) while backward computes the next; the same sums.
     bool overlap = false;
     int bucket_kb = default_bucket_kb;
+    // A run of several processes under mpirun (cluster.hpp): how many there
+    // are (each with `devices`), how they sum gradients, and how long a rank
+    // waits for the others before it ends the job.
+    int processes = 1;
+    AcrossKind across = AcrossKind::mpi;
+    double collective_timeout = default_collective_timeout;
+    int devices_in_all() const { return processes * devices.count(); }
     std::string checkpoint_path;  // empty: no checkpoints
     int checkpoint_every = 1;     // epochs
     // --resume: the checkpoint's file, position and parameters (its settings

@@ -8,7 +8,9 @@ namespace dpt {
 
 class StopRequests {
    public:
-    StopRequests();   // installs the handlers
+    // Installs the handlers; `say`: they say what happens on stderr (the
+    // other ranks of a multi-process run keep quiet).
+    explicit StopRequests(bool say = true);
     ~StopRequests();  // puts the previous handlers back
     StopRequests(const StopRequests&) = delete;
     StopRequests& operator=(const StopRequests&) = delete;
@@ -16,6 +18,10 @@ class StopRequests {
     // 0 until a signal arrives, then its number (SIGINT or SIGTERM).
     int signal() const;
 };
+
+// The signal the current StopRequests has seen (0: none), from any thread
+// (a multi-process run tells the other ranks, cluster.hpp).
+int stop_signal();
 
 // "SIGINT", "SIGTERM".
 const char* signal_name(int signal);

@@ -32,8 +32,9 @@ namespace {
 // Independent random streams drawn from one seed.
 constexpr uint64_t stream_init = 0, stream_order = 1;
 
-// Every step ends with the same update on every replica; a difference means a bug.
-void check_replicas_identical(std::span<Device* const> devices) {
+// Every step ends with the same update on every replica; a difference means
+// a bug. In a multi-process run, every rank's against rank 0's too.
+void check_replicas_identical(std::span<Device* const> devices, Cluster& cluster) {
     std::vector<float> first(devices[0]->param_floats()), other(devices[0]->param_floats());
     devices[0]->read_params(first);
     for (size_t i = 1; i < devices.size(); ++i) {
@@ -42,6 +43,14 @@ void check_replicas_identical(std::span<Device* const> devices) {
             throw std::runtime_error("replicas diverged: " + devices[i]->name() + " differs from " +
                                      devices[0]->name() + " (a bug in dptrain; please report it)");
     }
+    if (cluster.size() == 1) return;
+    other = first;
+    cluster.broadcast(other, "the replica check");
+    const bool same = std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0;
+    const Cluster::Failure failure = cluster.agree(same ? "" : "differs", "the replica check");
+    if (failure.rank >= 0)
+        throw EveryRankError("replicas diverged: rank " + std::to_string(failure.rank) + "'s differ from rank 0's "
+                             "(a bug in dptrain, or an MPI library whose sums differ between ranks; please report it)");
 }
 
 // --save and --checkpoint write a temporary file beside FILE and rename it:
@@ -79,12 +88,13 @@ std::vector<float> init_params(InitKind init, uint64_t seed, const Model& model)
 }
 
 std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
-                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed) {
+                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed, int rank) {
     const size_t first = step * size_t(c.batch);
     const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-    const std::span<const Part> cut = parts.of(int(std::min<size_t>(c.batch, count - first)));
-    train_step(devices, allreduce, first, cut, lr_at(c, steps, epoch, step), int32_t(step), timed);
-    return cut;
+    const int size = int(std::min<size_t>(c.batch, count - first));
+    const std::span<const Part> mine = parts.of(size).subspan(size_t(rank) * devices.size(), devices.size());
+    train_step(devices, allreduce, first, mine, lr_at(c, steps, epoch, step), int32_t(step), timed, size);
+    return mine;
 }
 
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
@@ -96,6 +106,37 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
 }
 
 namespace {
+
+// What every process of a multi-process run must be given alike: one
+// "--option value" a line.
+std::string trajectory_options(const TrainConfig& c) {
+    char text[1024];
+    std::snprintf(text, sizeof text,
+                  "--model %s\n--bn %s\n--pool %s\n--init %s\n--batch %d\n--lr %g\n--warmup %g\n--epochs %d\n"
+                  "--seed %llu\n--limit-train %zu\n--limit-test %zu\n--cpus %d\n--gpus %d\n--allreduce %s\n"
+                  "--overlap %d\n--bucket-kb %d\n--across %s\n--collective-timeout %g\n--resume %s\n",
+                  to_string(c.model), to_string(c.bn), c.pool == PoolKind::avg ? "avg" : "max",
+                  c.init == InitKind::xavier ? "xavier" : "normal", c.batch, double(c.lr), c.warmup, c.epochs,
+                  (unsigned long long)c.seed, c.limit_train, c.limit_test, c.devices.cpus, c.devices.gpus,
+                  c.allreduce.c_str(), int(c.overlap), c.bucket_kb, to_string(c.across), c.collective_timeout,
+                  c.resume_path.empty() ? "no" : "yes");
+    return text;
+}
+
+// Under mpirun: an InputError on every rank when some rank's options differ
+// from rank 0's (a typo in one part of an MPMD command line, say).
+void check_same_options(const TrainConfig& c, Cluster& cluster) {
+    if (cluster.size() == 1) return;
+    const std::string mine = trajectory_options(c), leaders = cluster.leader_text(mine, "comparing the options");
+    cluster.all_or_none([&] {
+        if (mine == leaders) return;
+        const std::vector<std::string> a = items_of(mine, '\n'), b = items_of(leaders, '\n');
+        for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+            if (a[i] != b[i])
+                throw InputError("its " + a[i] + " differs from rank 0's " + b[i] +
+                                 ": every process of a run is given the same options (--data may differ)");
+    }, "comparing the options");
+}
 
 // --slowdown: each named device computes its parts K times over; an
 // InputError for a name the run lacks or a device that cannot.
@@ -121,7 +162,7 @@ void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
 // rate (`epoch`), after any warm-up. Null (and said why) where there is none.
 std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* const> devices,
                                         const Allreduce& allreduce, const BatchParts& parts, size_t count,
-                                        size_t steps, int epoch) {
+                                        size_t steps, int epoch, int rank) {
     if (c.devices.gpus == 0 || !c.graphs || c.epochs < epoch) return nullptr;
     if (c.devices.mixed()) return nullptr;  // CPU devices take part in every step: queued step by step (the banner says)
     if (c.breakdown) {
@@ -132,7 +173,7 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     const auto start = std::chrono::steady_clock::now();
     std::string why;
     std::unique_ptr<Recording> graph = record_graph(
-        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, parts, count, epoch, s, false); },
+        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, parts, count, epoch, s, false, rank); },
         why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (graph)
@@ -203,42 +244,76 @@ class SplitProbe {
 
 }  // namespace
 
-TrainResult train(const TrainConfig& config) {
-    TrainConfig c = config;  // --split auto fills in its parts once measured
-    // Everything a user can get wrong fails here, before any training.
-    const std::string dir = find_data_dir(c.data_dir);
-    const FashionMnist data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
-    if (size_t(c.batch) > data.train.count)
-        throw InputError("--batch " + std::to_string(c.batch) + " is larger than the training set (" +
-                         std::to_string(data.train.count) + " samples)");
-    const size_t count = data.train.count;
-    const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-    const bool resuming = !c.resume_path.empty();
-    if (resuming && c.start.step >= steps)
-        throw InputError("--resume " + c.resume_path + ": it stopped at step " + std::to_string(c.start.step) +
-                         " of an epoch, but an epoch here has " + std::to_string(steps) +
-                         " steps (is this the data set it was trained on?)");
-    MetricsFile metrics(c);
-    if (!c.save_path.empty()) check_can_create("--save", c.save_path);
-    if (!c.checkpoint_path.empty()) check_can_create("--checkpoint", c.checkpoint_path);
-    const std::vector<float> initial = resuming                ? c.resume_params
-                                       : !c.load_path.empty() ? load_params(c.load_path, c.model)
-                                                              : init_params(c.init, c.seed, model_of(c.model));
+TrainResult train(const TrainConfig& config) { return train(config, *single_process()); }
 
-    const int n = c.devices.count();
-    BatchParts parts(c.split, n, c.batch, count);
-    // --split auto may give a device up to the whole batch but one sample a peer.
-    const int capacity = c.split.measured() ? parts.largest() : c.batch;
-    const Allreduce& allreduce = allreduce_named(c.allreduce);
-    const std::vector<std::unique_ptr<Device>> owned =
-        make_devices(c.devices,
-                     {&data.train, &data.test, capacity, c.pool, 0,
-                      c.overlap ? overlap_buckets(model_of(c.model), c.bucket_kb, c.bn) : std::vector<Range>{},
-                      &model_of(c.model), c.bn},
-                     allreduce);
+TrainResult train(const TrainConfig& config, Cluster& cluster) {
+    TrainConfig c = config;  // --split auto fills in its parts once measured
+    c.processes = cluster.size();
+    const int rank = cluster.rank();
+    if (!cluster.leader()) {  // rank 0 alone writes files
+        c.metrics_path.clear();
+        c.save_path.clear();
+        c.checkpoint_path.clear();
+    }
+    check_same_options(c, cluster);
+    const bool resuming = !c.resume_path.empty();
+    const int n = c.devices_in_all();  // of all processes: rank r's are r·G ... r·G+G-1
+    const Allreduce& within = allreduce_named(c.allreduce);
+    const std::unique_ptr<Allreduce> across = c.processes > 1 ? across_processes(within, cluster) : nullptr;
+    const Allreduce& allreduce = across ? *across : within;
+    const std::vector<Range> buckets =
+        c.overlap ? overlap_buckets(model_of(c.model), c.bucket_kb, c.bn) : std::vector<Range>{};
+
+    // Everything a user can get wrong fails here, before any training: on
+    // every rank at once in a multi-process run (bad input on one node
+    // exits 2 everywhere instead of leaving the others waiting).
+    std::string dir;
+    FashionMnist data;
+    size_t count = 0, steps = 0;
+    std::unique_ptr<MetricsFile> metrics;
+    std::vector<float> initial;
+    std::vector<std::unique_ptr<Device>> owned;
+    std::optional<BatchParts> parts;
+    int capacity = 0;
+    cluster.all_or_none([&] {
+        dir = find_data_dir(c.data_dir);
+        data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
+        if (size_t(c.batch) > data.train.count)
+            throw InputError("--batch " + std::to_string(c.batch) + " is larger than the training set (" +
+                             std::to_string(data.train.count) + " samples)");
+        count = data.train.count;
+        steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
+        if (resuming && c.start.step >= steps)
+            throw InputError("--resume " + c.resume_path + ": it stopped at step " + std::to_string(c.start.step) +
+                             " of an epoch, but an epoch here has " + std::to_string(steps) +
+                             " steps (is this the data set it was trained on?)");
+        metrics = std::make_unique<MetricsFile>(c);
+        if (!c.save_path.empty()) check_can_create("--save", c.save_path);
+        if (!c.checkpoint_path.empty()) check_can_create("--checkpoint", c.checkpoint_path);
+        initial = resuming                ? c.resume_params
+                  : !c.load_path.empty() ? load_params(c.load_path, c.model)
+                                         : init_params(c.init, c.seed, model_of(c.model));
+        parts.emplace(c.split, n, c.batch, count);
+        // --split auto may give a device up to the whole batch but one sample a peer.
+        capacity = c.split.measured() ? parts->largest() : c.batch;
+        owned = make_devices(c.devices,
+                             {&data.train, &data.test, capacity, c.pool, 0, buckets, &model_of(c.model), c.bn,
+                              c.processes > 1},
+                             allreduce);
+        apply_slowdowns(c, pointers(owned));
+    }, "the run's set-up");
     const std::vector<Device*> devices = pointers(owned);
-    apply_slowdowns(c, devices);
+    cluster.broadcast(initial, "the initial parameters");  // rank 0's, whatever each rank read or drew
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
+    // The gradient sums across processes: how many a step makes, and which
+    // step the n-th is (for a timeout's message).
+    const uint64_t sums_per_step = std::max<size_t>(1, buckets.size()) + devices[0]->sync_ranges().size();
+    cluster.configure(c.across, c.collective_timeout, model_of(c.model).gradient_floats(), sums_per_step,
+                      [start = c.start, steps](uint64_t step) {
+                          const uint64_t at = start.step + step;
+                          return "epoch " + std::to_string(start.epoch + int(at / steps)) + ", step " +
+                                 std::to_string(at % steps + 1);
+                      });
     print_banner(c, dir, data, devices, allreduce.info(), steps);
     SplitProbe probe(c.split, c.start.step, steps);
     std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early
@@ -254,19 +329,28 @@ TrainResult train(const TrainConfig& config) {
     // After a stop request: the checkpoint (unless just written), and where the run stopped.
     const auto stopped = [&](int signal, const Position& at, bool checkpoint_written) {
         if (!c.checkpoint_path.empty() && !checkpoint_written) write_run_checkpoint(c, at, *devices[0]);
-        say_stopped(c, signal, at, steps);
+        if (cluster.leader()) say_stopped(c, signal, at, steps);
         result.exit_status = 128 + signal;
         return result;
     };
     // CPU devices only: there the host is at most two steps ahead, so the bar
     // shows work done, not work queued (a GPU epoch takes a blink anyway).
-    ProgressBar progress(c.devices.cpus > 0 && isatty(STDOUT_FILENO));
-    StopRequests stop;  // from here on, SIGINT and SIGTERM stop the run between two steps
+    // Not under mpirun, which gives rank 0 a terminal whatever its own output is.
+    ProgressBar progress(c.devices.cpus > 0 && c.processes == 1 && isatty(STDOUT_FILENO));
+    StopRequests stop(cluster.leader());  // from here on, SIGINT and SIGTERM stop the run between two steps
+    // Several processes stop at the same step: the one their gradient sums
+    // agreed on (cluster.hpp), which needs the host at most 3 steps ahead of
+    // its devices, as CPU devices keep it; GPUs stop at the epoch's end.
+    uint64_t queued = 0;  // steps this process has queued
+    const auto stop_now = [&] {
+        if (c.processes == 1) return stop.signal();
+        return c.devices.gpus == 0 ? cluster.stop_before(queued) : 0;
+    };
     for (int epoch = c.start.epoch; epoch <= c.epochs; ++epoch) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;
         const size_t first_step = resumed ? c.start.step : 0;
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
-        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, parts, count, steps, epoch);
+        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, *parts, count, steps, epoch, rank);
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
@@ -274,15 +358,16 @@ TrainResult train(const TrainConfig& config) {
         if (graph && first_step == 0) {
             graph->replay();  // a stop request waits for the end of the epoch (one launch)
             done = steps;
+            queued += steps;
         } else {
-            for (; done < steps && stop.signal() == 0; ++done) {
+            for (; done < steps && stop_now() == 0; ++done, ++queued) {
                 const bool timed = probe.timed(done);
                 const std::span<const Part> cut =
-                    queue_step(c, devices, allreduce, parts, count, epoch, done, c.breakdown || timed);
+                    queue_step(c, devices, allreduce, *parts, count, epoch, done, c.breakdown || timed, rank);
                 if (timed) probe.record(devices, cut, carried);
                 if (probe.ends_at(done)) {  // the one point where the parts change
                     c.split = result.split = probe.measure(devices, c.batch);
-                    parts = BatchParts(c.split, n, c.batch, count);
+                    parts.emplace(c.split, n, c.batch, count);
                 }
                 for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
                 const size_t finished = std::max(first_step, done >= 1 ? done - 1 : 0);  // at most 2 queued
@@ -295,36 +380,41 @@ TrainResult train(const TrainConfig& config) {
         progress.clear();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+        // Every device's losses, of every process, summed in device order.
+        const std::string epoch_end = "the end of epoch " + std::to_string(epoch);
+        std::vector<double> losses;
+        for (Device* d : devices) losses.push_back(d->take_loss_sum());
         double loss_sum = epoch == c.start.epoch ? c.start.loss_sum : 0.0;
-        for (Device* d : devices) loss_sum += d->take_loss_sum();
+        for (double l : cluster.all_gather(losses, epoch_end)) loss_sum += l;
+        const int signal = cluster.max(stop.signal(), epoch_end);
+        // Device 0's summed gradients are the same on every rank, and so is this.
         const int32_t bad_step = devices[0]->take_first_bad_step();
-        if (bad_step >= 0 || !std::isfinite(loss_sum)) throw std::runtime_error(divergence_message(c, epoch, bad_step, steps));
-        if (done < steps) return stopped(stop.signal(), Position{epoch, done, loss_sum}, false);
+        if (bad_step >= 0 || !std::isfinite(loss_sum)) throw EveryRankError(divergence_message(c, epoch, bad_step, steps));
+        if (done < steps) return stopped(signal, Position{epoch, done, loss_sum}, false);
 
         const size_t samples = count - std::min(count, first_step * size_t(c.batch));
         EpochReport stats{epoch, seconds, double(samples) / seconds, loss_sum / double(count),
-                          test_accuracy(*devices[0], data.test.count, capacity)};
+                          cluster.leader() ? test_accuracy(*devices[0], data.test.count, capacity) : 0.0};
         if (c.breakdown) take_breakdown(devices, stats, std::exchange(carried, std::vector<PhaseTimes>(devices.size())));
         take_core_shares(devices, stats);
         result.epochs.push_back(stats);
-        check_replicas_identical(devices);
+        check_replicas_identical(devices, cluster);
         print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown);
         warn_if_core_was_busy(stats, devices);
         warn_if_at_chance(c, stats, model_of(c.model).classes());
-        metrics.write(stats);
+        metrics->write(stats);
         const bool checkpoint_due =
             !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);
         if (checkpoint_due) write_run_checkpoint(c, Position{epoch + 1, 0, 0.0}, *devices[0]);
-        if (stop.signal() != 0 && epoch < c.epochs)
-            return stopped(stop.signal(), Position{epoch + 1, 0, 0.0}, checkpoint_due);
+        if (signal != 0 && epoch < c.epochs) return stopped(signal, Position{epoch + 1, 0, 0.0}, checkpoint_due);
     }
-    if (stop.signal() != 0)  // it came after the last epoch's last step was queued: nothing was left to stop
+    if (stop.signal() != 0 && cluster.leader())  // it came after the last epoch's last step was queued: nothing was left to stop
         std::fprintf(stderr, "dptrain: %s came after the last step was queued; the run finished\n",
                      signal_name(stop.signal()));
     if (c.start.epoch > c.epochs && resuming)
         std::printf("nothing to train: the checkpoint is at the end of epoch %d and --epochs is %d "
                     "(give a larger --epochs to go on)\n", c.start.epoch - 1, c.epochs);
-    if (c.epochs == 0 || c.start.epoch > c.epochs)
+    if ((c.epochs == 0 || c.start.epoch > c.epochs) && cluster.leader())
         std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
 
     if (!c.save_path.empty()) {

@@ -9,6 +9,7 @@
 
 #include "device.hpp"
 #include "allreduce.hpp"
+#include "cluster.hpp"
 #include "report.hpp"
 #include "schedule.hpp"
 #include "lenet.hpp"
@@ -26,9 +27,12 @@ std::vector<float> init_params(InitKind init, uint64_t seed, const Model& model 
 // Step `step` of epoch `epoch` of a training set of `count` samples (at
 // c.batch a step, cut into `parts`, at the rate lr_at gives), queued on the
 // devices' streams; the host does not wait. `timed`: with phase marks.
-// Returns the step's parts.
+// Returns the step's parts of these devices.
+// In a multi-process run `parts` are those of every process's devices, and
+// `devices` this one's, rank `rank`'s (cluster.hpp).
 std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
-                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed);
+                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed,
+                                 int rank = 0);
 
 // Test accuracy of `device`'s replica on the first `test_count` test samples,
 // evaluated in chunks of `capacity` (what its buffers hold).
@@ -49,5 +53,10 @@ struct TrainResult {
 // exit status 130 / 143. Throws InputError for bad input (exit 2), other
 // exceptions for other failures, divergence included (exit 1).
 TrainResult train(const TrainConfig& config);
+// The same as one rank of a multi-process run (cluster.hpp): every rank
+// calls it with the same settings; rank 0 alone prints and writes files.
+// Bad input on any rank throws the same InputError on every rank; a
+// divergence, an EveryRankError on every rank.
+TrainResult train(const TrainConfig& config, Cluster& cluster);
 
 }  // namespace dpt

@@ -8,6 +8,7 @@ dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # params_file.py
 
 # What the checks below run besides dptrain: a missing one fails the test
 # instead of silently skipping checks (scripts/deps.sh installs python3;
@@ -359,13 +360,8 @@ PY
     "$dptrain" "${same[@]}" --split auto --save "$tmp/auto.params" >"$tmp/out" || fail "auto run failed"
     grep -q "From step 5 on the parts are" "$tmp/out" || fail "the 5-step auto run did not measure: $(cat "$tmp/out")"
     python3 - "$tmp/even.params" "$tmp/weights.params" "$tmp/auto.params" <<'PY' && echo "ok: 3,1's and auto's parameters after 5 steps match even's within 1e-5" || fail "the split changed the update"
-import struct, sys
-def floats(path):
-    data = open(path, "rb").read()
-    at = data.index(b"\ndata float32-le ") + 1
-    start = data.index(b"\n", at) + 1
-    count = int(data[at:start - 1].split()[-1])
-    return struct.unpack(f"<{count}f", data[start:start + 4 * count])
+import sys
+from params_file import floats
 even = floats(sys.argv[1])
 for name, path in (("3,1", sys.argv[2]), ("auto", sys.argv[3])):
     worst = max(abs(a - b) for a, b in zip(even, floats(path)))

@@ -1,0 +1,55 @@
+// A multi-process run's allreduce (cluster.hpp): the algorithm the run chose
+// sums the gradients of this process's devices, then device 0 sums that
+// across the processes (--across), then hands the total to its peers. Every
+// device of every process ends with the same bits.
+#include "allreduce.hpp"
+
+namespace dpt {
+namespace {
+
+class AcrossProcesses final : public Allreduce {
+   public:
+    AcrossProcesses(const Allreduce& within, ProcessSum& across) : within_(within), across_(across) {}
+
+    const AllreduceInfo& info() const override { return within_.info(); }
+    size_t staging_floats(int device, int devices, size_t floats) const override {
+        return within_.staging_floats(device, devices, floats);
+    }
+    std::string refusal(const DeviceChoice& choice) const override { return within_.refusal(choice); }
+    std::string explain(std::span<Device* const> devices, size_t floats) const override {
+        return within_.explain(devices, floats);
+    }
+
+    void run_range(std::span<Device* const> devices, size_t floats, Range range, bool timed) const override {
+        within_.run_range(devices, floats, range, timed);
+        Device& root = *devices[0];
+        const size_t n = devices.size();
+        // Device 0 takes the process's sum once every peer is done with the
+        // range (a ring's last copies into a peer are queued on another peer).
+        for (size_t i = 1; i < n; ++i) devices[i]->mark();
+        for (size_t i = 1; i < n; ++i) {
+            mark_phase(root, Phase::wait, timed);
+            root.wait_for(*devices[i]);
+        }
+        mark_phase(root, Phase::allreduce, timed);
+        root.sum_across(across_, range);
+        for (size_t i = 1; i < n; ++i) root.copy_to_peer(*devices[i], range.first, range.count);
+        root.mark();
+        for (size_t i = 1; i < n; ++i) {
+            mark_phase(*devices[i], Phase::allreduce, timed);
+            devices[i]->wait_for(root);
+        }
+    }
+
+   private:
+    const Allreduce& within_;
+    ProcessSum& across_;
+};
+
+}  // namespace
+
+std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& across) {
+    return std::make_unique<AcrossProcesses>(within, across);
+}
+
+}  // namespace dpt

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# dptrain under mpirun, on CPU devices, on this one machine. Usage:
+#   test_mpi.sh DPTRAIN quick|slow   (a build with MPI: quick in CI, slow with scripts/test.sh --slow)
+#   test_mpi.sh DPTRAIN refuses      (a build without MPI: it must refuse a job of several processes)
+# quick: P processes follow one process with as many devices (5 steps, within
+# 1e-5 of the largest weight); a resumed run and a run stopped by SIGTERM
+# and resumed equal an uninterrupted one byte for byte; a killed rank and a
+# hung rank end the job; bad input or other options on one rank exit 2 on all.
+# slow: whole epochs, 2 processes against 1 process with 2 devices.
+set -uo pipefail
+dptrain=$1 mode=$2
+tmp=$(mktemp -d) && trap 'pkill -9 -P $$ 2>/dev/null; rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # params_file.py
+
+if [[ $mode == refuses ]]; then
+    # What mpirun -np 2 sets (Open MPI), without needing mpirun here.
+    OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$dptrain" --cpus 1 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] && grep -q "built without MPI" "$tmp/err" && grep -q "Open MPI" "$tmp/err" \
+        && echo "ok: a build without MPI started as rank 0 of 2 exits 2: $(cat "$tmp/err")" \
+        || fail "a build without MPI under mpirun: exit $rc, $(cat "$tmp/err")"
+    OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$dptrain" --cpus 1 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 && ! -s $tmp/err ]] && echo "ok: and rank 1 exits 2 quietly (one message for the job)" \
+        || fail "rank 1 of a build without MPI: exit $rc, $(cat "$tmp/err")"
+    [[ $failures -eq 0 ]] && exit 0 || exit 1
+fi
+
+command -v mpirun >/dev/null || { echo "FAIL: mpirun is missing (scripts/deps.sh installs openmpi-bin)"; exit 1; }
+# Oversubscribe: this machine may have fewer cores than the ranks; CI runs as root.
+mpi=(mpirun --oversubscribe)
+[[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
+
+# same_within SINGLE MULTI LABEL: the two --save files agree within 1e-5 of
+# the largest weight.
+same_within() {
+    python3 - "$1" "$2" <<'PY' && echo "ok: $3" || fail "$3"
+import sys
+from params_file import floats
+a, b = floats(sys.argv[1]), floats(sys.argv[2])
+largest = max(abs(x) for x in a)
+worst = max(abs(x - y) for x, y in zip(a, b))
+print(f"   largest difference {worst:.2e}, largest weight {largest:.3f}, over {len(a)} parameters")
+assert len(a) == len(b) and worst <= 1e-5 * largest, worst
+PY
+}
+
+# rank_pid MPIRUN_PID RANK: the pid of rank RANK of that mpirun's job.
+rank_pid() {
+    local pid
+    for pid in $(pgrep -P "$1"); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$pid"; return; }
+    done
+}
+
+# wait_for_line FILE TEXT SECONDS: until FILE holds TEXT.
+wait_for_line() {
+    local tries=$(($3 * 10))
+    while ((tries-- > 0)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+
+case $mode in
+quick)
+    # 5 steps of 128: the issue's short horizon, compared tightly.
+    five=(--epochs 1 --limit-train 640 --limit-test 128 --batch 128 --lr 0.3 --seed 4)
+    "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/one.params" >/dev/null || fail "--cpus 2 run failed"
+    for across in mpi ring; do
+        "${mpi[@]}" -np 2 "$dptrain" --cpus 1 "${five[@]}" --across $across --save "$tmp/two-$across.params" \
+            --metrics "$tmp/m-$across.jsonl" >"$tmp/out" 2>"$tmp/err" || fail "mpirun -np 2 --cpus 1 --across $across: $(cat "$tmp/err")"
+        grep -q '^processes: 2 (mpirun)' "$tmp/out" || fail "no processes line: $(cat "$tmp/out")"
+        [[ $(grep -c '^epoch 1 ' "$tmp/out") -eq 1 ]] || fail "not one epoch line from rank 0 alone: $(cat "$tmp/out")"
+        grep -q '"devices": 2, .*"processes": 2, "across": "'$across'"' "$tmp/m-$across.jsonl" \
+            || fail "metrics: $(cat "$tmp/m-$across.jsonl")"
+        same_within "$tmp/one.params" "$tmp/two-$across.params" \
+            "mpirun -np 2 --cpus 1 --across $across follows --cpus 2 for 5 steps (replicas checked bit for bit across ranks)"
+    done
+
+    "$dptrain" --cpus 4 "${five[@]}" --save "$tmp/four.params" >/dev/null || fail "--cpus 4 run failed"
+    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/twotwo.params" >/dev/null 2>"$tmp/err" \
+        || fail "mpirun -np 2 --cpus 2: $(cat "$tmp/err")"
+    same_within "$tmp/four.params" "$tmp/twotwo.params" "mpirun -np 2 --cpus 2 follows --cpus 4 for 5 steps"
+    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --allreduce ring --overlap --across ring \
+        --save "$tmp/ring.params" >/dev/null 2>"$tmp/err" || fail "mpirun -np 2 --cpus 2 --allreduce ring --overlap: $(cat "$tmp/err")"
+    same_within "$tmp/four.params" "$tmp/ring.params" \
+        "mpirun -np 2 --cpus 2 --allreduce ring --overlap --across ring follows --cpus 4 for 5 steps"
+
+    # Batch norm synchronised across processes: 2 steps of a ResNet-18.
+    bn=(--model resnet18 --bn sync --epochs 1 --limit-train 64 --limit-test 16 --batch 32 --lr 0.1 --seed 2)
+    "$dptrain" --cpus 2 "${bn[@]}" --save "$tmp/bn-one.params" >/dev/null || fail "resnet18 --cpus 2 failed"
+    "${mpi[@]}" -np 2 "$dptrain" --cpus 1 "${bn[@]}" --save "$tmp/bn-two.params" >/dev/null 2>"$tmp/err" \
+        || fail "resnet18 under mpirun: $(cat "$tmp/err")"
+    same_within "$tmp/bn-one.params" "$tmp/bn-two.params" \
+        "resnet18 --bn sync: mpirun -np 2 --cpus 1 follows --cpus 2 for 2 steps (running statistics included)"
+
+    # Resume under mpirun: 1 epoch + --resume to 2 == 2 epochs.
+    run=(--cpus 1 --batch 256 --lr 0.3 --limit-train 4096 --limit-test 256 --seed 5)
+    "${mpi[@]}" -np 2 "$dptrain" "${run[@]}" --epochs 2 --save "$tmp/whole.params" >/dev/null 2>&1 || fail "2 epochs failed"
+    "${mpi[@]}" -np 2 "$dptrain" "${run[@]}" --epochs 1 --checkpoint "$tmp/run.ck" >/dev/null 2>&1 || fail "1 epoch failed"
+    "${mpi[@]}" -np 2 "$dptrain" --resume "$tmp/run.ck" --epochs 2 --save "$tmp/resumed.params" >"$tmp/out" 2>&1 \
+        || fail "the resume failed: $(cat "$tmp/out")"
+    cmp "$tmp/whole.params" "$tmp/resumed.params" && echo "ok: under mpirun, 1 epoch + resume to 2 == 2 epochs, byte for byte" \
+        || fail "resumed parameters differ"
+
+    # SIGTERM to mpirun (as Ctrl-C): every rank stops at the same step, rank
+    # 0 writes the checkpoint within mpirun's grace second, and the resumed
+    # run ends where an uninterrupted one does.
+    long=(--cpus 1 --batch 128 --lr 0.3 --limit-train 8192 --limit-test 256 --seed 6 --epochs 4)
+    "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --save "$tmp/long.params" >/dev/null 2>&1 || fail "4 epochs failed"
+    "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --checkpoint "$tmp/int.ck" >"$tmp/out" 2>"$tmp/err" &
+    job=$!
+    wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
+    sleep 0.3
+    kill -TERM $job
+    wait $job
+    grep -q "stopped by SIGTERM in epoch [2-4] after step" "$tmp/err" || fail "no stop message mid-epoch: $(cat "$tmp/err")"
+    [[ $(grep -c "stopped by SIGTERM" "$tmp/err") -eq 1 ]] || fail "not one stop message: $(cat "$tmp/err")"
+    "${mpi[@]}" -np 2 "$dptrain" --resume "$tmp/int.ck" --save "$tmp/int.params" >/dev/null 2>&1 || fail "resume after SIGTERM failed"
+    cmp "$tmp/long.params" "$tmp/int.params" \
+        && echo "ok: mpirun stopped by SIGTERM ($(grep -o 'in epoch [0-9] after step [0-9]* of [0-9]*' "$tmp/err")), resumed == uninterrupted, byte for byte" \
+        || fail "resume after SIGTERM differs"
+
+    # A killed rank ends the job (mpirun notices), well within the timeout.
+    "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --epochs 50 --collective-timeout 20 >"$tmp/out" 2>"$tmp/err" &
+    job=$!
+    wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
+    kill -9 "$(rank_pid $job 1)"
+    start=$SECONDS
+    wait $job
+    rc=$?
+    [[ $rc -ne 0 && $((SECONDS - start)) -le 20 ]] && echo "ok: rank 1 killed -> the job exited $rc within $((SECONDS - start)) s" \
+        || fail "killed rank: exit $rc after $((SECONDS - start)) s"
+
+    # A hung rank (stopped): the others give up after --collective-timeout,
+    # naming themselves and the step.
+    "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --epochs 50 --collective-timeout 3 >"$tmp/out" 2>"$tmp/err" &
+    job=$!
+    wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
+    hung=$(rank_pid $job 1)
+    kill -STOP "$hung"
+    start=$SECONDS
+    wait $job
+    rc=$?
+    kill -9 "$hung" 2>/dev/null
+    grep -q "rank 0 (.*): no answer from the other ranks within 3 s during the gradient sum of epoch [0-9]*, step [0-9]*" "$tmp/err" \
+        && [[ $rc -ne 0 && $((SECONDS - start)) -le 15 ]] \
+        && echo "ok: rank 1 hung -> exit $rc within $((SECONDS - start)) s: $(grep 'no answer' "$tmp/err")" \
+        || fail "hung rank: exit $rc after $((SECONDS - start)) s: $(cat "$tmp/err")"
+
+    # Bad input on one rank: exit 2 on every rank, one message naming it.
+    quick=(--cpus 1 --epochs 1 --limit-train 512 --limit-test 128 --batch 64)
+    "${mpi[@]}" -np 1 "$dptrain" "${quick[@]}" : -np 1 "$dptrain" "${quick[@]}" --data "$tmp/nowhere" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 && $(grep -c "^dptrain: rank 1: --data $tmp/nowhere" "$tmp/err") -eq 1 && ! -s $tmp/out ]] \
+        && echo "ok: a missing --data on rank 1 -> exit 2: $(grep '^dptrain' "$tmp/err")" \
+        || fail "bad input on rank 1: exit $rc, $(cat "$tmp/err")"
+    "${mpi[@]}" -np 1 "$dptrain" "${quick[@]}" : -np 1 "$dptrain" "${quick[@]}" --lr 0.5 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] && grep -q "^dptrain: rank 1: its --lr 0.5 differs from rank 0's --lr 0.3" "$tmp/err" \
+        && echo "ok: other options on rank 1 -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "other options: exit $rc, $(cat "$tmp/err")"
+    for bad in "--split auto" "--split 3,1" "--slowdown cpu:0=2"; do
+        # shellcheck disable=SC2086
+        "${mpi[@]}" -np 2 "$dptrain" "${quick[@]}" $bad >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 2 ]] && grep -q "^dptrain: ${bad%% *} .*one process" "$tmp/err" \
+            && echo "ok: $bad under mpirun -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "$bad: exit $rc, $(cat "$tmp/err")"
+    done
+    "${mpi[@]}" -np 2 "$dptrain" inspect >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] && grep -q "runs as one process" "$tmp/err" && echo "ok: dptrain inspect under mpirun -> exit 2" \
+        || fail "inspect under mpirun: exit $rc, $(cat "$tmp/err")"
+    "$dptrain" --cpus 1 --across ring >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] && grep -q "^dptrain: --across is for a run of several processes" "$tmp/err" \
+        && echo "ok: --across in one process -> exit 2" || fail "--across alone: exit $rc, $(cat "$tmp/err")"
+    ;;
+slow)
+    # Whole epochs: 2 processes against 1 process with 2 devices. SGD is
+    # chaotic, so over 3 epochs they are compared statistically: test
+    # accuracy within 0.02, the same loss curve within 2%.
+    full=(--batch 256 --lr 0.3 --epochs 3 --seed 7)
+    "$dptrain" --cpus 2 "${full[@]}" --metrics "$tmp/one.jsonl" >/dev/null || fail "--cpus 2 failed"
+    "${mpi[@]}" -np 2 "$dptrain" --cpus 1 "${full[@]}" --metrics "$tmp/two.jsonl" >/dev/null 2>&1 || fail "mpirun failed"
+    python3 - "$tmp/one.jsonl" "$tmp/two.jsonl" <<'PY' && echo "ok: 3 epochs under mpirun -np 2 match --cpus 2 statistically" || fail "3 epochs differ"
+import json, sys
+one, two = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+for a, b in zip(one, two):
+    print(f"   epoch {a['epoch']}: loss {a['train_loss']:.4f} / {b['train_loss']:.4f}, acc {a['test_acc']:.4f} / {b['test_acc']:.4f}, "
+          f"time {a['train_time_s']:.1f} / {b['train_time_s']:.1f} s")
+    assert abs(a["test_acc"] - b["test_acc"]) <= 0.02 and abs(a["train_loss"] - b["train_loss"]) <= 0.02 * a["train_loss"]
+PY
+    ;;
+*)
+    echo "unknown mode $mode"
+    exit 2
+    ;;
+esac
+[[ $failures -eq 0 ]] && exit 0 || exit 1

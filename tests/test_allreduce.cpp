@@ -105,3 +105,49 @@ TEST_CASE("training with each allreduce matches naive's within rounding, replica
     REQUIRE(moved > 1e-3);
     CHECK(worst <= 1e-5 * scale);
 }
+
+TEST_CASE("across processes: each algorithm's sum, then device 0's sum across, reaches every device", "[allreduce]") {
+    // Three processes whose devices hold the same gradients: the sum across
+    // them is 3 times this process's, which the stand-in below computes
+    // where MPI would (on device 0's stream, on the host).
+    struct Triple final : ProcessSum {
+        std::vector<size_t> counts;  // of each call, in order
+        void sum(float* data, size_t count) override {
+            counts.push_back(count);
+            for (size_t i = 0; i < count; ++i) data[i] *= 3;
+        }
+    };
+    const std::string name = GENERATE(as<std::string>{}, "naive", "ring");
+    const int n = GENERATE(1, 2, 3, 4);
+    CAPTURE(name, n);
+    Triple across;
+    const std::unique_ptr<Allreduce> algorithm = across_processes(allreduce_named(name), across);
+    const size_t all = lenet::model().param_count();
+    Run run(n, 8, 16, false, 0, algorithm.get());
+    std::vector<std::vector<float>> grads;
+    for (int i = 0; i < n; ++i) {
+        grads.emplace_back(all);
+        for (size_t j = 0; j < all; ++j) grads.back()[j] = float(int((j * 5 + size_t(i) * 11) % 13) - 6);
+        run.devices[size_t(i)]->write_grads(grads.back());
+    }
+    const Range range{1000, 5000};  // a bucket: the rest stays each device's own
+    algorithm->run_range(run.devices, all, range, false);
+    for (Device* d : run.devices) d->synchronize();
+    CHECK(across.counts == std::vector<size_t>{range.count});
+    std::vector<float> got(all);
+    for (int i = 0; i < n; ++i) {
+        run.devices[size_t(i)]->read_grads(got);
+        size_t wrong = 0;
+        for (size_t j = 0; j < all; ++j) {
+            float want = grads[size_t(i)][j];
+            if (j >= range.first && j < range.end()) {
+                want = 0;
+                for (int k = 0; k < n; ++k) want += grads[size_t(k)][j];
+                want *= 3;
+            }
+            wrong += got[j] != want;
+        }
+        CAPTURE(i);
+        CHECK(wrong == 0);
+    }
+}

@@ -25,6 +25,7 @@ class SingleProcess final : public Cluster {
    public:
     int rank() const override { return 0; }
     int size() const override { return 1; }
+    int local_rank() const override { return 0; }
     std::string host() const override {
         char name[256] = "localhost";
         gethostname(name, sizeof name - 1);

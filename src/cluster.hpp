@@ -49,6 +49,9 @@ class Cluster : public ProcessSum {
     virtual int rank() const = 0;
     virtual int size() const = 0;
     bool leader() const { return rank() == 0; }
+    // This process's place among those on its machine (0 ...): which of the
+    // machine's GPUs its replicas take.
+    virtual int local_rank() const = 0;
     virtual std::string host() const = 0;  // the machine's name
     // "rank 1 (node2)": how messages name this process.
     std::string who() const { return "rank " + std::to_string(rank()) + " (" + host() + ")"; }

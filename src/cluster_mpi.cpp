@@ -30,6 +30,10 @@ class MpiCluster final : public Cluster {
         MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
         MPI_Comm_rank(comm_, &rank_);
         MPI_Comm_size(comm_, &size_);
+        MPI_Comm machine = MPI_COMM_NULL;  // the processes that share this one's memory
+        MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &machine);
+        MPI_Comm_rank(machine, &local_rank_);
+        MPI_Comm_free(&machine);
         char name[MPI_MAX_PROCESSOR_NAME] = {};
         int length = 0;
         MPI_Get_processor_name(name, &length);
@@ -45,6 +49,7 @@ class MpiCluster final : public Cluster {
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
+    int local_rank() const override { return local_rank_; }
     std::string host() const override { return host_; }
 
     Failure agree(const std::string& error, std::string_view during) override {
@@ -180,7 +185,7 @@ class MpiCluster final : public Cluster {
     [[noreturn]] void timed_out(uint64_t n) { timed_out(name_sum(n)); }
 
     MPI_Comm comm_ = MPI_COMM_NULL;
-    int rank_ = 0, size_ = 1;
+    int rank_ = 0, size_ = 1, local_rank_ = 0;
     std::string host_;
     std::vector<float> received_;  // the ring's incoming chunk
 };

@@ -296,6 +296,12 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         parts.emplace(c.split, n, c.batch, count);
         // --split auto may give a device up to the whole batch but one sample a peer.
         capacity = c.split.measured() ? parts->largest() : c.batch;
+        // Under mpirun the processes of one machine take turns over its GPUs:
+        // local rank l's replica i goes on GPU (l·G + i) mod (GPUs present).
+        if (c.processes > 1 && c.devices.gpus > 0 && c.devices.gpu_ids.empty())
+            if (const int present = probe_gpus().count(); present > 0)
+                for (int i = 0; i < c.devices.gpus; ++i)
+                    c.devices.gpu_ids.push_back((cluster.local_rank() * c.devices.gpus + i) % present);
         owned = make_devices(c.devices,
                              {&data.train, &data.test, capacity, c.pool, 0, buckets, &model_of(c.model), c.bn,
                               c.processes > 1},

@@ -118,8 +118,6 @@ class Cluster : public ProcessSum {
         const uint64_t at = agreed_step_.load();
         return at != no_step && step >= at + stop_lag ? agreed_signal_.load() : 0;
     }
-    // The number of gradient sums done so far (tests).
-    uint64_t sums_done() const { return sums_; }
 
     // Exits the whole job at once with `status` (after an error on this rank
     // alone: the other ranks would wait for it forever).

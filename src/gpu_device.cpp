@@ -162,7 +162,6 @@ class GpuDevice final : public Device {
         first_bad_ = device_alloc<int32_t>(1, gpu_, "the divergence watch");
         if (setup_.across_processes) {
             CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_grads_), grad_floats_ * sizeof(float)));
-            host_sums_ = std::make_unique<std::deque<HostSum>>();
         }
         reset_first_bad();
         fill_now(grads_, 0, grad_floats_ * sizeof(float), stream_);
@@ -417,9 +416,9 @@ class GpuDevice final : public Device {
         assert(host_grads_ && range.end() <= grad_floats_);
         use();
         HostSum* call = nullptr;
-        for (HostSum& h : *host_sums_)
+        for (HostSum& h : host_sums_)
             if (h.sum == &sum && h.data == host_grads_ + range.first && h.count == range.count) call = &h;
-        if (!call) call = &host_sums_->emplace_back(HostSum{&sum, host_grads_ + range.first, range.count});
+        if (!call) call = &host_sums_.emplace_back(HostSum{&sum, host_grads_ + range.first, range.count});
         const size_t bytes = range.count * sizeof(float);
         CUDA_CHECK(cudaMemcpyAsync(call->data, grads_ + range.first, bytes, cudaMemcpyDeviceToHost, allreduce_stream()));
         CUDA_CHECK(cudaLaunchHostFunc(allreduce_stream(), &GpuDevice::sum_on_host, call));
@@ -502,7 +501,7 @@ class GpuDevice final : public Device {
     int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
     // A multi-process run's: the gradients' way through the host (sum_across).
     float* host_grads_ = nullptr;                       // pinned
-    std::unique_ptr<std::deque<HostSum>> host_sums_;  // stable addresses
+    std::deque<HostSum> host_sums_;                     // stable addresses
     struct Timeline {  // --breakdown: a stream's phase marks since the last take
         cudaStream_t stream = nullptr;
         std::vector<cudaEvent_t> events;

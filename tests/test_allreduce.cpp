@@ -13,6 +13,41 @@
 using namespace dpt;
 using testing::Run;
 
+namespace {
+
+// Writes small whole numbers into every device's gradients (their sum is
+// exact in any order, so an allreduce must give exactly it) and returns them.
+std::vector<std::vector<float>> write_whole_numbers(Run& run, size_t floats) {
+    std::vector<std::vector<float>> grads;
+    for (size_t i = 0; i < run.devices.size(); ++i) {
+        grads.emplace_back(floats);
+        for (size_t j = 0; j < floats; ++j) grads.back()[j] = float(int((j * 7 + i * 13) % 17) - 8);
+        run.devices[i]->write_grads(grads.back());
+    }
+    return grads;
+}
+
+// How many of device i's gradients differ from what an allreduce of
+// `summed` leaves: `factor` times the devices' sum there, its own elsewhere.
+size_t wrong_after_sum(Run& run, const std::vector<std::vector<float>>& grads, size_t i, Range summed,
+                       float factor = 1) {
+    std::vector<float> got(grads[i].size());
+    run.devices[i]->read_grads(got);
+    size_t wrong = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+        float want = grads[i][j];
+        if (j >= summed.first && j < summed.end()) {
+            want = 0;
+            for (const std::vector<float>& g : grads) want += g[j];
+            want *= factor;
+        }
+        wrong += got[j] != want;
+    }
+    return wrong;
+}
+
+}  // namespace
+
 TEST_CASE("every allreduce sums any range exactly, leaves the rest alone, and gives every device the same bits", "[allreduce]") {
     const std::string name = GENERATE(as<std::string>{}, "naive", "ring");
     const int n = GENERATE(1, 2, 3, 4, 5);
@@ -21,29 +56,12 @@ TEST_CASE("every allreduce sums any range exactly, leaves the rest alone, and gi
     for (const size_t floats : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(1000), all}) {
         CAPTURE(name, n, floats);
         Run run(n, 8, 16, false, 0, &algorithm);
-        // Small whole numbers: their sum is exact in any order, so every
-        // algorithm must give exactly it. Beyond `floats`, each device keeps its own.
-        std::vector<std::vector<float>> grads;
-        for (int i = 0; i < n; ++i) {
-            grads.emplace_back(all);
-            for (size_t j = 0; j < all; ++j) grads.back()[j] = float(int((j * 7 + size_t(i) * 13) % 17) - 8);
-            run.devices[size_t(i)]->write_grads(grads.back());
-        }
+        // Beyond `floats`, each device keeps its own.
+        const auto grads = write_whole_numbers(run, all);
         algorithm.run(run.devices, floats, false);
-        std::vector<float> got(all);
         for (int i = 0; i < n; ++i) {
-            run.devices[size_t(i)]->read_grads(got);
-            size_t wrong = 0;
-            for (size_t j = 0; j < all; ++j) {
-                float want = grads[size_t(i)][j];
-                if (j < floats) {
-                    want = 0;
-                    for (int k = 0; k < n; ++k) want += grads[size_t(k)][j];
-                }
-                wrong += got[j] != want;
-            }
             CAPTURE(i);
-            CHECK(wrong == 0);
+            CHECK(wrong_after_sum(run, grads, size_t(i), {0, floats}) == 0);
         }
     }
     SECTION("random floats: every device the same bits, within rounding of the sum") {
@@ -124,30 +142,13 @@ TEST_CASE("across processes: each algorithm's sum, then device 0's sum across, r
     const std::unique_ptr<Allreduce> algorithm = across_processes(allreduce_named(name), across);
     const size_t all = lenet::model().param_count();
     Run run(n, 8, 16, false, 0, algorithm.get());
-    std::vector<std::vector<float>> grads;
-    for (int i = 0; i < n; ++i) {
-        grads.emplace_back(all);
-        for (size_t j = 0; j < all; ++j) grads.back()[j] = float(int((j * 5 + size_t(i) * 11) % 13) - 6);
-        run.devices[size_t(i)]->write_grads(grads.back());
-    }
+    const auto grads = write_whole_numbers(run, all);
     const Range range{1000, 5000};  // a bucket: the rest stays each device's own
     algorithm->run_range(run.devices, all, range, false);
     for (Device* d : run.devices) d->synchronize();
     CHECK(across.counts == std::vector<size_t>{range.count});
-    std::vector<float> got(all);
     for (int i = 0; i < n; ++i) {
-        run.devices[size_t(i)]->read_grads(got);
-        size_t wrong = 0;
-        for (size_t j = 0; j < all; ++j) {
-            float want = grads[size_t(i)][j];
-            if (j >= range.first && j < range.end()) {
-                want = 0;
-                for (int k = 0; k < n; ++k) want += grads[size_t(k)][j];
-                want *= 3;
-            }
-            wrong += got[j] != want;
-        }
         CAPTURE(i);
-        CHECK(wrong == 0);
+        CHECK(wrong_after_sum(run, grads, size_t(i), range, 3) == 0);
     }
 }

@@ -86,11 +86,12 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                                                    : "split " + describe_split(c.split, c.batch);
     std::printf("batch %d (%s), lr %g, %d epoch%s, seed %llu\n", c.batch, parts.c_str(),
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
-    if (c.split.mode == SplitMode::automatic && !c.split.measured())
+    if (c.split.mode == SplitMode::automatic && !c.split.measured()) {
+        const AutoSplitWindow w = auto_split_window(c.start.step, steps);
         std::printf("split auto: steps %zu-%zu go even and are timed; from step %zu on each device's part is in "
                     "proportion to its samples/s\n",
-                    std::min(steps, c.start.step + 2), std::min(steps, c.start.step + auto_split_after),
-                    std::min(steps, c.start.step + auto_split_after) + 1);
+                    w.from + 1, w.end, w.end + 1);
+    }
     for (const TrainConfig::Slowdown& s : c.slowdowns)
         std::printf("slowdown: %s computes each part %d times over (--slowdown: the same result, %dx the time)\n",
                     s.device.c_str(), s.factor, s.factor);

@@ -51,6 +51,11 @@ std::vector<int> counts_for_speeds(int batch, std::span<const double> samples_pe
     return apportion(batch, whole_weights(samples_per_s), 1);
 }
 
+AutoSplitWindow auto_split_window(size_t first, size_t steps) {
+    const size_t end = std::min(steps, first + auto_split_after);
+    return {first + std::min(auto_split_settle, (end - first) / 2), end};
+}
+
 SplitChoice parse_split(const std::string& text, int devices, int batch) {
     if (text == "even") return {};
     if (text == "auto") return {SplitMode::automatic, {}};

@@ -8,7 +8,7 @@
 //   even      every device gets B / N samples (the first B % N one more): the tutorial's split
 //   weights   --split 3,1: parts in proportion to the numbers given, one per device
 //   auto      the first steps of the run go even and are timed; from then on each device's
-//             part is proportional to its measured samples/s (auto_split_after)
+//             part is proportional to its measured samples/s (auto_split_window)
 //
 // Parts are whole samples: a full batch's parts (`counts`, summing to B) are
 // fixed once, and a short last batch is divided in proportion to them. The
@@ -33,11 +33,21 @@ struct SplitChoice {
     bool measured() const { return mode != SplitMode::automatic || !counts.empty(); }
 };
 
-// `auto` times steps 2 .. auto_split_after of the run at the even split (the
-// first warms caches and, on GPUs, loads the kernels) and divides by the
-// measured speeds from the next step on. A run shorter than that measures
-// what it has.
-inline constexpr size_t auto_split_after = 4;
+// The steps that `auto` times at the even split: [from, end) of the epoch,
+// counted from 0. The run's first `auto_split_settle` steps go untimed (they
+// warm caches, touch fresh memory and, on GPUs, load the kernels: on CPU
+// devices steps 1 and 2 both take about twice as long as later ones); the
+// next ones up to `auto_split_after` are timed, and the parts change after
+// `end`. The median of 8 timed steps still holds when 3 of them were slowed
+// by something else on the machine. A shorter run leaves at most its first
+// half untimed.
+inline constexpr size_t auto_split_settle = 2;
+inline constexpr size_t auto_split_after = 10;
+struct AutoSplitWindow {
+    size_t from, end;
+};
+// For a run that starts at step `first` of an epoch of `steps` steps.
+AutoSplitWindow auto_split_window(size_t first, size_t steps);
 
 // --split TEXT for `devices` devices and a batch of `batch`: "even", "auto",
 // or one positive number per device. Bad text is an InputError naming --split.

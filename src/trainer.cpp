@@ -184,21 +184,17 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     return graph;
 }
 
-// --split auto: the steps of the run that are timed at the even split, and
-// the parts their speeds give. Steps first+1 .. first+auto_split_after-1 of
-// the run are timed (first: where this process starts; its own first step
-// warms caches and loads GPU kernels), all of them in a run too short for that.
+// --split auto: times the steps of auto_split_window at the even split,
+// and gives the parts their speeds say.
 class SplitProbe {
    public:
     SplitProbe(const SplitChoice& split, size_t first_step, size_t steps)
-        : active_(!split.measured()),
-          end_(std::min(steps, first_step + auto_split_after)),
-          from_(end_ - first_step >= 2 ? first_step + 1 : first_step) {}
+        : active_(!split.measured()), window_(auto_split_window(first_step, steps)) {}
 
     bool active() const { return active_; }
-    bool timed(size_t step) const { return active_ && step >= from_ && step < end_; }
+    bool timed(size_t step) const { return active_ && step >= window_.from && step < window_.end; }
     // Whether the parts are measured after `step` is queued.
-    bool ends_at(size_t step) const { return active_ && step + 1 == end_; }
+    bool ends_at(size_t step) const { return active_ && step + 1 == window_.end; }
 
     // Called after each timed step is queued: waits for it and notes each
     // device's seconds per sample (load and forward+backward). The phase
@@ -229,7 +225,8 @@ class SplitProbe {
         SplitChoice split{SplitMode::automatic, counts_for_speeds(batch, speeds)};
         std::printf("split auto: steps %zu-%zu timed at the even split: %s samples/s; %s waited %.1f ms a step "
                     "for its peers. From step %zu on the parts are %s\n",
-                    from_ + 1, end_, said.c_str(), devices[0]->name().c_str(), 1e3 * median(waits_), end_ + 1,
+                    window_.from + 1, window_.end, said.c_str(), devices[0]->name().c_str(), 1e3 * median(waits_),
+                    window_.end + 1,
                     describe_split(split, batch).c_str());
         std::fflush(stdout);
         return split;
@@ -237,7 +234,7 @@ class SplitProbe {
 
    private:
     bool active_;
-    size_t end_, from_;
+    AutoSplitWindow window_;
     std::vector<std::vector<double>> per_sample_;  // per device, per timed step
     std::vector<double> waits_;                    // device 0's, per timed step
 };

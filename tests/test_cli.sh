@@ -321,10 +321,11 @@ split)
 
     # cpu:1 computes each part 3 times over: with the even split cpu:0 waits
     # for it most of every step; auto (and 3,1) must cut that wait by half or
-    # more. A timing: when another program took a core from a device during
-    # the runs (their core shares say so), the figures measure that program,
-    # and the runs are tried again, at most three times in all.
-    slow=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-train 6400 --limit-test 256 --batch 128 --breakdown)
+    # more (auto's 10 steps at the even split included). A timing on a shared
+    # machine: the hypervisor can take a core for a while without the guest
+    # seeing it (a CI run once measured cpu:1 only 2.1x slower and waited 55%
+    # as long), so each try prints its figures and three tries are allowed.
+    slow=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-train 9600 --limit-test 256 --batch 128 --breakdown)
     for attempt in 1 2 3; do
         for how in even auto 3,1; do
             "$dptrain" "${slow[@]}" --split "$how" --metrics "$tmp/$how.jsonl" >"$tmp/$how.out" || fail "--split $how run failed: $(cat "$tmp/$how.out")"
@@ -337,36 +338,37 @@ wait = {how: m["wait_s"] for how, m in runs.items()}
 busy = min(m.get("least_core_share", 1.0) for m in runs.values())
 print(f"   cpu:0 waiting for its peers in the epoch: even {wait['even']:.3f} s, auto {wait['auto']:.3f} s, "
       f"3,1 {wait['3,1']:.3f} s (least core share {busy:.0%})")
-if wait["auto"] <= 0.5 * wait["even"] and wait["3,1"] <= 0.5 * wait["even"]:
-    sys.exit(0)
-sys.exit(3 if busy < 0.85 else 1)
+sys.exit(0 if wait["auto"] <= 0.5 * wait["even"] and wait["3,1"] <= 0.5 * wait["even"] else 1)
 PY
         rc=$?
+        echo "   $(grep -o 'samples/s; .*' "$tmp/auto.out")"
         [[ $rc -eq 0 ]] && { echo "ok: auto and 3,1 cut the waiting by half or more"; break; }
-        [[ $rc -eq 3 && $attempt -lt 3 ]] && { echo "   (another program took a core during these runs: again)"; continue; }
-        fail "the split did not cut the waiting by half"
-        break
+        [[ $attempt -lt 3 ]] && { echo "   (not by half this time: again)"; continue; }
+        fail "the split did not cut the waiting by half in 3 tries"
     done
-    grep -qE "^split auto: steps 2-4 timed at the even split: cpu:0 [0-9,]+, cpu:1 [0-9,]+ samples/s; cpu:0 waited [0-9.]+ ms a step for its peers. From step 5 on the parts are [0-9]+ \+ [0-9]+ of 128$" "$tmp/auto.out" \
-        && echo "ok: $(grep '^split auto: steps 2-4 timed' "$tmp/auto.out")" || fail "auto does not say what it measured: $(cat "$tmp/auto.out")"
+    grep -qE "^split auto: steps 3-10 timed at the even split: cpu:0 [0-9,]+, cpu:1 [0-9,]+ samples/s; cpu:0 waited [0-9.]+ ms a step for its peers. From step 11 on the parts are [0-9]+ \+ [0-9]+ of 128$" "$tmp/auto.out" \
+        && echo "ok: $(grep '^split auto: steps 3-10 timed' "$tmp/auto.out")" || fail "auto does not say what it measured: $(cat "$tmp/auto.out")"
+    grep -q "^split auto: steps 3-10 go even and are timed; from step 11 on" "$tmp/auto.out" || fail "the banner does not say which steps auto times"
 
-    # The same update: 5 steps at 3,1, and at auto (its parts from step 5
-    # on), against even, within 1e-5; 3,1 certainly sums in another order.
-    # (Longer, a ReLU input within float rounding of 0 may go the other way:
-    # at 9 steps 3,1 moved 1,153 weights by up to 3.5e-5, the chaos of SGD.)
-    same=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-train 640 --limit-test 64 --batch 128)
-    "$dptrain" "${same[@]}" --save "$tmp/even.params" >/dev/null || fail "even run failed"
-    "$dptrain" "${same[@]}" --split 3,1 --save "$tmp/weights.params" >/dev/null || fail "3,1 run failed"
-    "$dptrain" "${same[@]}" --split auto --save "$tmp/auto.params" >"$tmp/out" || fail "auto run failed"
-    grep -q "From step 5 on the parts are" "$tmp/out" || fail "the 5-step auto run did not measure: $(cat "$tmp/out")"
-    python3 - "$tmp/even.params" "$tmp/weights.params" "$tmp/auto.params" <<'PY' && echo "ok: 3,1's and auto's parameters after 5 steps match even's within 1e-5" || fail "the split changed the update"
+    # The same update: 5 steps at 3,1 against even, and 11 at auto (10 even,
+    # then one at its parts) against even, within 1e-5; 3,1 certainly sums in
+    # another order. (Longer, a ReLU input within float rounding of 0 may go
+    # the other way: at 9 steps 3,1 moved 1,153 weights by up to 3.5e-5, and
+    # at 13 auto moved 56 by up to 1.2e-5, the chaos of SGD.)
+    same=(--cpus 2 --slowdown cpu:1=3 --epochs 1 --limit-test 64 --batch 128)
+    "$dptrain" "${same[@]}" --limit-train 640 --save "$tmp/even.params" >/dev/null || fail "even run failed"
+    "$dptrain" "${same[@]}" --limit-train 640 --split 3,1 --save "$tmp/weights.params" >/dev/null || fail "3,1 run failed"
+    "$dptrain" "${same[@]}" --limit-train 1408 --save "$tmp/even11.params" >/dev/null || fail "even run failed"
+    "$dptrain" "${same[@]}" --limit-train 1408 --split auto --save "$tmp/auto.params" >"$tmp/out" || fail "auto run failed"
+    grep -q "From step 11 on the parts are" "$tmp/out" || fail "the 11-step auto run did not measure: $(cat "$tmp/out")"
+    python3 - "$tmp/even.params" "$tmp/weights.params" "$tmp/even11.params" "$tmp/auto.params" <<'PY' && echo "ok: 3,1's and auto's parameters match even's within 1e-5" || fail "the split changed the update"
 import sys
 from params_file import floats
-even = floats(sys.argv[1])
-for name, path in (("3,1", sys.argv[2]), ("auto", sys.argv[3])):
-    worst = max(abs(a - b) for a, b in zip(even, floats(path)))
+for name, even, other in (("3,1 after 5 steps", sys.argv[1], sys.argv[2]), ("auto after 11 steps", sys.argv[3], sys.argv[4])):
+    even = floats(even)
+    worst = max(abs(a - b) for a, b in zip(even, floats(other)))
     print(f"   {name}: largest difference from even {worst:.2e} over {len(even)} parameters")
-    assert worst <= 1e-5 and (worst > 0 or name == "auto"), worst
+    assert worst <= 1e-5 and (worst > 0 or name.startswith("auto")), worst
 PY
 
     # Resume: the checkpoint records the measured parts, and a resumed run

@@ -81,6 +81,8 @@ over_budget() {
 
 gpu_visible() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
+# Whether meson found MPI for the build in $dir.
+mpi_build() { grep -qE '^Dependency mpi found: YES' "$dir/meson-logs/meson-log.txt" 2>/dev/null; }
 
 find_data() {
     for d in data/fashion-mnist /usr/share/datasets/fashion-mnist; do [[ -e $d ]] && { echo "$d"; return; }; done
@@ -107,6 +109,8 @@ ensure_build() {
         return 1
     fi
     note "info  $dir/: $found; built in $((SECONDS - started)) s"
+    # What an offline bundle of Open MPI would have to match (multi-process runs).
+    note "info  system: $( (. /etc/os-release && echo "$PRETTY_NAME") 2>/dev/null || uname -sr), glibc $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}'), mpirun: $(command -v mpirun || echo none), $(mpi_build && echo "an MPI build" || echo "no MPI in this build")"
 }
 
 stage_build() {
@@ -244,6 +248,40 @@ stage_train() {
         grep -E '^(devices|CUDA graph|note):' "$work/run.log" | head -3 | sed 's/^/      /'
         [[ $args == *--breakdown* ]] && grep '^  phases' "$work/run.log" | tail -1 | sed 's/^ */      /'
     done
+    # Several processes on the one GPU (issue: past one machine), where this
+    # machine has mpirun and the build found MPI: 5 steps of mpirun -np 2
+    # --gpus 1 against --gpus 2 in one process, the sum through host memory
+    # (--across mpi, and auto, which must fall back from NCCL and say why),
+    # and --across nccl refused with the reason.
+    if ! command -v mpirun >/dev/null || ! mpi_build; then
+        note "skip  mpirun -np 2 --gpus 1: no mpirun here, or the build has no MPI"
+    elif ! over_budget "mpirun -np 2 --gpus 1"; then
+        local mpi=(mpirun --oversubscribe -np 2) five=(--data "$data" --epochs 1 --limit-train 640 --limit-test 64 --batch 128 --seed 5)
+        [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
+        "$d" --gpus 2 "${five[@]}" --save "$work/one.params" >>"$log" 2>&1
+        local across
+        for across in mpi auto; do
+            "${mpi[@]}" "$d" --gpus 1 "${five[@]}" --across $across --save "$work/two.params" >"$work/run.log" 2>&1
+            local rc=$?
+            { echo "== mpirun -np 2 dptrain --gpus 1 --across $across (exit $rc)"; cat "$work/run.log"; } >>"$log"
+            if [[ $rc -ne 0 ]]; then fail "mpirun -np 2 --gpus 1 --across $across: exit $rc"; show_tail "$work/run.log"; continue; fi
+            [[ $across == auto ]] && { grep -q "not NCCL: ranks 0 and 1 both have their device 0 on" "$work/run.log" \
+                || fail "mpirun -np 2 --gpus 1 --across auto: no note on why not NCCL"; }
+            PYTHONPATH=$PWD/tests python3 - "$work/one.params" "$work/two.params" <<'PY' >>"$log" 2>&1 && ok "mpirun -np 2 --gpus 1 --across $across follows --gpus 2 for 5 steps (1e-5 of the largest weight)" || fail "mpirun -np 2 --gpus 1 --across $across differs from --gpus 2 (see $log)"
+import sys
+from params_file import floats
+a, b = floats(sys.argv[1]), floats(sys.argv[2])
+worst, scale = max(abs(x - y) for x, y in zip(a, b)), max(abs(x) for x in a)
+print(f"largest difference {worst:.2e}, largest weight {scale:.3f}")
+assert len(a) == len(b) and worst <= 1e-5 * scale
+PY
+        done
+        "${mpi[@]}" "$d" --gpus 1 "${five[@]}" --across nccl >"$work/run.log" 2>&1
+        local rc=$?
+        { echo "== mpirun -np 2 dptrain --gpus 1 --across nccl (exit $rc)"; cat "$work/run.log"; } >>"$log"
+        if [[ $rc -eq 2 ]] && grep -q "NCCL refuses two ranks on one GPU" "$work/run.log"; then ok "mpirun -np 2 --gpus 1 --across nccl: exit 2, $(grep -m1 -o 'ranks 0 and 1 both.*one GPU' "$work/run.log")"
+        else fail "mpirun -np 2 --gpus 1 --across nccl: exit $rc, not the refusal"; show_tail "$work/run.log"; fi
+    fi
     local cmd
     for cmd in "inspect --gpus 2" "inspect --gpus 3 --batch 7" "inspect --gpus 2 --perturb 1" \
                "inspect --gpus 2 --model resnet18 --bn local --batch 6" "inspect --gpus 2 --model resnet18 --bn sync --batch 6" \

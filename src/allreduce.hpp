@@ -7,6 +7,7 @@
 // To add one: a file allreduce_NAME.cpp that defines a subclass and a
 // function returning it, and one line in the table of allreduce.cpp.
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,10 +64,15 @@ std::string allreduce_names();
 // Every algorithm, in the table's order.
 std::vector<const Allreduce*> all_allreduces();
 
+// How device 0 of a multi-process run sums a range of its gradients with
+// the other processes' device 0s (queued on its allreduce stream).
+using RootSum = std::function<void(Device& root, Range range)>;
 // A multi-process run's allreduce (cluster.hpp): `within` among this
 // process's devices, then device 0's sum summed across the processes by
-// `across` (Device::sum_across), then device 0's total copied to its peers.
-std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& across);
+// `across`, then device 0's total copied to its peers.
+std::unique_ptr<Allreduce> across_processes(const Allreduce& within, RootSum across);
+// ... where `across` is Device::sum_across with `sum` (MPI, through host memory).
+std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& sum);
 
 // Queues begin_phase(phase) on `device` when `timed` (--breakdown).
 inline void mark_phase(Device& device, Phase phase, bool timed) {

@@ -1,15 +1,18 @@
 // A multi-process run's allreduce (cluster.hpp): the algorithm the run chose
 // sums the gradients of this process's devices, then device 0 sums that
-// across the processes (--across), then hands the total to its peers. Every
-// device of every process ends with the same bits.
+// across the processes (--across: through host memory by MPI, or GPU to GPU
+// by NCCL), then hands the total to its peers. Every device of every process
+// ends with the same bits.
 #include "allreduce.hpp"
+
+#include <utility>
 
 namespace dpt {
 namespace {
 
 class AcrossProcesses final : public Allreduce {
    public:
-    AcrossProcesses(const Allreduce& within, ProcessSum& across) : within_(within), across_(across) {}
+    AcrossProcesses(const Allreduce& within, RootSum across) : within_(within), across_(std::move(across)) {}
 
     const AllreduceInfo& info() const override { return within_.info(); }
     size_t staging_floats(int device, int devices, size_t floats) const override {
@@ -32,7 +35,7 @@ class AcrossProcesses final : public Allreduce {
             root.wait_for(*devices[i]);
         }
         mark_phase(root, Phase::allreduce, timed);
-        root.sum_across(across_, range);
+        across_(root, range);
         for (size_t i = 1; i < n; ++i) root.copy_to_peer(*devices[i], range.first, range.count);
         root.mark();
         for (size_t i = 1; i < n; ++i) {
@@ -43,13 +46,17 @@ class AcrossProcesses final : public Allreduce {
 
    private:
     const Allreduce& within_;
-    ProcessSum& across_;
+    RootSum across_;
 };
 
 }  // namespace
 
-std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& across) {
-    return std::make_unique<AcrossProcesses>(within, across);
+std::unique_ptr<Allreduce> across_processes(const Allreduce& within, RootSum across) {
+    return std::make_unique<AcrossProcesses>(within, std::move(across));
+}
+
+std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& sum) {
+    return across_processes(within, [&sum](Device& root, Range range) { root.sum_across(sum, range); });
 }
 
 }  // namespace dpt

@@ -165,7 +165,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         ("split", "how each batch is divided: even (the tutorial's), weights such as 3,1 (one per device), or auto (time the first steps, then give each device a part in proportion to its speed); the update is the same", cxxopts::value<std::string>()->default_value("even"), "HOW")
         ("slowdown", "make CPU device NAME compute each part K times over (same result, K times the time), to try --split on identical devices; e.g. cpu:1=3", cxxopts::value<std::string>(), "NAME=K");
     options.add_options("Several processes (mpirun -np P dptrain ...: each process has the devices above)")
-        ("across", "how the processes sum their gradients, after each process has summed its devices': mpi (MPI_Allreduce, the MPI library's algorithm; the default) or ring (dptrain's ring over MPI send and receive)", cxxopts::value<std::string>(), "mpi|ring")
+        ("across", "how the processes sum their gradients, after each process has summed its devices': mpi (MPI_Allreduce, the MPI library's algorithm, through host memory), ring (dptrain's ring over MPI send and receive), nccl (one NCCL communicator of the processes' GPUs) or auto (the default: nccl for GPU replicas where every process has NCCL and a GPU of its own, else mpi)", cxxopts::value<std::string>(), "auto|mpi|ring|nccl")
         ("collective-timeout", "a rank that waits this long for the others (one died, hangs, or is far behind) ends the whole job with a message naming itself and the step (default " + std::to_string(int(default_collective_timeout)) + ")", cxxopts::value<std::string>(), "SECONDS");
     options.add_options("Training")
         ("model", "the network: lenet (the tutorial's from scratch) or resnet18 (the gluon tutorials' ResNet-18 for 28x28 images, with batch norm)", cxxopts::value<std::string>()->default_value("lenet"), "NAME")
@@ -264,6 +264,9 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         throw InputError(std::string("--") + (r.count("across") ? "across" : "collective-timeout") +
                          " is for a run of several processes (mpirun -np P dptrain ...); this is one");
     if (r.count("across")) c.across = parse_across(given(r, "across"));
+    if (c.across == AcrossKind::nccl && c.devices.gpus == 0)
+        throw InputError("--across nccl joins the processes' GPUs: give --gpus G (CPU devices sum across the "
+                         "processes with mpi or ring)");
     if (r.count("collective-timeout"))
         c.collective_timeout = parse_number<double>("collective-timeout", given(r, "collective-timeout"), 1.0, 1e6,
                                                     "a number of seconds from 1");

@@ -11,13 +11,44 @@
 namespace dpt {
 
 AcrossKind parse_across(const std::string& text) {
+    if (text == "auto") return AcrossKind::automatic;
     if (text == "mpi") return AcrossKind::mpi;
     if (text == "ring") return AcrossKind::ring;
-    throw InputError("--across must be mpi (MPI_Allreduce) or ring (dptrain's ring over MPI send and receive), got '" +
-                     text + "'");
+    if (text == "nccl") return AcrossKind::nccl;
+    throw InputError("--across must be auto, mpi (MPI_Allreduce), ring (dptrain's ring over MPI send and receive) "
+                     "or nccl (NCCL between the processes' GPUs), got '" + text + "'");
 }
 
-const char* to_string(AcrossKind kind) { return kind == AcrossKind::ring ? "ring" : "mpi"; }
+const char* to_string(AcrossKind kind) {
+    switch (kind) {
+        case AcrossKind::automatic: return "auto";
+        case AcrossKind::mpi: return "mpi";
+        case AcrossKind::ring: return "ring";
+        case AcrossKind::nccl: return "nccl";
+    }
+    return "?";
+}
+
+AcrossDecision decide_across(AcrossKind asked, std::span<const std::string> places,
+                             std::span<const std::string> nccl_missing) {
+    if (asked != AcrossKind::automatic && asked != AcrossKind::nccl) return {asked, ""};
+    std::string why;
+    for (size_t r = 0; r < places.size() && why.empty(); ++r)
+        if (places[r].empty()) why = "rank " + std::to_string(r) + "'s device 0 is a CPU device";
+    for (size_t r = 0; r < nccl_missing.size() && why.empty(); ++r)
+        if (!nccl_missing[r].empty()) why = "rank " + std::to_string(r) + ": " + nccl_missing[r];
+    for (size_t a = 0; a < places.size() && why.empty(); ++a)
+        for (size_t b = a + 1; b < places.size() && why.empty(); ++b)
+            if (places[a] == places[b])
+                why = "ranks " + std::to_string(a) + " and " + std::to_string(b) + " both have their device 0 on " +
+                      places[a] + ", and NCCL refuses two ranks on one GPU";
+    if (why.empty()) return {AcrossKind::nccl, ""};
+    if (asked == AcrossKind::nccl)
+        throw InputError("--across nccl: " + why +
+                         "; give each process a GPU of its own (at most as many processes per machine as GPUs), "
+                         "or --across mpi, which sums through host memory");
+    return {AcrossKind::mpi, why};
+}
 
 namespace {
 
@@ -40,6 +71,7 @@ class SingleProcess final : public Cluster {
         return {mine.begin(), mine.end()};
     }
     int max(int value, std::string_view) override { return value; }
+    std::vector<std::string> all_gather_text(const std::string& mine, std::string_view) override { return {mine}; }
     void sum(float*, size_t) override { next_sum(); }
     [[noreturn]] void abort(int status) override { std::exit(status); }
 

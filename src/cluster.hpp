@@ -27,11 +27,27 @@ namespace dpt {
 
 // How the processes sum gradients (--across).
 enum class AcrossKind {
-    mpi,   // MPI_Allreduce: the MPI library's own algorithm
-    ring,  // dptrain's ring over MPI send and receive: reduce-scatter, then all-gather
+    automatic,  // nccl where it can (GPU replicas, NCCL found, a GPU per process), else mpi
+    mpi,        // MPI_Allreduce: the MPI library's own algorithm, through host memory
+    ring,       // dptrain's ring over MPI send and receive: reduce-scatter, then all-gather
+    nccl,       // one NCCL communicator of every process's device 0: GPU to GPU, no host copies
 };
 AcrossKind parse_across(const std::string& text);  // an InputError naming --across
 const char* to_string(AcrossKind kind);
+
+// What --across `asked` becomes in a job whose processes have their device 0
+// at `places` (gpu_place(); "" for a CPU device) and NCCL as `nccl_missing`
+// says (per process: "" when it can be used, else why not). auto is nccl
+// where every process can use NCCL and has a GPU of its own (NCCL refuses
+// two ranks on one GPU), else mpi with the reason in `why_not_nccl`; nccl
+// where it cannot be is an InputError naming --across and the reason. The
+// same on every process, which all decide from the same lists.
+struct AcrossDecision {
+    AcrossKind kind = AcrossKind::mpi;
+    std::string why_not_nccl;  // auto's reason for mpi on GPU replicas
+};
+AcrossDecision decide_across(AcrossKind asked, std::span<const std::string> places,
+                             std::span<const std::string> nccl_missing);
 
 // The default of --collective-timeout, in seconds.
 inline constexpr double default_collective_timeout = 300;
@@ -95,6 +111,8 @@ class Cluster : public ProcessSum {
     virtual std::vector<double> all_gather(std::span<const double> mine, std::string_view during) = 0;
     // The largest `value` of any rank.
     virtual int max(int value, std::string_view during) = 0;
+    // Every rank's `mine`, in rank order, on every rank.
+    virtual std::vector<std::string> all_gather_text(const std::string& mine, std::string_view during) = 0;
 
     // --- The gradient sums (ProcessSum, called from device 0's allreduce
     // stream; every rank makes the same calls, in the same order). ---

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "cluster.hpp"
 #include "signals.hpp"
@@ -89,6 +90,23 @@ class MpiCluster final : public Cluster {
         return largest;
     }
 
+    std::vector<std::string> all_gather_text(const std::string& mine, std::string_view during) override {
+        const int length = int(mine.size());
+        std::vector<int> lengths(static_cast<size_t>(size_)), offsets(lengths);
+        MPI_Request request;
+        MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_, &request);
+        wait(&request, 1, during);
+        int total = 0;
+        for (int r = 0; r < size_; ++r) offsets[size_t(r)] = std::exchange(total, total + lengths[size_t(r)]);
+        std::string all(size_t(total), ' ');
+        MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm_,
+                        &request);
+        wait(&request, 1, during);
+        std::vector<std::string> texts;
+        for (int r = 0; r < size_; ++r) texts.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(lengths[size_t(r)])));
+        return texts;
+    }
+
     // data <- its sum over the ranks. A stop request travels with every
     // sum: the largest signal number any rank has seen (cluster.hpp).
     void sum(float* data, size_t count) override {
@@ -97,7 +115,7 @@ class MpiCluster final : public Cluster {
         MPI_Request requests[2];
         int k = 0;
         MPI_Iallreduce(&stop_mine, &stop_any, 1, MPI_INT, MPI_MAX, comm_, &requests[k++]);
-        if (kind() == AcrossKind::mpi && count > 0)
+        if (kind() != AcrossKind::ring && count > 0)
             MPI_Iallreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, comm_, &requests[k++]);
         wait(requests, k, n);
         if (kind() == AcrossKind::ring) ring_sum(data, count, n);

@@ -13,6 +13,8 @@
 
 namespace dpt {
 
+class Cluster;
+
 struct GpuInventory {
     std::vector<std::string> names;  // one per visible CUDA device, e.g. "NVIDIA H100 80GB HBM3"
     std::string why_none;            // when there is none: the reason, as a user should read it
@@ -73,6 +75,18 @@ std::string nccl_status();
 // gradient buffer on its allreduce stream, all in one NCCL group. The
 // communicators are made once per set of GPUs and kept for the process's life.
 void nccl_sum(std::span<Device* const> devices, Range range);
+
+// Where GPU replica `d` is, comparable between the processes of a job: the
+// machine's name `host` and the GPU's PCI bus id ("node2, GPU 0000:17:00.0"),
+// which CUDA_VISIBLE_DEVICES does not renumber.
+std::string gpu_place(Device& d, const std::string& host);
+// --across nccl: joins every process's device 0 (`root`, a GPU replica) in
+// one NCCL communicator, rank r as NCCL rank r: rank 0 draws the unique id
+// and the cluster broadcasts it. Every process calls it (NCCL's set-up waits
+// for all of them); each must have NCCL and a GPU of its own (decide_across
+// checks both first). Returns the sum a root queues: ncclAllReduce of a
+// range of its gradients, in place on its allreduce stream.
+std::function<void(Device& root, Range range)> nccl_across(Cluster& cluster, Device& root);
 
 // Work queued on several GPU devices, recorded once as a CUDA graph and
 // replayed: one launch instead of a launch per kernel and copy. The recorded

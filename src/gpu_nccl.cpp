@@ -8,12 +8,14 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cluster.hpp"
 #include "cuda/check.hpp"
 #include "gpu.hpp"
 #include "gpu_internal.hpp"
@@ -21,8 +23,12 @@
 namespace dpt {
 namespace {
 
-// From nccl.h (NCCL 2.x): opaque communicators, int-sized enums.
+// From nccl.h (NCCL 2.x): opaque communicators, int-sized enums, a unique
+// id of 128 bytes passed by value.
 using ncclComm_t = struct ncclComm*;
+struct ncclUniqueId {
+    char internal[128];
+};
 using ncclResult_t = int;
 constexpr int nccl_success = 0, nccl_float32 = 7, nccl_sum_op = 0;
 
@@ -33,6 +39,8 @@ struct NcclLibrary {
     ncclResult_t (*get_version)(int*) = nullptr;
     const char* (*error_string)(ncclResult_t) = nullptr;
     ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*) = nullptr;
+    ncclResult_t (*get_unique_id)(ncclUniqueId*) = nullptr;
+    ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
     ncclResult_t (*group_start)() = nullptr;
     ncclResult_t (*group_end)() = nullptr;
     ncclResult_t (*all_reduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t) = nullptr;
@@ -63,7 +71,8 @@ NcclLibrary load() {
         return lib;
     }
     if (!find(handle, "ncclGetVersion", lib.get_version) || !find(handle, "ncclGetErrorString", lib.error_string) ||
-        !find(handle, "ncclCommInitAll", lib.comm_init_all) || !find(handle, "ncclGroupStart", lib.group_start) ||
+        !find(handle, "ncclCommInitAll", lib.comm_init_all) || !find(handle, "ncclGetUniqueId", lib.get_unique_id) ||
+        !find(handle, "ncclCommInitRank", lib.comm_init_rank) || !find(handle, "ncclGroupStart", lib.group_start) ||
         !find(handle, "ncclGroupEnd", lib.group_end) || !find(handle, "ncclAllReduce", lib.all_reduce)) {
         lib.why_none = lib.where + " lacks the NCCL 2 functions dptrain calls (" + dlerror() + ")";
         return lib;
@@ -135,6 +144,31 @@ void nccl_sum(std::span<Device* const> devices, Range range) {
               "ncclAllReduce");
     }
     check(lib.group_end(), "ncclGroupEnd");
+}
+
+std::string gpu_place(Device& d, const std::string& host) {
+    char bus[32] = {};
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, gpu_internal::gpu_of(d)));
+    return host + ", GPU " + bus;
+}
+
+std::function<void(Device& root, Range range)> nccl_across(Cluster& cluster, Device& root) {
+    const NcclLibrary& lib = library();
+    ncclUniqueId id{};
+    if (cluster.leader()) check(lib.get_unique_id(&id), "ncclGetUniqueId");
+    const std::string drawn = cluster.leader_text(std::string(id.internal, sizeof id.internal), "NCCL's unique id");
+    std::memcpy(id.internal, drawn.data(), sizeof id.internal);
+    const int gpu = gpu_internal::gpu_of(root);
+    CUDA_CHECK(cudaSetDevice(gpu));
+    ncclComm_t comm = nullptr;  // kept for the process's life, as communicators() keeps its own
+    check(lib.comm_init_rank(&comm, cluster.size(), id, cluster.rank()), "ncclCommInitRank");
+    return [comm, gpu](Device& d, Range range) {
+        CUDA_CHECK(cudaSetDevice(gpu));
+        float* grads = gpu_internal::grads_of(d) + range.first;
+        check(library().all_reduce(grads, grads, range.count, nccl_float32, nccl_sum_op, comm,
+                                   gpu_internal::allreduce_stream_of(d)),
+              "ncclAllReduce");
+    };
 }
 
 }  // namespace dpt

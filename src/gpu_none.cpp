@@ -35,5 +35,9 @@ std::string nccl_refusal(int, std::span<const int>) {
 }
 std::string nccl_status() { return "not in a build without CUDA"; }
 void nccl_sum(std::span<Device* const>, Range) { throw std::logic_error("nccl_sum: built without CUDA"); }
+std::string gpu_place(Device&, const std::string&) { throw std::logic_error("gpu_place: built without CUDA"); }
+std::function<void(Device&, Range)> nccl_across(Cluster&, Device&) {
+    throw std::logic_error("nccl_across: built without CUDA");
+}
 
 }  // namespace dpt

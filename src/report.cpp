@@ -76,7 +76,9 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                     "batch the r-th; each sums its devices' gradients (--allreduce %s), then device 0 of each sums "
                     "across the processes (--across %s%s); rank 0 prints, evaluates and writes files\n",
                     c.processes, n, c.allreduce.c_str(), to_string(c.across),
-                    c.across == AcrossKind::mpi ? ": MPI_Allreduce" : ": a ring over MPI send and receive");
+                    c.across == AcrossKind::nccl ? ": one NCCL communicator of their GPUs, GPU to GPU"
+                    : c.across == AcrossKind::ring ? ": a ring over MPI send and receive"
+                                                   : ": MPI_Allreduce");
     char per_device[64];  // "256 per device", or "170-171 per device" when the parts differ by one
     std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d per device" : "%d per device", c.batch / n,
                   capacity);

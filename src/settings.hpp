@@ -60,7 +60,7 @@ struct TrainConfig {
     // are (each with `devices`), how they sum gradients, and how long a rank
     // waits for the others before it ends the job.
     int processes = 1;
-    AcrossKind across = AcrossKind::mpi;
+    AcrossKind across = AcrossKind::automatic;
     double collective_timeout = default_collective_timeout;
     int devices_in_all() const { return processes * devices.count(); }
     std::string checkpoint_path;  // empty: no checkpoints

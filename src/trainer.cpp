@@ -239,6 +239,30 @@ class SplitProbe {
     std::vector<double> waits_;                    // device 0's, per timed step
 };
 
+// A multi-process run's allreduce: `within` this process, then across the
+// processes as --across says. auto and nccl are decided by every process
+// from every process's facts (where its device 0 is, whether it has NCCL),
+// so all decide alike; c.across becomes what was decided, and `note` says
+// why auto did not choose NCCL for GPU replicas.
+std::unique_ptr<Allreduce> sum_across_processes(TrainConfig& c, Cluster& cluster, const Allreduce& within,
+                                                Device& root, std::string& note) {
+    if (c.across == AcrossKind::automatic || c.across == AcrossKind::nccl) {
+        const bool gpu = root.kind() == DeviceKind::gpu;
+        const std::vector<std::string> places =
+            cluster.all_gather_text(gpu ? gpu_place(root, cluster.host()) : "", "the GPUs' places");
+        const std::vector<std::string> missing =
+            cluster.all_gather_text(gpu ? nccl_refusal(1, {}) : "", "whether every process has NCCL");
+        AcrossDecision decided;
+        cluster.all_or_none([&] { decided = decide_across(c.across, places, missing); }, "--across");
+        c.across = decided.kind;
+        if (c.across == AcrossKind::nccl) return across_processes(within, nccl_across(cluster, root));
+        if (gpu)
+            note = "note: the processes sum through host memory with MPI_Allreduce, not NCCL: " +
+                   decided.why_not_nccl + " (--across auto)";
+    }
+    return across_processes(within, cluster);
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& config) { return train(config, *single_process()); }
@@ -256,8 +280,6 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     const bool resuming = !c.resume_path.empty();
     const int n = c.devices_in_all();  // of all processes: rank r's are r·G ... r·G+G-1
     const Allreduce& within = allreduce_named(c.allreduce);
-    const std::unique_ptr<Allreduce> across = c.processes > 1 ? across_processes(within, cluster) : nullptr;
-    const Allreduce& allreduce = across ? *across : within;
     const std::vector<Range> buckets =
         c.overlap ? overlap_buckets(model_of(c.model), c.bucket_kb, c.bn) : std::vector<Range>{};
 
@@ -302,10 +324,14 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         owned = make_devices(c.devices,
                              {&data.train, &data.test, capacity, c.pool, 0, buckets, &model_of(c.model), c.bn,
                               c.processes > 1},
-                             allreduce);
+                             within);
         apply_slowdowns(c, pointers(owned));
     }, "the run's set-up");
     const std::vector<Device*> devices = pointers(owned);
+    std::string across_note;
+    const std::unique_ptr<Allreduce> across =
+        c.processes > 1 ? sum_across_processes(c, cluster, within, *devices[0], across_note) : nullptr;
+    const Allreduce& allreduce = across ? *across : within;
     cluster.broadcast(initial, "the initial parameters");  // rank 0's, whatever each rank read or drew
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
     // The gradient sums across processes: how many a step makes, and which
@@ -318,6 +344,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                                  std::to_string(at % steps + 1);
                       });
     print_banner(c, dir, data, devices, allreduce.info(), steps);
+    if (!across_note.empty()) std::printf("%s\n", across_note.c_str());
     SplitProbe probe(c.split, c.start.step, steps);
     std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early
     // Warm-up epochs queue their steps one by one (each has its own rate),

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "cluster.hpp"
+#include "errors.hpp"
 #include "parallel.hpp"
 #include "replicas.hpp"
 #include "testing.hpp"
@@ -150,5 +152,45 @@ TEST_CASE("across processes: each algorithm's sum, then device 0's sum across, r
     for (int i = 0; i < n; ++i) {
         CAPTURE(i);
         CHECK(wrong_after_sum(run, grads, size_t(i), range, 3) == 0);
+    }
+}
+
+TEST_CASE("--across auto and nccl: NCCL only where every process has it and a GPU of its own", "[allreduce]") {
+    using P = std::vector<std::string>;
+    const P two_gpus{"node1, GPU 0000:17:00.0", "node1, GPU 0000:65:00.0"};
+    const P same_gpu{"node1, GPU 0000:17:00.0", "node2, GPU 0000:17:00.0", "node1, GPU 0000:17:00.0"};
+    const P cpus{"", ""}, have{"", "", ""}, one_lacks{"", "libnccl.so.2: cannot open shared object file"};
+    SECTION("mpi and ring stay what they are, even where NCCL could") {
+        CHECK(decide_across(AcrossKind::mpi, two_gpus, have).kind == AcrossKind::mpi);
+        CHECK(decide_across(AcrossKind::ring, two_gpus, have).kind == AcrossKind::ring);
+    }
+    SECTION("auto: nccl for GPUs of their own, else mpi and why") {
+        const AcrossDecision gpus = decide_across(AcrossKind::automatic, two_gpus, have);
+        CHECK(gpus.kind == AcrossKind::nccl);
+        CHECK(gpus.why_not_nccl.empty());
+        CHECK(decide_across(AcrossKind::automatic, cpus, have).kind == AcrossKind::mpi);
+        const AcrossDecision shared = decide_across(AcrossKind::automatic, same_gpu, have);
+        CHECK(shared.kind == AcrossKind::mpi);
+        // The same bus id on another machine is another GPU: ranks 0 and 2 share one.
+        CHECK(shared.why_not_nccl ==
+              "ranks 0 and 2 both have their device 0 on node1, GPU 0000:17:00.0, and NCCL refuses two ranks on one GPU");
+        const AcrossDecision lacking = decide_across(AcrossKind::automatic, two_gpus, one_lacks);
+        CHECK(lacking.kind == AcrossKind::mpi);
+        CHECK(lacking.why_not_nccl == "rank 1: libnccl.so.2: cannot open shared object file");
+    }
+    SECTION("nccl where it cannot be: an InputError naming --across, the reason and the way out") {
+        CHECK_THROWS_MATCHES(decide_across(AcrossKind::nccl, same_gpu, have), InputError,
+                             Catch::Matchers::Message(
+                                 "--across nccl: ranks 0 and 2 both have their device 0 on node1, GPU 0000:17:00.0, "
+                                 "and NCCL refuses two ranks on one GPU; give each process a GPU of its own (at most "
+                                 "as many processes per machine as GPUs), or --across mpi, which sums through host "
+                                 "memory"));
+        CHECK_THROWS_WITH(decide_across(AcrossKind::nccl, two_gpus, one_lacks),
+                          Catch::Matchers::StartsWith("--across nccl: rank 1: libnccl.so.2"));
+        CHECK(decide_across(AcrossKind::nccl, two_gpus, have).kind == AcrossKind::nccl);
+    }
+    SECTION("--across takes the four names, and says them back") {
+        for (const char* name : {"auto", "mpi", "ring", "nccl"}) CHECK(std::string(to_string(parse_across(name))) == name);
+        CHECK_THROWS_WITH(parse_across("gloo"), Catch::Matchers::StartsWith("--across must be auto, mpi"));
     }
 }

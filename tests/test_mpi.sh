@@ -79,9 +79,12 @@ quick)
     done
 
     "$dptrain" --cpus 4 "${five[@]}" --save "$tmp/four.params" >/dev/null || fail "--cpus 4 run failed"
-    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/twotwo.params" >/dev/null 2>"$tmp/err" \
-        || fail "mpirun -np 2 --cpus 2: $(cat "$tmp/err")"
+    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/twotwo.params" \
+        --metrics "$tmp/m-auto.jsonl" >"$tmp/out" 2>"$tmp/err" || fail "mpirun -np 2 --cpus 2: $(cat "$tmp/err")"
     same_within "$tmp/four.params" "$tmp/twotwo.params" "mpirun -np 2 --cpus 2 follows --cpus 4 for 5 steps"
+    # Without --across (auto), CPU devices sum with MPI_Allreduce, and no note says why not NCCL.
+    grep -q '"across": "mpi"' "$tmp/m-auto.jsonl" && grep -q -- '--across mpi: MPI_Allreduce' "$tmp/out" && ! grep -q NCCL "$tmp/out" \
+        && echo "ok: --across auto on CPU devices is mpi, silently" || fail "--across auto on CPU devices: $(cat "$tmp/out" "$tmp/m-auto.jsonl")"
     "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --allreduce ring --overlap --across ring \
         --save "$tmp/ring.params" >/dev/null 2>"$tmp/err" || fail "mpirun -np 2 --cpus 2 --allreduce ring --overlap: $(cat "$tmp/err")"
     same_within "$tmp/four.params" "$tmp/ring.params" \
@@ -171,6 +174,14 @@ quick)
     rc=$?
     [[ $rc -eq 2 ]] && grep -q "runs as one process" "$tmp/err" && echo "ok: dptrain inspect under mpirun -> exit 2" \
         || fail "inspect under mpirun: exit $rc, $(cat "$tmp/err")"
+    # --across: nccl is for GPU replicas; a name it does not know exits 2.
+    for bad in "--across nccl" "--across gloo"; do
+        # shellcheck disable=SC2086
+        "${mpi[@]}" -np 2 "$dptrain" "${quick[@]}" $bad >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 2 && $(grep -c "^dptrain: --across" "$tmp/err") -eq 1 ]] \
+            && echo "ok: $bad with CPU devices under mpirun -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "$bad: exit $rc, $(cat "$tmp/err")"
+    done
     "$dptrain" --cpus 1 --across ring >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [[ $rc -eq 2 ]] && grep -q "^dptrain: --across is for a run of several processes" "$tmp/err" \

@@ -27,7 +27,7 @@ static_assert(std::endian::native == std::endian::little, "checkpoints store lit
 namespace {
 
 constexpr std::string_view magic = "dptrain-checkpoint ";
-constexpr int format_version = 4;  // 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
+constexpr int format_version = 5;  // 5: the processes line; 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
 constexpr size_t max_header_bytes = 16384;   // ours is under 600
 constexpr size_t max_file_bytes = 64 << 20;  // ours: LeNet's 517 KB, ResNet-18's 11.1 MB
 constexpr std::string_view crc_key = "crc32 ";
@@ -172,6 +172,7 @@ std::string encode_checkpoint(const Checkpoint& k) {
         out.append(key).append(" ").append(value).append("\n");
     };
     line("devices", devices_text(c.devices));
+    line("processes", text_of(c.processes));
     line("allreduce", c.allreduce);
     std::string split = c.split.mode == SplitMode::even ? "even" : c.split.mode == SplitMode::weights ? "weights" : "auto";
     for (int part : c.split.counts) split.append(" ").append(text_of(part));
@@ -267,6 +268,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     Checkpoint k;
     TrainConfig& c = k.settings;
     c.devices = devices_from_text(h.next("devices"), version, h);
+    if (version >= 5) c.processes = h.number<int>("processes", 1, 1 << 20);
     if (version >= 2) {
         const std::string_view name = h.next("allreduce");
         if (!find_allreduce(name)) h.fail("allreduce " + quoted(name) + " is not an algorithm this dptrain knows");
@@ -280,7 +282,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
         c.bn = h.word("bn", "local", "sync") == "sync" ? BatchNormMode::sync : BatchNormMode::local;
     }
     const int max_int = std::numeric_limits<int>::max();
-    c.batch = h.number<int>("batch", c.devices.count(), max_int);
+    const int64_t devices_in_all = int64_t(c.devices.count()) * c.processes;  // a sample for each, at least
+    c.batch = h.number<int>("batch", int(std::min<int64_t>(devices_in_all, max_int)), max_int);
     if (version >= 3) c.split = split_from_text(split, c.devices.count(), c.batch, h);
     c.lr = h.number<float>("lr", std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
     if (version >= 2) c.warmup = h.number<double>("warmup", 0.0, 1000.0);

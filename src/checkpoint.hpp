@@ -2,10 +2,11 @@
 // to go on as if it had never stopped. A text header, the flat parameter
 // buffer, and a CRC-32 of all that precedes it:
 //
-//   dptrain-checkpoint 4
+//   dptrain-checkpoint 5
 //   conv1.weight 20 1 3 3          the model's tensors, as in the params file
 //   ...
-//   devices cpu 2                  the run's settings
+//   devices cpu 2                  the run's settings (the devices of each process)
+//   processes 1                    (version 5 on; how many under mpirun; earlier files read as 1)
 //   allreduce naive                (version 2 on; a version 1 file reads as naive)
 //   split auto 192 64              (version 3 on; even, weights or auto, and the parts
 //                                  of a full batch once known; earlier files read as even)
@@ -34,7 +35,7 @@
 // words need storing. Numbers are written in their shortest exact form, so
 // lr and loss-sum read back bit for bit. There is no time or path inside:
 // the same run gives the same bytes. Version 1 files (before --allreduce),
-// 2 (before --split) and 3 (before --model) still read.
+// 2 (before --split), 3 (before --model) and 4 (before mpirun) still read.
 #pragma once
 #include <cstdint>
 #include <span>

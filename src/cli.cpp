@@ -110,15 +110,34 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     if (!r.count("checkpoint")) c.checkpoint_path = c.resume_path;
     if (!r.count("checkpoint-every")) c.checkpoint_every = saved.checkpoint_every;
 
-    const std::string saved_devices = describe(saved.devices);
+    // "2 CPU devices", or under mpirun "2 processes of 1 CPU device each".
+    const auto run_devices = [](const DeviceChoice& d, int processes) {
+        return processes == 1 ? describe(d) : std::to_string(processes) + " processes of " + describe(d) + " each";
+    };
+    const std::string saved_devices = run_devices(saved.devices, saved.processes);
     // Another allreduce sums in another order: allowed, like other devices.
     const bool other_allreduce = r.count("allreduce") && c.allreduce != saved.allreduce;
     if (!r.count("allreduce")) c.allreduce = saved.allreduce;
     if (!devices_given(r)) {
-        c.devices = saved.devices;
+        // The checkpoint's devices, as many in all when the process count
+        // differs (one kind of device, shared equally among the processes).
+        const int64_t in_all = int64_t(saved.devices.count()) * saved.processes;
+        if (c.processes == saved.processes) {
+            c.devices = saved.devices;
+            c.devices_note = "as in the checkpoint";
+        } else if (!saved.devices.mixed() && in_all % c.processes == 0) {
+            c.devices = DeviceChoice::of(saved.devices.kind(), int(in_all / c.processes));
+            c.devices_note = "the checkpoint's " + std::to_string(in_all) + " devices (" + saved_devices + "), as " +
+                             run_devices(c.devices, c.processes) +
+                             ": the same parts of each batch, summed in another order (not bit for bit)";
+        } else {
+            throw InputError("--resume " + c.resume_path + ": its run had " + saved_devices + ", which " +
+                             std::to_string(c.processes) + " process" + (c.processes == 1 ? "" : "es") +
+                             " cannot share equally: give --cpus G or --gpus G");
+        }
         if (c.devices.gpus > 0) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
-        c.devices_note = "as in the checkpoint";
-    } else if (c.devices.gpus != saved.devices.gpus || c.devices.cpus != saved.devices.cpus) {
+    } else if (c.devices.gpus != saved.devices.gpus || c.devices.cpus != saved.devices.cpus ||
+               c.processes != saved.processes) {
         c.devices_note = "the checkpoint's run had " + saved_devices +
                          ", so this run matches it up to float summation order, not bit for bit";
     }
@@ -244,6 +263,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         throw InputError("--split " + given(r, "split") +
                          " is for a run in one process; under mpirun the batch is split evenly over every device");
     if (processes > 1 && r.count("slowdown")) throw InputError("--slowdown is for a run in one process, not under mpirun");
+    c.processes = processes;
     if (r.count("resume")) resume_from(r, c);
     else c.split = parse_split(r["split"].as<std::string>(), c.devices.count(), c.batch);
     if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
@@ -259,7 +279,6 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         if (!c.slowdowns.empty()) throw InputError("--slowdown cannot be combined with --bn sync: use --bn local");
     }
 
-    c.processes = processes;
     if (processes == 1 && (r.count("across") || r.count("collective-timeout")))
         throw InputError(std::string("--") + (r.count("across") ? "across" : "collective-timeout") +
                          " is for a run of several processes (mpirun -np P dptrain ...); this is one");

@@ -21,6 +21,7 @@ namespace {
 Checkpoint example() {
     Checkpoint k;
     k.settings.devices = DeviceChoice::of(DeviceKind::cpu, 3);
+    k.settings.processes = 2;  // under mpirun: 6 devices in all
     k.settings.allreduce = "naive";
     k.settings.batch = 511;
     k.settings.split = {SplitMode::automatic, {300, 200, 11}};  // as --split auto measured it
@@ -72,6 +73,7 @@ TEST_CASE("a checkpoint reads back exactly what was written", "[checkpoint]") {
     const Checkpoint back = decode_checkpoint(bytes_of(bytes), "ck");
     const TrainConfig &a = k.settings, &b = back.settings;
     CHECK(b.devices == a.devices);
+    CHECK(b.processes == 2);
     CHECK(b.allreduce == a.allreduce);
     CHECK(b.batch == a.batch);
     CHECK(b.split.mode == SplitMode::automatic);
@@ -147,15 +149,46 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
     const size_t split_at = bytes.find(split_line);
     REQUIRE(split_at != std::string::npos);
     REQUIRE(bytes.find(model_lines) == split_at + split_line.size());
+    const std::string processes_line = "processes 2\n";
+    REQUIRE(bytes.find("devices cpu 3\n" + processes_line) != std::string::npos);
+    // The bytes as version `v` (before 5) wrote them, but for the lines
+    // versions 1 to 4 added, which each section removes: no processes line.
+    const auto older = [&](int v) {
+        std::string old = bytes;
+        old.replace(0, std::strlen("dptrain-checkpoint 5"), "dptrain-checkpoint " + std::to_string(v));
+        old.erase(old.find(processes_line), processes_line.size());
+        return old;
+    };
     SECTION("another version") {
-        std::string v5 = bytes;
-        v5.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 5");
-        CHECK(rejection(resealed(v5)) == "ck: checkpoint format version 5; this dptrain reads versions 1 to 4");
+        std::string v6 = bytes;
+        v6.replace(0, std::strlen("dptrain-checkpoint 5"), "dptrain-checkpoint 6");
+        CHECK(rejection(resealed(v6)) == "ck: checkpoint format version 6; this dptrain reads versions 1 to 5");
+    }
+    SECTION("version 4, written before mpirun, reads as one process") {
+        std::string v4 = older(4);
+        const Checkpoint back = decode_checkpoint(bytes_of(resealed(v4)), "ck");
+        CHECK(back.settings.processes == 1);
+        CHECK(back.settings.model == ModelKind::lenet);
+        CHECK(back.settings.batch == 511);
+        // A version 4 header has no processes line.
+        CHECK(rejection(resealed(v4.replace(v4.find("devices cpu 3\n") + 14, 0, "processes 2\n")))
+                  .find("ck: corrupted header") == 0);
+    }
+    SECTION("the processes line: a whole number from 1, and a batch with a sample for every device of them all") {
+        const auto with_processes = [&](const std::string& line) {
+            std::string other = bytes;
+            other.replace(bytes.find(processes_line), processes_line.size(), line);
+            return resealed(other);
+        };
+        CHECK(decode_checkpoint(bytes_of(with_processes("processes 170\n")), "ck").settings.processes == 170);
+        for (const char* bad : {"processes 0\n", "processes -1\n", "processes two\n", "processes 171\n"}) {
+            CAPTURE(bad);  // 171 processes of 3 devices would leave some without a sample of 511
+            CHECK(rejection(with_processes(bad)).find("ck: corrupted header (") == 0);
+        }
     }
     SECTION("version 3, written before --model, reads as LeNet") {
-        std::string v3 = bytes;
-        v3.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 3");
-        v3.erase(split_at + split_line.size(), model_lines.size());
+        std::string v3 = older(3);
+        v3.erase(v3.find(model_lines), model_lines.size());
         const Checkpoint back = decode_checkpoint(bytes_of(resealed(v3)), "ck");
         CHECK(back.settings.model == ModelKind::lenet);
         CHECK(back.settings.batch == 511);
@@ -166,9 +199,8 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
         CHECK(rejection(resealed(other)).find("ck: corrupted header (model line") == 0);
     }
     SECTION("version 2, written before --split, reads as an even split") {
-        std::string v2 = bytes;
-        v2.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 2");
-        v2.erase(split_at, split_line.size() + model_lines.size());
+        std::string v2 = older(2);
+        v2.erase(v2.find(split_line), split_line.size() + model_lines.size());
         const Checkpoint back = decode_checkpoint(bytes_of(resealed(v2)), "ck");
         CHECK(back.settings.split.mode == SplitMode::even);
         CHECK(back.settings.split.counts.empty());
@@ -212,9 +244,8 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
         }
     }
     SECTION("version 1, written before --allreduce and --warmup, reads as naive and no warm-up") {
-        std::string v1 = bytes;
-        v1.replace(0, std::strlen("dptrain-checkpoint 4"), "dptrain-checkpoint 1");
-        v1.erase(split_at, split_line.size() + model_lines.size());
+        std::string v1 = older(1);
+        v1.erase(v1.find(split_line), split_line.size() + model_lines.size());
         const size_t at = v1.find("allreduce naive\n");
         REQUIRE(at != std::string::npos);
         v1.erase(at, std::strlen("allreduce naive\n"));

@@ -193,8 +193,8 @@ checkpoints)
     cp "$tmp/one.saved" "$tmp/flip.ck"
     printf '\x55' | dd of="$tmp/flip.ck" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
     expect_error "corrupted (its CRC-32 does not match" --resume "$tmp/flip.ck"
-    sed '1s/^dptrain-checkpoint 4$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
-    expect_error "checkpoint format version 7; this dptrain reads versions 1 to 4" --resume "$tmp/v7.ck"
+    sed '1s/^dptrain-checkpoint 5$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
+    expect_error "checkpoint format version 7; this dptrain reads versions 1 to 5" --resume "$tmp/v7.ck"
     # Another model, checksum made right.
     python3 - "$tmp/one.saved" "$tmp/model.ck" <<'PY'
 import sys, zlib

@@ -102,10 +102,22 @@ quick)
     run=(--cpus 1 --batch 256 --lr 0.3 --limit-train 4096 --limit-test 256 --seed 5)
     "${mpi[@]}" -np 2 "$dptrain" "${run[@]}" --epochs 2 --save "$tmp/whole.params" >/dev/null 2>&1 || fail "2 epochs failed"
     "${mpi[@]}" -np 2 "$dptrain" "${run[@]}" --epochs 1 --checkpoint "$tmp/run.ck" >/dev/null 2>&1 || fail "1 epoch failed"
+    cp "$tmp/run.ck" "$tmp/alone.ck" && cp "$tmp/run.ck" "$tmp/three.ck"
+    grep -aqx "processes 2" "$tmp/run.ck" || fail "the checkpoint does not record 2 processes: $(grep -a '^devices' -A1 "$tmp/run.ck")"
     "${mpi[@]}" -np 2 "$dptrain" --resume "$tmp/run.ck" --epochs 2 --save "$tmp/resumed.params" >"$tmp/out" 2>&1 \
         || fail "the resume failed: $(cat "$tmp/out")"
     cmp "$tmp/whole.params" "$tmp/resumed.params" && echo "ok: under mpirun, 1 epoch + resume to 2 == 2 epochs, byte for byte" \
         || fail "resumed parameters differ"
+    # The same checkpoint in one process: its 2 devices in all, as --cpus 2;
+    # 3 processes cannot share them: exit 2 and say what to give.
+    "$dptrain" --resume "$tmp/alone.ck" --epochs 2 --save "$tmp/alone.params" >"$tmp/out" 2>&1 || fail "the resume in one process failed: $(cat "$tmp/out")"
+    grep -q "^devices: 2 CPU devices, .*the checkpoint's 2 devices (2 processes of 1 CPU device each), as 2 CPU devices" "$tmp/out" \
+        || fail "the resume in one process does not say how it took the devices: $(grep '^devices' "$tmp/out")"
+    same_within "$tmp/whole.params" "$tmp/alone.params" "the 2-process checkpoint resumed in one process (as --cpus 2) ends with the 2-process run"
+    "${mpi[@]}" -np 3 "$dptrain" --resume "$tmp/three.ck" --epochs 2 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 && $(grep -c "^dptrain: --resume $tmp/three.ck: its run had 2 processes of 1 CPU device each, which 3 processes cannot share equally: give --cpus G" "$tmp/err") -eq 1 ]] \
+        && echo "ok: resumed by 3 processes -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "3 processes resuming 2 devices: exit $rc, $(cat "$tmp/err")"
 
     # SIGTERM to mpirun (as Ctrl-C): every rank stops at the same step, rank
     # 0 writes the checkpoint within mpirun's grace second, and the resumed

@@ -9,7 +9,16 @@
 # slow: whole epochs, 2 processes against 1 process with 2 devices.
 set -uo pipefail
 dptrain=$1 mode=$2
-tmp=$(mktemp -d) && trap 'pkill -9 -P $$ 2>/dev/null; rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d)
+nodes=()  # network namespaces made by two_nodes, removed at the end
+cleanup() {
+    pkill -9 -P $$ 2>/dev/null
+    local n
+    for n in "${nodes[@]}"; do ip netns del "$n" 2>/dev/null; done
+    [[ ${#nodes[@]} -gt 0 ]] && ip link del "dpb$$" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # params_file.py
@@ -47,12 +56,18 @@ assert len(a) == len(b) and worst <= 1e-5 * largest, worst
 PY
 }
 
-# rank_pid MPIRUN_PID RANK: the pid of rank RANK of that mpirun's job.
+# rank_pid MPIRUN_PID RANK: the pid of rank RANK of that mpirun's job,
+# looked for over up to 10 s (a loaded machine once had none found at once);
+# nothing, and a line on stderr naming mpirun's children, when there is none.
 rank_pid() {
-    local pid
-    for pid in $(pgrep -P "$1"); do
-        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$pid"; return; }
+    local pid tries=100
+    while ((tries-- > 0)); do
+        for pid in $(pgrep -P "$1"); do
+            tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$pid"; return; }
+        done
+        sleep 0.1
     done
+    echo "rank_pid: no rank $2 among the children of mpirun $1: $(pgrep -a -P "$1" | tr '\n' ';')" >&2
 }
 
 # wait_for_line FILE TEXT SECONDS: until FILE holds TEXT.
@@ -60,6 +75,37 @@ wait_for_line() {
     local tries=$(($3 * 10))
     while ((tries-- > 0)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
     return 1
+}
+
+# two_nodes: two "machines" on this one, as network namespaces node 1 and 2
+# (10.77.X.1 and .2 on a bridge, the host at .254), and what mpirun needs to
+# use them from a hostfile: an rsh agent that runs its command in the
+# namespace of the host it is given, where ssh would log in. Sets `hosts`
+# and `remote` (mpirun's options); returns 1, saying why, where this
+# machine cannot make namespaces (not root, no ip, a container without
+# CAP_NET_ADMIN).
+two_nodes() {
+    local net=10.77.$(($$ % 250)) i
+    command -v ip >/dev/null && [[ $(id -u) -eq 0 ]] || { echo "   (no ip command, or not root)"; return 1; }
+    ip link add "dpb$$" type bridge 2>"$tmp/ip.err" || { echo "   ($(cat "$tmp/ip.err"))"; return 1; }
+    nodes=(dpt$$n1 dpt$$n2)
+    ip addr add "$net.254/24" dev "dpb$$" && ip link set "dpb$$" up || return 1
+    for i in 1 2; do
+        ip netns add "dpt$$n$i" && ip link add "dpv$$$i" type veth peer name eth0 netns "dpt$$n$i" &&
+            ip link set "dpv$$$i" master "dpb$$" up && ip -n "dpt$$n$i" addr add "$net.$i/24" dev eth0 &&
+            ip -n "dpt$$n$i" link set eth0 up && ip -n "dpt$$n$i" link set lo up || return 1
+    done
+    printf '%s slots=1\n' "$net.1" "$net.2" >"$tmp/hosts"
+    cat >"$tmp/agent" <<AGENT
+#!/bin/sh
+# mpirun's rsh agent: HOST COMMAND... -> COMMAND in HOST's namespace
+host=\$1; shift
+echo "\$host" >>"$tmp/agent.log"
+exec ip netns exec "dpt$$n\${host##*.}" /bin/sh -c "\$*"
+AGENT
+    chmod +x "$tmp/agent"
+    remote=(--hostfile "$tmp/hosts" --mca plm_rsh_agent "$tmp/agent" --mca oob_tcp_if_include "$net.0/24"
+            --mca btl_tcp_if_include "$net.0/24" --mca btl tcp,self)
 }
 
 case $mode in
@@ -77,6 +123,22 @@ quick)
         same_within "$tmp/one.params" "$tmp/two-$across.params" \
             "mpirun -np 2 --cpus 1 --across $across follows --cpus 2 for 5 steps (replicas checked bit for bit across ranks)"
     done
+
+    # Two machines from a hostfile (network namespaces here): each rank on
+    # its own node, the sums over TCP between them.
+    if two_nodes; then
+        : >"$tmp/agent.log"
+        for across in mpi ring; do
+            "${mpi[@]}" "${remote[@]}" -np 2 "$dptrain" --cpus 1 "${five[@]}" --across $across \
+                --save "$tmp/nodes-$across.params" >"$tmp/out" 2>"$tmp/err" || fail "mpirun --hostfile (2 nodes) --across $across: $(cat "$tmp/err")"
+            same_within "$tmp/one.params" "$tmp/nodes-$across.params" \
+                "mpirun --hostfile, one rank on each of 2 nodes (namespaces, TCP), --across $across, follows --cpus 2 for 5 steps"
+        done
+        [[ $(sort -u "$tmp/agent.log" | wc -l) -eq 2 && $(wc -l <"$tmp/agent.log") -eq 4 ]] \
+            || fail "mpirun did not start a daemon on each node through the agent: $(cat "$tmp/agent.log")"
+    else
+        echo "skip: two nodes as network namespaces cannot be made here; the hostfile path is not tried"
+    fi
 
     "$dptrain" --cpus 4 "${five[@]}" --save "$tmp/four.params" >/dev/null || fail "--cpus 4 run failed"
     "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/twotwo.params" \
@@ -141,7 +203,8 @@ quick)
     "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --epochs 50 --collective-timeout 20 >"$tmp/out" 2>"$tmp/err" &
     job=$!
     wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
-    kill -9 "$(rank_pid $job 1)"
+    killed=$(rank_pid $job 1)
+    [[ -n $killed ]] && kill -9 "$killed" || { fail "rank 1 not found to kill"; kill -9 $job; }
     start=$SECONDS
     wait $job
     rc=$?
@@ -154,7 +217,7 @@ quick)
     job=$!
     wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
     hung=$(rank_pid $job 1)
-    kill -STOP "$hung"
+    [[ -n $hung ]] && kill -STOP "$hung" || { fail "rank 1 not found to stop"; kill -9 $job; }
     start=$SECONDS
     wait $job
     rc=$?

@@ -104,8 +104,10 @@ echo "\$host" >>"$tmp/agent.log"
 exec ip netns exec "dpt$$n\${host##*.}" /bin/sh -c "\$*"
 AGENT
     chmod +x "$tmp/agent"
+    # (rtc_hwloc_vmhole none: a daemon on the same kernel as mpirun sometimes
+    # crashed mapping mpirun's shared hwloc topology into its stack's range.)
     remote=(--hostfile "$tmp/hosts" --mca plm_rsh_agent "$tmp/agent" --mca oob_tcp_if_include "$net.0/24"
-            --mca btl_tcp_if_include "$net.0/24" --mca btl tcp,self)
+            --mca btl_tcp_if_include "$net.0/24" --mca btl tcp,self --mca rtc_hwloc_vmhole none)
 }
 
 case $mode in

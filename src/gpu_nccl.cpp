@@ -105,6 +105,16 @@ const std::vector<ncclComm_t>& communicators(const std::vector<int>& gpus) {
     return at->second;
 }
 
+// Queues ncclAllReduce (sum, in place) of `range` of GPU replica `d`'s
+// gradients on its allreduce stream, over `comm`.
+void all_reduce_in_place(Device& d, Range range, ncclComm_t comm) {
+    CUDA_CHECK(cudaSetDevice(gpu_internal::gpu_of(d)));
+    float* grads = gpu_internal::grads_of(d) + range.first;
+    check(library().all_reduce(grads, grads, range.count, nccl_float32, nccl_sum_op, comm,
+                               gpu_internal::allreduce_stream_of(d)),
+          "ncclAllReduce");
+}
+
 }  // namespace
 
 std::string nccl_refusal(int replicas, std::span<const int> gpu_ids) {
@@ -136,13 +146,7 @@ void nccl_sum(std::span<Device* const> devices, Range range) {
     const std::vector<ncclComm_t>& comms = communicators(gpus);
     const NcclLibrary& lib = library();
     check(lib.group_start(), "ncclGroupStart");
-    for (size_t i = 0; i < devices.size(); ++i) {
-        CUDA_CHECK(cudaSetDevice(gpus[i]));
-        float* grads = gpu_internal::grads_of(*devices[i]) + range.first;
-        check(lib.all_reduce(grads, grads, range.count, nccl_float32, nccl_sum_op, comms[i],
-                             gpu_internal::allreduce_stream_of(*devices[i])),
-              "ncclAllReduce");
-    }
+    for (size_t i = 0; i < devices.size(); ++i) all_reduce_in_place(*devices[i], range, comms[i]);
     check(lib.group_end(), "ncclGroupEnd");
 }
 
@@ -158,17 +162,10 @@ std::function<void(Device& root, Range range)> nccl_across(Cluster& cluster, Dev
     if (cluster.leader()) check(lib.get_unique_id(&id), "ncclGetUniqueId");
     const std::string drawn = cluster.leader_text(std::string(id.internal, sizeof id.internal), "NCCL's unique id");
     std::memcpy(id.internal, drawn.data(), sizeof id.internal);
-    const int gpu = gpu_internal::gpu_of(root);
-    CUDA_CHECK(cudaSetDevice(gpu));
+    CUDA_CHECK(cudaSetDevice(gpu_internal::gpu_of(root)));
     ncclComm_t comm = nullptr;  // kept for the process's life, as communicators() keeps its own
     check(lib.comm_init_rank(&comm, cluster.size(), id, cluster.rank()), "ncclCommInitRank");
-    return [comm, gpu](Device& d, Range range) {
-        CUDA_CHECK(cudaSetDevice(gpu));
-        float* grads = gpu_internal::grads_of(d) + range.first;
-        check(library().all_reduce(grads, grads, range.count, nccl_float32, nccl_sum_op, comm,
-                                   gpu_internal::allreduce_stream_of(d)),
-              "ncclAllReduce");
-    };
+    return [comm](Device& d, Range range) { all_reduce_in_place(d, range, comm); };
 }
 
 }  // namespace dpt

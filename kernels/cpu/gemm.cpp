@@ -8,7 +8,11 @@
 // them, so the inner kernel streams through contiguous memory, and size the
 // blocks so that they stay in L1 (a micro-panel of B), L2 (the block of A) and
 // L3 (the block of B). Packing also absorbs transposition and ragged edges
-// (padded with zeros), so one micro-kernel serves every case.
+// (padded with zeros), so one micro-kernel serves every case. One departure:
+// an untransposed A is not copied, since its rows already run along k as the
+// micro-kernel reads them (6 rows, each a sequential stream): the copy cost
+// as much as the products where C has few columns (Winograd's GEMMs, 64 or
+// 128 of them), and the sums are the same, in the same order.
 //
 // The micro-kernel keeps a 6x16 tile of C in twelve 8-wide vector registers
 // and does 12 fused multiply-adds per step of k: the shape that fits the 16
@@ -58,22 +62,16 @@ PackBuffers& pack_buffers() {
 float* pack_buffer_a() { return pack_buffers().a.get(); }
 float* pack_buffer_b() { return pack_buffers().b.get(); }
 
-// Packs op(A)[i0 : i0+mc, k0 : k0+kc] as consecutive MR-row panels, each stored
-// column by column (MR floats per k), rows past mc zero-filled.
-void pack_a(float* dst, const float* a, bool trans, int m, int k, int i0, int mc,
-            int k0, int kc) {
+// Packs op(A)[i0 : i0+mc, k0 : k0+kc] = A^T[...] as consecutive MR-row
+// panels, each stored column by column (MR floats per k), rows past mc
+// zero-filled. (An untransposed A is read in place: gemm_driver.hpp.) Rows
+// of op(A) are columns of A: each k reads MR neighbours.
+void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc) {
     for (int ip = 0; ip < mc; ip += MR, dst += MR * kc) {
         const int rows = std::min(MR, mc - ip);
-        if (trans) {  // rows of op(A) are columns of A: each k reads MR neighbours
-            for (int kk = 0; kk < kc; ++kk) {
-                const float* src = a + size_t(k0 + kk) * m + i0 + ip;
-                for (int r = 0; r < MR; ++r) dst[kk * MR + r] = r < rows ? src[r] : 0.0f;
-            }
-        } else {  // walk each row of A along k (MR sequential streams)
-            for (int r = 0; r < MR; ++r) {
-                const float* src = a + size_t(i0 + ip + r) * k + k0;
-                for (int kk = 0; kk < kc; ++kk) dst[kk * MR + r] = r < rows ? src[kk] : 0.0f;
-            }
+        for (int kk = 0; kk < kc; ++kk) {
+            const float* src = a + size_t(k0 + kk) * m + i0 + ip;
+            for (int r = 0; r < MR; ++r) dst[kk * MR + r] = r < rows ? src[r] : 0.0f;
         }
     }
 }
@@ -101,21 +99,34 @@ void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc
     }
 }
 
-// C[0:rows, 0:cols] (row stride ldc) = or += the product of an MR-row A panel
-// and an NR-column B panel of depth kc.
-void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc,
-                  int rows, int cols, bool accumulate) {
-    vf acc[MR][2] = {};
+// The products of an MR-row A panel and an NR-column B panel of depth kc,
+// A packed (element (r, k) at a[k * MR + r]) or in place (at row[r][k]).
+template <bool InPlace>
+inline void panel_products(vf (&acc)[MR][2], const float* a, size_t lda, const float* b, int kc, int rows) {
+    const float* row[MR];
+    // In place, rows past the matrix's last repeat it: their sums are never stored.
+    for (int r = 0; r < MR; ++r) row[r] = a + size_t(std::min(r, rows - 1)) * lda;
     for (int kk = 0; kk < kc; ++kk) {
         const vf b0 = load(b), b1 = load(b + lanes);
         for (int r = 0; r < MR; ++r) {
-            const vf ar = splat(a[r]);
+            const vf ar = splat(InPlace ? row[r][kk] : a[r]);
             acc[r][0] += ar * b0;
             acc[r][1] += ar * b1;
         }
         a += MR;
         b += NR;
     }
+}
+
+// C[0:rows, 0:cols] (row stride ldc) = or += the product of an MR-row A panel
+// and an NR-column B panel of depth kc.
+void micro_kernel(float* c, int ldc, const float* a, size_t lda, const float* b, int kc,
+                  int rows, int cols, bool accumulate) {
+    vf acc[MR][2] = {};
+    if (lda)
+        panel_products<true>(acc, a, lda, b, kc, rows);
+    else
+        panel_products<false>(acc, a, 0, b, kc, rows);
     if (rows == MR && cols == NR) {
         for (int r = 0; r < MR; ++r) {
             float* row = c + size_t(r) * ldc;

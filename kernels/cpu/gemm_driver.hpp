@@ -26,16 +26,22 @@ constexpr int NC = 2048;  // columns of a packed B block (2 MiB, meant for L3)
 float* pack_buffer_a();
 float* pack_buffer_b();
 
-// Packs op(A)[i0 : i0+mc, k0 : k0+kc] as MR-row panels, zero-filled past mc.
-void pack_a(float* dst, const float* a, bool trans, int m, int k, int i0, int mc, int k0, int kc);
+// Packs A^T[i0 : i0+mc, k0 : k0+kc] (A stored (k, m)) as MR-row panels,
+// zero-filled past mc.
+void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc);
 
 // C[0:rows, 0:cols] (row stride ldc) = or += an MR-row A panel times an
-// NR-column B panel, both of depth kc.
-void micro_kernel(float* c, int ldc, const float* a, const float* b, int kc, int rows, int cols, bool accumulate);
+// NR-column B panel, both of depth kc. The A panel is packed (MR floats per
+// k) when lda is 0; otherwise it is read in place, row r at a + r * lda.
+void micro_kernel(float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
+                  bool accumulate);
 
 // C (m, n) = or += op(A) (m, k) . B (k, n), where pack_b(dst, k0, kc, j0, nc)
 // writes B[k0 : k0+kc, j0 : j0+nc] as consecutive NR-column panels, each row
-// by row (NR floats per k), columns past nc zero-filled.
+// by row (NR floats per k), columns past nc zero-filled. An untransposed A
+// is not packed: each of its rows already runs along k, as the micro-kernel
+// reads it, and a copy would cost as much as the products when n is small
+// (Winograd's 16 GEMMs of 64 or 128 columns).
 template <class PackB>
 void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, PackB&& pack_b, bool accumulate) {
     if (m <= 0 || n <= 0) return;
@@ -43,6 +49,7 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
         if (!accumulate) std::fill(c, c + size_t(m) * n, 0.0f);
         return;
     }
+    const bool in_place = !trans_a;
     float* const packed_a = pack_buffer_a();
     float* const packed_b = pack_buffer_b();
     for (int j0 = 0; j0 < n; j0 += NC) {
@@ -54,12 +61,14 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
             pack_b(packed_b, k0, kc, j0, nc);
             for (int i0 = 0; i0 < m; i0 += MC) {
                 const int mc = std::min(MC, m - i0);
-                pack_a(packed_a, a, trans_a, m, k, i0, mc, k0, kc);
+                if (!in_place) pack_a(packed_a, a, m, i0, mc, k0, kc);
                 for (int jp = 0; jp < nc; jp += NR)
-                    for (int ip = 0; ip < mc; ip += MR)
-                        micro_kernel(c + size_t(i0 + ip) * n + j0 + jp, n, packed_a + size_t(ip) * kc,
+                    for (int ip = 0; ip < mc; ip += MR) {
+                        const float* panel = in_place ? a + size_t(i0 + ip) * k + k0 : packed_a + size_t(ip) * kc;
+                        micro_kernel(c + size_t(i0 + ip) * n + j0 + jp, n, panel, in_place ? size_t(k) : 0,
                                      packed_b + size_t(jp) * kc, kc, std::min(MR, mc - ip), std::min(NR, nc - jp),
                                      acc);
+                    }
             }
         }
     }

@@ -1,4 +1,6 @@
-// conv2d on the CPU: im2col + GEMM. CUDA twin: kernels/cuda/conv.cu.
+// conv2d on the CPU: im2col + GEMM, or, for the 3x3 convolutions it fits,
+// Winograd's F(2x2, 3x3) (winograd.cpp; the dispatch is at the end of this
+// file). CUDA twin: kernels/cuda/conv.cu.
 //
 // The unfolded matrix need not exist: its element (tap r, column j) is
 // x[tap_offset[r] + pixel_offset[j]], so the GEMM's B operand is packed
@@ -19,6 +21,7 @@
 
 #include "gemm_driver.hpp"
 #include "kernels.hpp"
+#include "winograd.hpp"
 
 namespace dpt::cpu {
 namespace {
@@ -26,18 +29,14 @@ namespace {
 // Samples unfolded together for one GEMM.
 int conv_group_size(const ConvShape& s) { return std::clamp(640 / s.col_cols(), 1, std::max(s.n, 1)); }
 
-}  // namespace
-
-// The unfolded group (c*kh*kw, cols) or the group's zero-padded images, the
-// output matrix (oc, cols), and the implicit GEMM's offsets (c*kh*kw + cols
-// ints), with cols = group * oh*ow.
-size_t conv2d_scratch_floats(const ConvShape& s) {
+// The implicit GEMM's scratch: the unfolded group (c*kh*kw, cols) or the
+// group's zero-padded images, the output matrix (oc, cols), and the
+// offsets (c*kh*kw + cols ints), with cols = group * oh*ow.
+size_t conv2d_gemm_scratch_floats(const ConvShape& s) {
     const size_t group = size_t(conv_group_size(s)), cols = group * s.col_cols();
     const size_t padded = group * s.c * size_t(s.h + 2 * s.pad) * size_t(s.w + 2 * s.pad);
     return std::max(cols * size_t(s.col_rows()), padded) + cols * size_t(s.oc) + s.col_rows() + cols;
 }
-
-namespace {
 
 // Output columns ox whose tap (ki, kj) lands inside the image row: [lo, hi).
 void inside_range(const ConvShape& s, int kj, int& lo, int& hi) {
@@ -85,7 +84,7 @@ template <class Body>
 void for_each_group(const ConvShape& s, float* scratch, Body body) {
     const int size = conv_group_size(s), pixels = s.col_cols();
     // The output matrix follows the larger of the unfolded group and the padded images.
-    const size_t first_part = conv2d_scratch_floats(s) - size_t(size) * pixels * size_t(s.oc + 1) - s.col_rows();
+    const size_t first_part = conv2d_gemm_scratch_floats(s) - size_t(size) * pixels * size_t(s.oc + 1) - s.col_rows();
     for (int first = 0; first < s.n; first += size) {
         const int count = std::min(size, s.n - first), cols = count * pixels;
         body(Group{first, count, cols, scratch, scratch + first_part});
@@ -94,7 +93,7 @@ void for_each_group(const ConvShape& s, float* scratch, Body body) {
 
 // Where the implicit GEMM's offsets go: the end of the scratch space.
 float* offsets_room(const ConvShape& s, float* scratch) {
-    return scratch + conv2d_scratch_floats(s) - s.col_rows() - size_t(conv_group_size(s)) * s.col_cols();
+    return scratch + conv2d_gemm_scratch_floats(s) - s.col_rows() - size_t(conv_group_size(s)) * s.col_cols();
 }
 
 // The same convolution over the input zero-padded by s.pad on every side.
@@ -130,7 +129,7 @@ const float* group_dy(const float* dy, const ConvShape& s, const Group& g) {
 
 // Offsets that address the unfolded matrix of an unpadded convolution for
 // `count` samples inside x: tap r of output column j is at x[tap[r] + pixel[j]].
-// They live at the end of the scratch space (see conv2d_scratch_floats).
+// They live at the end of the scratch space (see conv2d_gemm_scratch_floats).
 struct Unfolded {
     int *tap, *pixel;
 
@@ -171,8 +170,8 @@ void pack_gathered(float* dst, const float* x, const int* row_off, const int* co
 
 }  // namespace
 
-void conv2d_forward(float* y, const float* x, const float* w, const float* b,
-                    const ConvShape& s, float* scratch) {
+void conv2d_forward_gemm(float* y, const float* x, const float* w, const float* b,
+                         const ConvShape& s, float* scratch) {
     const int rows = s.col_rows(), pixels = s.col_cols();
     const size_t in_stride = size_t(s.c) * s.h * s.w;
     const Unfolded offsets(unpadded(s), conv_group_size(s), offsets_room(s, scratch));
@@ -202,8 +201,8 @@ void conv2d_forward(float* y, const float* x, const float* w, const float* b,
     });
 }
 
-void conv2d_backward_data(float* dx, const float* dy, const float* w,
-                          const ConvShape& s, float* scratch) {
+void conv2d_backward_data_gemm(float* dx, const float* dy, const float* w,
+                               const ConvShape& s, float* scratch) {
     const int rows = s.col_rows(), pixels = s.col_cols();
     const size_t in_stride = size_t(s.c) * s.h * s.w;
     std::memset(dx, 0, s.in_size() * sizeof(float));
@@ -214,8 +213,8 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w,
     });
 }
 
-void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                            const ConvShape& s, float* scratch) {
+void conv2d_backward_weight_gemm(float* dw, float* db, const float* dy, const float* x,
+                                 const ConvShape& s, float* scratch) {
     const int rows = s.col_rows();
     const size_t in_stride = size_t(s.c) * s.h * s.w;
     const Unfolded offsets(unpadded(s), conv_group_size(s), offsets_room(s, scratch));
@@ -235,6 +234,29 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
             db[o] += sum;
         }
     });
+}
+
+// The three kernels take Winograd's F(2x2, 3x3) where it fits (winograd.cpp),
+// the implicit GEMM elsewhere.
+size_t conv2d_scratch_floats(const ConvShape& s) {
+    const size_t gemm = conv2d_gemm_scratch_floats(s);
+    return winograd_fits(s) ? std::max(gemm, winograd_scratch_floats(s)) : gemm;
+}
+
+void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
+    if (winograd_fits(s)) return winograd_forward(y, x, w, b, s, scratch);
+    conv2d_forward_gemm(y, x, w, b, s, scratch);
+}
+
+void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
+    if (winograd_fits(s)) return winograd_backward_data(dx, dy, w, s, scratch);
+    conv2d_backward_data_gemm(dx, dy, w, s, scratch);
+}
+
+void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
+                            float* scratch) {
+    if (winograd_fits(s)) return winograd_backward_weight(dw, db, dy, x, s, scratch);
+    conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
 }
 
 }  // namespace dpt::cpu

@@ -43,6 +43,17 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w,
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, float* scratch);
+// The three above pick an algorithm by shape: Winograd's F(2x2, 3x3) for 3x3
+// convolutions of stride 1 and padding 1 on even maps (winograd.hpp), an
+// implicit GEMM otherwise. These run the implicit GEMM whatever the shape,
+// for the tests and bench/conv_cpu.cpp to set the two side by side;
+// conv2d_scratch_floats covers them too.
+void conv2d_forward_gemm(float* y, const float* x, const float* w, const float* b,
+                         const ConvShape& s, float* scratch);
+void conv2d_backward_data_gemm(float* dx, const float* dy, const float* w,
+                               const ConvShape& s, float* scratch);
+void conv2d_backward_weight_gemm(float* dw, float* db, const float* dy, const float* x,
+                                 const ConvShape& s, float* scratch);
 
 // y (n, c, oh, ow) = mean or max over each window of x (n, c, h, w).
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s);

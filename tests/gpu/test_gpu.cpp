@@ -143,6 +143,11 @@ void test_conv() {
         {4, 64, 12, 12, 128, 3, 3, 2, 1},
         {4, 64, 12, 12, 128, 1, 1, 2, 0},
         {4, 256, 3, 3, 256, 3, 3, 1, 1},
+        // Its 3x3 convs on 12x12 and 6x6 maps, which the CPU runs as Winograd
+        // F(2x2,3x3) (kernels/cpu/winograd.cpp): other sums than the GPU's
+        // direct ones, within a few roundings of them.
+        {4, 64, 12, 12, 64, 3, 3, 1, 1},
+        {4, 128, 6, 6, 128, 3, 3, 1, 1},
     };
     // LeNet's own, at 7 samples and at 64 (large enough that the weight gradient splits k).
     for (int n : {7, 64})

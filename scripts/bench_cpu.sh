@@ -4,8 +4,10 @@
 # (bench/pytorch_lenet.py, same model, data held in memory) on
 # 1 and 2 threads. Each runs EPOCHS epochs (default 2); the figures are the
 # last epoch's, so start-up and first-touch costs stay out.
-# Prints a table: epoch time, samples/s, speedup of 2 devices over 1, and the
-# ratio of dptrain's epoch time to PyTorch's at the same core count.
+# Prints a table: epoch time, samples/s, speedup of 2 devices over 1, the
+# ratio of dptrain's epoch time to PyTorch's at the same core count, and the
+# arithmetic rate each reached (training FLOPs a sample x samples/s) as a
+# share of the cores' FP32 peak, measured in the same run by bench/fma_peak.cpp.
 #   usage: scripts/bench_cpu.sh            (PEER=path/to/pytorch_lenet.py, PYTHON=python3)
 #          MODEL=resnet18 LIMIT=12800 scripts/bench_cpu.sh
 #                                          (ResNet-18 at lr 0.1; LIMIT: the first N training
@@ -38,6 +40,19 @@ pytorch_epoch() {
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
+# Training FLOPs a sample: forward + both backward GEMMs, 3x the forward
+# (README: LeNet 4.45 MFLOP forward, ResNet-18 119).
+flops=$([[ $model == lenet ]] && echo 13.3e6 || echo 357e6)
+# The FP32 peak of one core: fused multiply-adds in registers, one copy per
+# core at once (both cores run during a 2-device epoch). Not fatal: a
+# machine without a C++ compiler gets the table without the last column.
+peak=""
+if ${CXX:-g++} -O2 -march=native -ffp-contract=fast bench/fma_peak.cpp -o "$tmp/fma_peak" 2>/dev/null; then
+    for ((i = 0; i < $(nproc); ++i)); do "$tmp/fma_peak" 2 >"$tmp/peak$i" & done
+    wait
+    peak=$(cat "$tmp"/peak* | awk '{ s += $2; n++ } END { printf "%.1f", s / n }')
+    echo "FP32 peak: $peak GFLOP/s a core (fused multiply-adds, every core at once)" >&2
+fi
 read -r t1 r1 < <(dptrain_epoch 1)
 read -r t2 r2 < <(dptrain_epoch 2)
 
@@ -54,10 +69,16 @@ else
 fi
 
 ratio() { [[ -n $2 ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
+# "GFLOP/s (share of the peak of CORES cores)" for an epoch of $1 seconds.
+rate() {
+    awk -v t="$1" -v n="$samples" -v f="$flops" -v p="$peak" -v c="$2" \
+        'BEGIN { g = n * f / t / 1e9; if (p == "") printf "%.0f", g; else printf "%.0f (%.0f%%)", g, 100 * g / (p * c) }'
+}
 echo
-printf '%-22s %10s %12s %9s %16s\n' "$model, batch 256" "epoch (s)" "samples/s" "speedup" "vs PyTorch time"
+printf '%-22s %10s %12s %9s %16s %18s\n' "$model, batch 256" "epoch (s)" "samples/s" "speedup" "vs PyTorch time" "GFLOP/s (of peak)"
 [[ $limit -gt 0 ]] && echo "(an epoch of the first $limit training samples)"
-printf '%-22s %10.2f %12.0f %9s %16s\n' "dptrain --cpus 1" "$t1" "$r1" "1.00x" "$(ratio "$t1" "$pt1")"
-printf '%-22s %10.2f %12.0f %9s %16s\n' "dptrain --cpus 2" "$t2" "$r2" "$(ratio "$t1" "$t2")" "$(ratio "$t2" "$pt2")"
-[[ -n $pt1 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 1 thread" "$pt1" "$(awk -v t="$pt1" -v n="$samples" 'BEGIN{print n/t}')" "" || true
-[[ -n $pt2 ]] && printf '%-22s %10.2f %12.0f %9s\n' "PyTorch, 2 threads" "$pt2" "$(awk -v t="$pt2" -v n="$samples" 'BEGIN{print n/t}')" "$(ratio "$pt1" "$pt2")" || true
+printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "dptrain --cpus 1" "$t1" "$r1" "1.00x" "$(ratio "$t1" "$pt1")" "$(rate "$t1" 1)"
+printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "dptrain --cpus 2" "$t2" "$r2" "$(ratio "$t1" "$t2")" "$(ratio "$t2" "$pt2")" "$(rate "$t2" 2)"
+[[ -n $pt1 ]] && printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "PyTorch, 1 thread" "$pt1" "$(awk -v t="$pt1" -v n="$samples" 'BEGIN{print n/t}')" "" "" "$(rate "$pt1" 1)" || true
+[[ -n $pt2 ]] && printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "PyTorch, 2 threads" "$pt2" "$(awk -v t="$pt2" -v n="$samples" 'BEGIN{print n/t}')" "$(ratio "$pt1" "$pt2")" "" "$(rate "$pt2" 2)" || true
+[[ -n $peak ]] && echo "(GFLOP/s: $(awk -v f="$flops" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP of training a sample x samples/s; peak $peak GFLOP/s a core, measured above)" || true

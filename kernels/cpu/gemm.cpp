@@ -103,9 +103,10 @@ void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc
 // A packed (element (r, k) at a[k * MR + r]) or in place (at row[r][k]).
 template <bool InPlace>
 inline void panel_products(vf (&acc)[MR][2], const float* a, size_t lda, const float* b, int kc, int rows) {
-    const float* row[MR];
+    const float* row[MR] = {};
     // In place, rows past the matrix's last repeat it: their sums are never stored.
-    for (int r = 0; r < MR; ++r) row[r] = a + size_t(std::min(r, rows - 1)) * lda;
+    if constexpr (InPlace)
+        for (int r = 0; r < MR; ++r) row[r] = a + size_t(std::min(r, rows - 1)) * lda;
     for (int kk = 0; kk < kc; ++kk) {
         const vf b0 = load(b), b1 = load(b + lanes);
         for (int r = 0; r < MR; ++r) {
@@ -113,7 +114,7 @@ inline void panel_products(vf (&acc)[MR][2], const float* a, size_t lda, const f
             acc[r][0] += ar * b0;
             acc[r][1] += ar * b1;
         }
-        a += MR;
+        if constexpr (!InPlace) a += MR;
         b += NR;
     }
 }

@@ -1,10 +1,10 @@
-// The CPU convolution kernels on ResNet-18's convolutions, each shape both
-// ways where it has two: Winograd's F(2x2, 3x3) (what conv2d_* pick for 3x3
-// convolutions of stride 1 on even maps) and the implicit GEMM
-// (conv2d_*_gemm). Each pair is first checked to agree, then timed: the
-// fastest of 15 runs after a warm-up, for forward, data gradient and weight
-// gradient, at one device's part of the tutorial's batch (128 samples).
-// README "Speed" quotes it; it is how winograd.cpp's choices were made.
+// The CPU convolution kernels on ResNet-18's convolutions, each shape every
+// way it has: the implicit GEMM (conv2d_*_gemm) and Winograd's F(m x m, 3x3)
+// for each tile m that fits (conv2d_* pick the largest). Each is first
+// checked to agree with the implicit GEMM, then timed: the fastest of 15
+// runs after a warm-up, for forward, data gradient and weight gradient, at
+// one device's part of the tutorial's batch (128 samples). README "Speed"
+// quotes it; it is how winograd.cpp's choices were made.
 //   usage: build/bench/conv_cpu [SAMPLES]
 #include <algorithm>
 #include <chrono>
@@ -60,16 +60,23 @@ struct Tensors {
           dw(s.weight_size()), db(size_t(s.oc)) {}
 };
 
-// Times the three kernels of the implicit GEMM, or of what conv2d_* pick.
-Times time_kernels(const ConvShape& s, Tensors& t, bool gemm) {
-    const auto forward = gemm ? cpu::conv2d_forward_gemm : cpu::conv2d_forward;
-    const auto data = gemm ? cpu::conv2d_backward_data_gemm : cpu::conv2d_backward_data;
-    const auto weight = gemm ? cpu::conv2d_backward_weight_gemm : cpu::conv2d_backward_weight;
-    return {fastest_ms([&] { forward(t.y.data(), t.x.data(), t.w.data(), t.b.data(), s, t.scratch.data()); }),
-            fastest_ms([&] { data(t.dx.data(), t.dy.data(), t.w.data(), s, t.scratch.data()); }),
+// Times the three kernels of the implicit GEMM (tile 0) or of Winograd's
+// F(tile x tile, 3x3).
+Times time_kernels(const ConvShape& s, Tensors& t, int tile) {
+    float *y = t.y.data(), *dx = t.dx.data(), *dw = t.dw.data(), *db = t.db.data(), *scratch = t.scratch.data();
+    const float *x = t.x.data(), *w = t.w.data(), *b = t.b.data(), *dy = t.dy.data();
+    return {fastest_ms([&] {
+                if (tile) return cpu::winograd_forward(y, x, w, b, s, scratch, tile);
+                cpu::conv2d_forward_gemm(y, x, w, b, s, scratch);
+            }),
+            fastest_ms([&] {
+                if (tile) return cpu::winograd_backward_data(dx, dy, w, s, scratch, tile);
+                cpu::conv2d_backward_data_gemm(dx, dy, w, s, scratch);
+            }),
             fastest_ms([&] {  // the weight gradient accumulates: each run starts from zero
                 std::fill(t.dw.begin(), t.dw.end(), 0.0f), std::fill(t.db.begin(), t.db.end(), 0.0f);
-                weight(t.dw.data(), t.db.data(), t.dy.data(), t.x.data(), s, t.scratch.data());
+                if (tile) return cpu::winograd_backward_weight(dw, db, dy, x, s, scratch, tile);
+                cpu::conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
             })};
 }
 
@@ -93,27 +100,32 @@ int main(int argc, char** argv) {
         {n, 256, 3, 3, 256, 3, 3, 1, 1},    // residual 256 (x3)
     };
     std::printf("%-26s %-10s %9s %9s %9s   %s\n", "shape (n c hxw -> oc k/s)", "algorithm", "forward", "data", "weight",
-                "ms, fastest of 15");
+                "ms, fastest of 15; * what conv2d_* take");
     for (const ConvShape& s : shapes) {
         Tensors t(s);
         char name[64];
         std::snprintf(name, sizeof name, "%d %d %dx%d -> %d %dx%d/%d", s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride);
-        const Times gemm = time_kernels(s, t, true);
+        const Times gemm = time_kernels(s, t, 0);
         std::printf("%-26s %-10s %9.2f %9.2f %9.2f\n", name, "gemm", gemm.forward, gemm.data, gemm.weight);
-        if (!cpu::winograd_fits(s)) continue;
-
         const auto want_y = t.y, want_dx = t.dx, want_dw = t.dw;
-        const Times wino = time_kernels(s, t, false);
-        // The two sum in another order: they agree to rounding, a few 1e-7 of
-        // the largest value; a broken transform is off by whole values.
-        const double off = std::max({largest_difference(t.y, want_y), largest_difference(t.dx, want_dx),
-                                     largest_difference(t.dw, want_dw)});
-        std::printf("%-26s %-10s %9.2f %9.2f %9.2f   %.2fx %.2fx %.2fx faster; agrees with gemm to %.1e of the largest\n",
-                    "", "winograd", wino.forward, wino.data, wino.weight, gemm.forward / wino.forward,
-                    gemm.data / wino.data, gemm.weight / wino.weight, off);
-        if (off > 1e-4) {
-            std::fprintf(stderr, "conv_cpu: winograd and gemm disagree on %s (%.1e of the largest value)\n", name, off);
-            return 1;
+        for (int tile : {2, 3, 4}) {
+            if (!cpu::winograd_tile_fits(s, tile)) continue;
+            const Times wino = time_kernels(s, t, tile);
+            // The two sum in another order: they agree to rounding, a few
+            // 1e-7 of the largest value (1e-6 for the larger tiles); a
+            // broken transform is off by whole values.
+            const double off = std::max({largest_difference(t.y, want_y), largest_difference(t.dx, want_dx),
+                                         largest_difference(t.dw, want_dw)});
+            char algorithm[32];
+            std::snprintf(algorithm, sizeof algorithm, "F(%dx%d)%s", tile, tile, tile == cpu::winograd_tile(s) ? "*" : "");
+            std::printf("%-26s %-10s %9.2f %9.2f %9.2f   %.2fx %.2fx %.2fx faster; agrees with gemm to %.1e\n", "",
+                        algorithm, wino.forward, wino.data, wino.weight, gemm.forward / wino.forward,
+                        gemm.data / wino.data, gemm.weight / wino.weight, off);
+            if (off > 1e-4) {
+                std::fprintf(stderr, "conv_cpu: F(%dx%d) and gemm disagree on %s (%.1e of the largest value)\n", tile,
+                             tile, name, off);
+                return 1;
+            }
         }
     }
 }

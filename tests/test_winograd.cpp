@@ -30,13 +30,18 @@ double largest_difference(const std::vector<double>& want, const std::vector<flo
 
 }  // namespace
 
-TEST_CASE("3x3 convolutions on even maps run as Winograd F(2x2,3x3) and equal the direct sums", "[conv]") {
-    const ConvShape s = GENERATE(ConvShape{1, 1, 2, 2, 1, 3, 3, 1, 1},     // one tile
-                                 ConvShape{2, 8, 12, 12, 8, 3, 3, 1, 1},   // ResNet-18's 12x12 blocks
-                                 ConvShape{3, 16, 6, 6, 12, 3, 3, 1, 1},   // 6x6, more inputs than outputs
-                                 ConvShape{2, 5, 4, 8, 9, 3, 3, 1, 1},     // non-square, fewer inputs
-                                 ConvShape{40, 3, 12, 12, 5, 3, 3, 1, 1},  // 6 groups of 7 samples, the last short
-                                 ConvShape{0, 4, 6, 6, 4, 3, 3, 1, 1});    // an empty part
+TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and equal the direct sums", "[conv]") {
+    const ConvShape s = GENERATE(ConvShape{1, 1, 2, 2, 1, 3, 3, 1, 1},      // one tile of 2x2
+                                 ConvShape{1, 1, 3, 3, 1, 3, 3, 1, 1},      // one tile of 3x3
+                                 ConvShape{1, 1, 4, 4, 1, 3, 3, 1, 1},      // one tile of 4x4 (or 4 of 2x2)
+                                 ConvShape{2, 8, 12, 12, 8, 3, 3, 1, 1},    // ResNet-18's 12x12 blocks
+                                 ConvShape{3, 16, 6, 6, 12, 3, 3, 1, 1},    // 6x6, more inputs than outputs
+                                 ConvShape{2, 32, 3, 3, 24, 3, 3, 1, 1},    // ResNet-18's 3x3 maps
+                                 ConvShape{2, 5, 4, 8, 9, 3, 3, 1, 1},      // non-square, fewer inputs
+                                 ConvShape{2, 5, 6, 9, 7, 3, 3, 1, 1},      // non-square, tiles of 3 only
+                                 ConvShape{40, 3, 12, 12, 5, 3, 3, 1, 1},   // several groups, the last short
+                                 ConvShape{300, 2, 3, 3, 3, 3, 3, 1, 1},    // 256 one-tile samples, then 44
+                                 ConvShape{0, 4, 6, 6, 4, 3, 3, 1, 1});     // an empty part
     CAPTURE(s.n, s.c, s.h, s.w, s.oc);
     REQUIRE(cpu::winograd_fits(s));
     const int oh = s.oh(), ow = s.ow();
@@ -65,30 +70,60 @@ TEST_CASE("3x3 convolutions on even maps run as Winograd F(2x2,3x3) and equal th
                     y[out] = sum;
                 }
 
-    std::vector<float> scratch(cpu::conv2d_scratch_floats(s)), got_y(s.out_size(), NAN), got_dx(s.in_size(), NAN);
-    std::vector<float> got_dw = dw0, got_db = db0;
-    cpu::conv2d_forward(got_y.data(), x.data(), w.data(), b.data(), s, scratch.data());
-    cpu::conv2d_backward_data(got_dx.data(), dy.data(), w.data(), s, scratch.data());
-    cpu::conv2d_backward_weight(got_dw.data(), got_db.data(), dy.data(), x.data(), s, scratch.data());
+    std::vector<float> scratch(cpu::conv2d_scratch_floats(s));
+    int tiles_run = 0;
+    for (const int tile : {2, 3, 4}) {
+        if (!cpu::winograd_tile_fits(s, tile)) continue;
+        CAPTURE(tile);
+        ++tiles_run;
+        std::vector<float> got_y(s.out_size(), NAN), got_dx(s.in_size(), NAN), got_dw = dw0, got_db = db0;
+        cpu::winograd_forward(got_y.data(), x.data(), w.data(), b.data(), s, scratch.data(), tile);
+        cpu::winograd_backward_data(got_dx.data(), dy.data(), w.data(), s, scratch.data(), tile);
+        cpu::winograd_backward_weight(got_dw.data(), got_db.data(), dy.data(), x.data(), s, scratch.data(), tile);
 
-    // Each output of the forward and the data gradient sums 9 * channels
-    // products of numbers in [-1, 1]; the weight gradient sums n * h * w.
-    // The transforms add at most 4 x 4 such values with factors 1 and 1/2,
-    // so rounding grows like 2^-24 (6e-8) times (terms + 16) times their
-    // size; 2e-7 per term bounds it (the largest measured is 2e-8 per term,
-    // 1.6e-8 for the forward of 16 channels), while a wrong sign or tile
-    // offset moves an output by O(0.1) to O(1).
-    const double forward_terms = 9.0 * s.c + 16, data_terms = 9.0 * s.oc + 16, weight_terms = double(s.n) * s.h * s.w + 16;
-    CHECK(largest_difference(y, got_y) <= 2e-7 * forward_terms);
-    CHECK(largest_difference(dx, got_dx) <= 2e-7 * data_terms);
-    CHECK(largest_difference(dw, got_dw) <= 2e-7 * weight_terms);
-    CHECK(largest_difference(db, got_db) <= 2e-7 * weight_terms);
+        // Each output of the forward and the data gradient sums 9 * channels
+        // products of numbers in [-1, 1]; the weight gradient sums n * h * w.
+        // The transforms add at most 6 x 6 such values, so rounding grows
+        // like 2^-24 (6e-8) times (terms + 36) times their size, times what
+        // the transforms' entries amplify it by: for m = 2 (entries 1 and
+        // 1/2) 2e-7 per term bounds it (the largest measured: 2.1e-8); for
+        // m = 3 and 4, A^T's entries reach 4 and 8 and the largest measured
+        // are 1.2e-7 and 1.5e-7 per term, bounded by 1e-6. A wrong sign,
+        // coefficient or tile offset moves an output by O(0.01) to O(1).
+        const double forward_terms = 9.0 * s.c + 36, data_terms = 9.0 * s.oc + 36;
+        const double weight_terms = double(s.n) * s.h * s.w + 36;
+        const double per_term = tile == 2 ? 2e-7 : 1e-6;
+        CHECK(largest_difference(y, got_y) <= per_term * forward_terms);
+        CHECK(largest_difference(dx, got_dx) <= per_term * data_terms);
+        CHECK(largest_difference(dw, got_dw) <= per_term * weight_terms);
+        CHECK(largest_difference(db, got_db) <= per_term * weight_terms);
+
+        if (tile != cpu::winograd_tile(s)) continue;
+        // conv2d_* take this tile: the same computation, the same bits.
+        std::vector<float> conv_y(s.out_size(), NAN), conv_dx(s.in_size(), NAN), conv_dw = dw0, conv_db = db0;
+        cpu::conv2d_forward(conv_y.data(), x.data(), w.data(), b.data(), s, scratch.data());
+        cpu::conv2d_backward_data(conv_dx.data(), dy.data(), w.data(), s, scratch.data());
+        cpu::conv2d_backward_weight(conv_dw.data(), conv_db.data(), dy.data(), x.data(), s, scratch.data());
+        CHECK(conv_y == got_y);
+        CHECK(conv_dx == got_dx);
+        CHECK(conv_dw == got_dw);
+        CHECK(conv_db == got_db);
+    }
+    CHECK(tiles_run >= 1);
 }
 
-TEST_CASE("Winograd takes only the shapes whose output tiles into 2x2 blocks", "[conv]") {
-    CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 32, 3, 3, 32, 3, 3, 1, 1}));  // ResNet-18's 3x3 maps: odd
-    CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 3, 7, 6, 4, 3, 3, 1, 1}));    // odd height
+TEST_CASE("Winograd takes the largest output tile that divides the map, and only 3x3 stride-1 padding-1 shapes",
+          "[conv]") {
+    // ResNet-18's three maps.
+    CHECK(cpu::winograd_tile(ConvShape{2, 64, 12, 12, 64, 3, 3, 1, 1}) == 4);
+    CHECK(cpu::winograd_tile(ConvShape{2, 128, 6, 6, 128, 3, 3, 1, 1}) == 3);
+    CHECK(cpu::winograd_tile(ConvShape{2, 256, 3, 3, 256, 3, 3, 1, 1}) == 3);
+    CHECK(cpu::winograd_tile(ConvShape{2, 4, 2, 10, 4, 3, 3, 1, 1}) == 2);
+    CHECK_FALSE(cpu::winograd_tile_fits(ConvShape{2, 4, 4, 6, 4, 3, 3, 1, 1}, 4));  // 6 is not a multiple of 4
+    CHECK_FALSE(cpu::winograd_tile_fits(ConvShape{2, 4, 6, 6, 4, 3, 3, 1, 1}, 5));  // no such tile
+    CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 3, 7, 5, 4, 3, 3, 1, 1}));     // 7 and 5: no tile divides both
     CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 8, 12, 12, 16, 3, 3, 2, 1}));  // stride 2
     CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}));  // LeNet's conv1: no padding
     CHECK_FALSE(cpu::winograd_fits(ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0}));  // 5x5
+    CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 4, 0, 0, 4, 3, 3, 1, 1}));     // an empty map
 }

@@ -43,11 +43,12 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w,
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, float* scratch);
-// The three above pick an algorithm by shape: Winograd's F(2x2, 3x3) for 3x3
-// convolutions of stride 1 and padding 1 on even maps (winograd.hpp), an
-// implicit GEMM otherwise. These run the implicit GEMM whatever the shape,
-// for bench/conv_cpu.cpp to set the two side by side; conv2d_scratch_floats
-// covers them too.
+// The three above pick an algorithm by shape: Winograd's F(m x m, 3x3) for
+// 3x3 convolutions of stride 1 and padding 1 on maps whose sides a tile of
+// 2, 3 or 4 divides (winograd.hpp: the largest such tile), an implicit GEMM
+// otherwise. These run the implicit GEMM whatever the shape, for
+// bench/conv_cpu.cpp to set the algorithms side by side;
+// conv2d_scratch_floats covers them and every tile that fits.
 void conv2d_forward_gemm(float* y, const float* x, const float* w, const float* b,
                          const ConvShape& s, float* scratch);
 void conv2d_backward_data_gemm(float* dx, const float* dy, const float* w,

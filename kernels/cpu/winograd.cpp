@@ -1,32 +1,40 @@
-// Winograd's F(2x2, 3x3): ResNet-18's 3x3 convolutions of stride 1 and
-// padding 1 on 12x12 and 6x6 maps in 16 multiplications per 2x2 output tile
-// and channel pair instead of 36. Called by conv.cpp, which takes the implicit
-// GEMM for every other shape. CUDA twin: none needed, the CUDA conv computes
-// the same function directly (the twins agree to rounding, not to the bit).
+// Winograd's F(m x m, 3x3): ResNet-18's 3x3 convolutions of stride 1 and
+// padding 1 with (m + 2)^2 multiplications per m x m output tile and channel
+// pair instead of 9 m^2: for m = 2, 3, 4, that is 16 for 4 outputs, 25 for 9
+// and 36 for 16. Called by conv.cpp, which takes the implicit GEMM for every
+// other shape. CUDA twin: none needed, the CUDA conv computes the same
+// function directly (the twins agree to rounding, not to the bit).
 //
-// Forward, per output tile t (a 2x2 block of y) and channel pair (i in, o out):
+// Forward, per output tile t (an m x m block of y) and channel pair (i in,
+// o out), with n = m + 2:
 //   y_t[o] = A^T [ sum_i V_t[i] (.) U[i][o] ] A,  V = B^T d B,  U = G g G^T,
-// with d the 4x4 input patch around the tile, g the 3x3 filter w[o][i] and
-// (.) the elementwise product. Written as 16 GEMMs, one per element xi of
-// the 4x4 transformed tile: M_xi (tiles, out) = V_xi (tiles, in) . U_xi (in, out).
+// with d the n x n input patch around the tile, g the 3x3 filter w[o][i] and
+// (.) the elementwise product. Written as n^2 GEMMs, one per element xi of
+// the transformed tile: M_xi (tiles, out) = V_xi (tiles, in) . U_xi (in, out).
 //   - the data gradient is the same convolution of dy with every filter
 //     turned by 180 degrees and the channels swapped (stride 1, padding 1);
 //   - the weight gradient follows from the adjoint of each linear map:
 //     dU_xi (in, out) = V_xi^T . dM_xi, dM = A dy_t A^T, and dg = G^T dU G.
-// With B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5;
-// .5 -.5 .5; 0 0 1] and A^T = [1 1 1 0; 0 1 -1 -1], every transform is
-// additions and halvings, so the results stay within a few float roundings
-// of the direct sums (tests/test_winograd.cpp bounds the difference).
+//
+// The matrices (struct Tiles below) come from Toom-Cook: the product of two
+// polynomials evaluated at n points (the last one infinity) and interpolated
+// back. The points set how far the transforms amplify rounding, so each
+// tile uses small ones: 0, 1, -1 for m = 2 (additions and halvings only);
+// then -2 for m = 3; 1/2 and -2 for m = 4 (rounding about 5 and 7 times the
+// m = 2 case's; tests/test_winograd.cpp bounds each against the direct sums).
+// Of these points' alternatives (2, -1/2, 1/2 for m = 3; +-2, +-1/2, 2 and
+// -1/2 for m = 4), none measured smaller rounding in float.
 //
 // The transforms run channels last: a group of images is first copied to
 // (sample, row, column, channel) with a zero border, so that every step of
-// a transform is the same arithmetic over a contiguous run of channels, which
-// the compiler turns into vector instructions. (Over NCHW images the 2x2
-// tiles step through every row two columns at a time, and the same
-// transforms, left scalar, took as long as half the GEMMs.)
+// a transform is the same arithmetic over a contiguous run of channels: one
+// vector instruction for 16 channels (combine). (Over NCHW images the tiles
+// step through every row m columns at a time, and the same transforms, left
+// scalar, took as long as half the GEMMs.)
 #include "winograd.hpp"
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
 
 #include "gemm_driver.hpp"
@@ -35,69 +43,221 @@
 namespace dpt::cpu {
 namespace {
 
-constexpr int kTile = 16;  // elements of a transformed 4x4 tile
+template <size_t Rows, size_t Cols>
+using Matrix = std::array<std::array<float, Cols>, Rows>;
 
-// 2x2 output tiles of a sample (the output is as large as the input).
-int tiles_per_sample(const ConvShape& s) { return (s.h / 2) * (s.w / 2); }
+template <size_t Rows, size_t Cols>
+constexpr Matrix<Cols, Rows> transposed(const Matrix<Rows, Cols>& a) {
+    Matrix<Cols, Rows> t{};
+    for (size_t r = 0; r < Rows; ++r)
+        for (size_t c = 0; c < Cols; ++c) t[c][r] = a[r][c];
+    return t;
+}
+
+// F(M x M, 3x3): the input transform B^T (n x n), the filter transform G
+// (n x 3) and the output transform A^T (M x n), with n = M + 2 points.
+template <int M>
+struct Tiles;
+
+template <>
+struct Tiles<2> {  // points 0, 1, -1, infinity
+    static constexpr int m = 2, n = 4;
+    static constexpr Matrix<4, 4> BT{{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}};
+    static constexpr Matrix<4, 3> G{{{1, 0, 0}, {.5f, .5f, .5f}, {.5f, -.5f, .5f}, {0, 0, 1}}};
+    static constexpr Matrix<2, 4> AT{{{1, 1, 1, 0}, {0, 1, -1, -1}}};
+};
+
+template <>
+struct Tiles<3> {  // points 0, 1, -1, -2, infinity
+    static constexpr int m = 3, n = 5;
+    static constexpr Matrix<5, 5> BT{
+        {{2, 1, -2, -1, 0}, {0, 2, 3, 1, 0}, {0, -2, 1, 1, 0}, {0, -1, 0, 1, 0}, {0, -2, -1, 2, 1}}};
+    static constexpr Matrix<5, 3> G{{{.5f, 0, 0},
+                                     {1.0f / 6, 1.0f / 6, 1.0f / 6},
+                                     {.5f, -.5f, .5f},
+                                     {-1.0f / 6, 1.0f / 3, -2.0f / 3},
+                                     {0, 0, 1}}};
+    static constexpr Matrix<3, 5> AT{{{1, 1, 1, 1, 0}, {0, 1, -1, -2, 0}, {0, 1, 1, 4, 1}}};
+};
+
+template <>
+struct Tiles<4> {  // points 0, 1, -1, 1/2, -2, infinity
+    static constexpr int m = 4, n = 6;
+    static constexpr Matrix<6, 6> BT{{{1, -1.5f, -2, 1.5f, 1, 0},
+                                      {0, -1, .5f, 2.5f, 1, 0},
+                                      {0, 1, -2.5f, .5f, 1, 0},
+                                      {0, -2, -1, 2, 1, 0},
+                                      {0, .5f, -1, -.5f, 1, 0},
+                                      {0, 1, -1.5f, -2, 1.5f, 1}}};
+    static constexpr Matrix<6, 3> G{{{1, 0, 0},
+                                     {1.0f / 3, 1.0f / 3, 1.0f / 3},
+                                     {-1.0f / 3, 1.0f / 3, -1.0f / 3},
+                                     {-16.0f / 15, -8.0f / 15, -4.0f / 15},
+                                     {1.0f / 15, -2.0f / 15, 4.0f / 15},
+                                     {0, 0, 1}}};
+    static constexpr Matrix<4, 6> AT{{{1, 1, 1, 1, 1, 0}, {0, 1, -1, .5f, -2, 0}, {0, 1, 1, .25f, 4, 0},
+                                      {0, 1, -1, .125f, -8, 1}}};
+};
+
+// The adjoints' matrices: A (n x m) and G^T (3 x n). Static, like the
+// others: a matrix local to a function is read from the stack at run time,
+// every test on its entries with it.
+template <class T>
+struct Transposed {
+    static constexpr auto A = transposed(T::AT);
+    static constexpr auto GT = transposed(T::G);
+};
+
+// Each transform below walks the tiles and, for each, runs one small kernel
+// over blocks of `lanes` channels (a compile-time count: combine then works
+// on whole vectors), then over the channels left over, one at a time.
+constexpr int lanes = detail::lanes;
+
+template <class Kernel>
+void over_channel_blocks(int channels, Kernel kernel) {
+    int ch = 0;
+    for (; ch + lanes <= channels; ch += lanes) kernel(ch, std::integral_constant<int, lanes>{});
+    if (ch < channels) kernel(ch, channels - ch);
+}
+
+// `lanes` floats as one vector register (GCC's vector extension), read
+// and written where a float may be (aligned as a float; through a float
+// type, so that the compiler still knows a store cannot change an int or a
+// pointer: memcpy would have it reload every captured variable).
+typedef float Vector __attribute__((vector_size(lanes * sizeof(float)), aligned(alignof(float))));
+
+// A vector (`block`) or a float at p.
+template <bool block>
+[[gnu::always_inline]] inline auto load(const float* p) {
+    if constexpr (block) return *reinterpret_cast<const Vector*>(p);
+    else return *p;
+}
+template <bool block, class Value>
+[[gnu::always_inline]] inline void store(float* p, Value value) {
+    if constexpr (block) *reinterpret_cast<Vector*>(p) = value;
+    else *p = value;
+}
+
+// out(r)[l] = sum over k of a[r][k] * in(k)[l], for every row r of a and
+// l < count (at most `lanes`): one row of a matrix product, over a run of
+// channels. Zero entries are skipped, the first term starts the sum, and
+// entries of 1 and -1 add and subtract: once inlined and unrolled, `a` is a
+// constant and every test on its entries disappears. A whole block of
+// `lanes` channels is computed in the vector type, so that each step is one
+// instruction whatever the vectoriser makes of the loops around it.
+template <size_t Rows, size_t Cols, class In, class Out, class Count>
+[[gnu::always_inline]] inline void combine(const Matrix<Rows, Cols>& a, In in, Out out, Count count) {
+    constexpr bool block = std::is_same_v<Count, std::integral_constant<int, lanes>>;
+    using Value = decltype(load<block>(nullptr));  // what a step computes: the block or one channel
+    for (int l = 0; l < (block ? 1 : int(count)); ++l) {
+#pragma GCC unroll 8
+        for (size_t r = 0; r < Rows; ++r) {
+            Value sum{};
+            bool started = false;
+#pragma GCC unroll 8
+            for (size_t k = 0; k < Cols; ++k) {
+                const float c = a[r][k];
+                if (c == 0) continue;
+                const Value x = load<block>(in(k) + l);
+                if (!started) sum = c == 1 ? x : c == -1 ? -x : c * x;
+                else if (c == 1) sum += x;
+                else if (c == -1) sum -= x;
+                else sum += c * x;
+                started = true;
+            }
+            store<block>(out(r) + l, sum);
+        }
+    }
+}
+
+template <class T>
+int tiles_per_sample(const ConvShape& s) {
+    return (s.h / T::m) * (s.w / T::m);
+}
 
 // Samples transformed together: about 256 tiles, so that the GEMMs see
 // enough rows while one group's transformed tensors stay near L2 (64
-// to 1024 tiles measured; 128 and 256 were best).
-int group_size(const ConvShape& s) { return std::clamp(256 / tiles_per_sample(s), 1, std::max(s.n, 1)); }
+// to 1024 tiles measured for F(2x2); 128 and 256 were best; for the larger
+// tiles 64 to 512 differed by less than the machine's noise).
+template <class T>
+int group_size(const ConvShape& s) {
+    return std::clamp(256 / tiles_per_sample<T>(s), 1, std::max(s.n, 1));
+}
 
-// The distance between two of the 16 planes of a transformed tensor, for
+// The distance between two of the n^2 planes of a transformed tensor, for
 // planes of `floats`: a multiple of 4 KiB plus 256 bytes. The transforms
-// read or write all 16 planes at once, and planes 4 KiB apart would all fall
+// read or write all planes at once, and planes 4 KiB apart would all fall
 // in the same L1 cache set (8 ways) and evict each other.
 size_t plane_stride(size_t floats) { return (floats + 1023) / 1024 * 1024 + 64; }
 
-// The scratch space's parts: the transformed filters u (16 planes of in x
-// out channels), the transformed inputs v (16 planes of tiles x in
-// channels), the transformed outputs m (16 planes of tiles x out channels),
-// and a group's images channels last (inputs with their zero border, later
-// outputs). `filters` and `planes` are the plane strides.
+// The scratch space's parts: the transformed filters u (n^2 planes of in x
+// out channels), the transformed inputs v (n^2 planes of tiles x in
+// channels), the transformed outputs m (n^2 planes of tiles x out channels),
+// a group's images channels last (inputs with their zero border, later
+// outputs), and the filters' taps (in, 9, out), output channels along a
+// row. `filters` and `planes` are the plane strides.
+template <class T>
 struct Layout {
-    float *u, *v, *m, *images;
+    static constexpr int points = T::n * T::n;
+    float *u, *v, *m, *images, *taps;
     size_t filters, planes;
     Layout(const ConvShape& s, float* scratch) {
-        const size_t tiles = size_t(group_size(s)) * tiles_per_sample(s);
         filters = plane_stride(size_t(s.oc) * s.c);
-        planes = plane_stride(tiles * std::max(s.c, s.oc));
+        planes = plane_stride(size_t(group_size<T>(s)) * tiles_per_sample<T>(s) * std::max(s.c, s.oc));
         u = scratch;
-        v = u + kTile * filters;
-        m = v + kTile * planes;
-        images = m + kTile * planes;
+        v = u + points * filters;
+        m = v + points * planes;
+        images = m + points * planes;
+        taps = images + image_floats(s);
     }
     static size_t image_floats(const ConvShape& s) {
-        return size_t(group_size(s)) * (s.h + 2) * (s.w + 2) * std::max(s.c, s.oc);
+        return size_t(group_size<T>(s)) * (s.h + 2) * (s.w + 2) * std::max(s.c, s.oc);
+    }
+    static size_t floats(const ConvShape& s) {
+        const size_t tiles = size_t(group_size<T>(s)) * tiles_per_sample<T>(s);
+        return points * (plane_stride(size_t(s.oc) * s.c) + 2 * plane_stride(tiles * std::max(s.c, s.oc))) +
+               image_floats(s) + 9 * size_t(s.oc) * s.c;
     }
 };
+
+// to (cols, rows) = or += from (rows, cols) transposed, in square blocks so
+// that both sides are read and written a few cache lines at a time.
+template <bool add>
+void transpose(float* to, const float* from, int rows, int cols) {
+    constexpr int block = 16;
+    for (int r0 = 0; r0 < rows; r0 += block)
+        for (int c0 = 0; c0 < cols; c0 += block)
+            for (int c = c0; c < std::min(cols, c0 + block); ++c)
+                for (int r = r0; r < std::min(rows, r0 + block); ++r) {
+                    float& out = to[size_t(c) * rows + r];
+                    out = add ? out + from[size_t(r) * cols + c] : from[size_t(r) * cols + c];
+                }
+}
 
 // U_xi[i][o] = (G g G^T)_xi for the filter g = w[o][i] (3x3), or, when
 // `turned`, for w[i][o] turned by 180 degrees (the data gradient's filters:
 // `outs` is then the forward's input channels, `ins` its output channels).
-void transform_filters(float* u, size_t plane, const float* w, int outs, int ins, bool turned) {
-    for (int o = 0; o < outs; ++o)
-        for (int i = 0; i < ins; ++i) {
-            float g[3][3];
-            const float* src = turned ? w + (size_t(i) * outs + o) * 9 : w + (size_t(o) * ins + i) * 9;
-            for (int r = 0; r < 3; ++r)
-                for (int c = 0; c < 3; ++c) g[r][c] = turned ? src[(2 - r) * 3 + (2 - c)] : src[r * 3 + c];
-            float p[4][3];  // G g
-            for (int c = 0; c < 3; ++c) {
-                p[0][c] = g[0][c];
-                p[1][c] = 0.5f * (g[0][c] + g[1][c] + g[2][c]);
-                p[2][c] = 0.5f * (g[0][c] - g[1][c] + g[2][c]);
-                p[3][c] = g[2][c];
-            }
+// The taps are first laid out (ins, 9, outs), so that the transforms take
+// `lanes` output channels at a time from one vector load.
+template <class T>
+void transform_filters(float* u, size_t plane, float* taps, const float* w, int outs, int ins, bool turned) {
+    constexpr int n = T::n;
+    if (!turned)
+        transpose<false>(taps, w, outs, ins * 9);
+    else
+        for (int i = 0; i < ins; ++i)
+            for (int o = 0; o < outs; ++o)
+                for (int t = 0; t < 9; ++t) taps[(size_t(i) * 9 + t) * outs + o] = w[(size_t(i) * outs + o) * 9 + 8 - t];
+    for (int i = 0; i < ins; ++i)
+        over_channel_blocks(outs, [&](int o, auto count) {
+            const float* g = taps + size_t(i) * 9 * outs + o;  // tap (r, c) at g + (r * 3 + c) * outs
+            float p[n][3][lanes];  // G g, a column at a time
+            for (int c = 0; c < 3; ++c)
+                combine(T::G, [&](int k) { return g + (k * 3 + c) * outs; }, [&](int r) { return p[r][c]; }, count);
             float* dst = u + size_t(i) * outs + o;
-            for (int r = 0; r < 4; ++r) {  // (G g) G^T
-                dst[(r * 4 + 0) * plane] = p[r][0];
-                dst[(r * 4 + 1) * plane] = 0.5f * (p[r][0] + p[r][1] + p[r][2]);
-                dst[(r * 4 + 2) * plane] = 0.5f * (p[r][0] - p[r][1] + p[r][2]);
-                dst[(r * 4 + 3) * plane] = p[r][2];
-            }
-        }
+            for (int r = 0; r < n; ++r)  // (G g) G^T
+                combine(T::G, [&](int k) { return p[r][k]; }, [&](int c) { return dst + (r * n + c) * plane; }, count);
+        });
 }
 
 // dst (count, h + 2 border, w + 2 border, channels) = x (count, channels, h, w),
@@ -126,215 +286,211 @@ void from_channels_last(float* y, const float* images, const float* bias, int co
         }
 }
 
-// Each transform below walks the tiles and, for each, runs one small kernel
-// over blocks of `lanes` channels (a compile-time count, so each of its
-// loops is one vector instruction), then over the channels left over.
-constexpr int lanes = detail::lanes;
-
-template <class Kernel>
-void over_channel_blocks(int channels, Kernel kernel) {
-    int ch = 0;
-    for (; ch + lanes <= channels; ch += lanes) kernel(ch, std::integral_constant<int, lanes>{});
-    if (ch < channels) kernel(ch, channels - ch);
-}
-
 // V_xi[t][ch] = (B^T d B)_xi from padded images (count, h + 2, w + 2,
-// channels), tile t = sample * tiles_per_sample + ty * (w / 2) + tx, whose
-// patch d starts at padded row 2ty, column 2tx.
+// channels), tile t = sample * tiles_per_sample + ty * (w / m) + tx, whose
+// patch d starts at padded row m ty, column m tx.
+template <class T>
 void transform_inputs(float* v, size_t plane, const float* images, int count, int channels, int h, int w) {
-    const int th = h / 2, tw = w / 2;
+    constexpr int m = T::m, n = T::n;
+    const int th = h / m, tw = w / m;
     const size_t row = size_t(w + 2) * channels;
     for (int j = 0; j < count; ++j)
         for (int ty = 0; ty < th; ++ty)
             for (int tx = 0; tx < tw; ++tx) {
-                const float* d = images + (size_t(j) * (h + 2) + 2 * ty) * row + size_t(2 * tx) * channels;
+                const float* d = images + (size_t(j) * (h + 2) + m * ty) * row + size_t(m * tx) * channels;
                 float* out = v + (size_t(j) * th * tw + size_t(ty) * tw + tx) * channels;
-                over_channel_blocks(channels, [&](int ch, auto n) {
-                    float t[4][4][lanes];  // B^T d: row combinations
-                    for (int c = 0; c < 4; ++c) {
-                        const float* d0 = d + c * channels + ch;
-                        const float *d1 = d0 + row, *d2 = d0 + 2 * row, *d3 = d0 + 3 * row;
-                        for (int l = 0; l < n; ++l) {
-                            t[0][c][l] = d0[l] - d2[l];
-                            t[1][c][l] = d1[l] + d2[l];
-                            t[2][c][l] = d2[l] - d1[l];
-                            t[3][c][l] = d1[l] - d3[l];
-                        }
-                    }
-                    for (int r = 0; r < 4; ++r) {  // (B^T d) B: column combinations
-                        float* o = out + size_t(r * 4) * plane + ch;
-                        for (int l = 0; l < n; ++l) {
-                            o[l] = t[r][0][l] - t[r][2][l];
-                            o[plane + l] = t[r][1][l] + t[r][2][l];
-                            o[2 * plane + l] = t[r][2][l] - t[r][1][l];
-                            o[3 * plane + l] = t[r][1][l] - t[r][3][l];
-                        }
-                    }
+                over_channel_blocks(channels, [&](int ch, auto count) {
+                    float t[n][n][lanes];  // B^T d: row combinations, a column at a time
+                    for (int c = 0; c < n; ++c)
+                        combine(T::BT, [&](int k) { return d + k * row + c * channels + ch; },
+                                [&](int r) { return t[r][c]; }, count);
+                    for (int r = 0; r < n; ++r)  // (B^T d) B: column combinations
+                        combine(T::BT, [&](int k) { return t[r][k]; },
+                                [&](int c) { return out + size_t(r * n + c) * plane + ch; }, count);
                 });
             }
 }
 
 // images (count, h, w, channels) = A^T M_t A for every tile.
+template <class T>
 void transform_outputs(float* images, const float* m, size_t plane, int count, int channels, int h, int w) {
-    const int th = h / 2, tw = w / 2;
+    constexpr int side = T::m, n = T::n;
+    const int th = h / side, tw = w / side;
     const size_t row = size_t(w) * channels;
     for (int j = 0; j < count; ++j)
         for (int ty = 0; ty < th; ++ty)
             for (int tx = 0; tx < tw; ++tx) {
                 const float* src = m + (size_t(j) * th * tw + size_t(ty) * tw + tx) * channels;
-                float* out = images + (size_t(j) * h + 2 * ty) * row + size_t(2 * tx) * channels;
-                over_channel_blocks(channels, [&](int ch, auto n) {
-                    float q[2][4][lanes];  // A^T M
-                    for (int c = 0; c < 4; ++c) {
-                        const float* e0 = src + c * plane + ch;
-                        const float *e1 = e0 + 4 * plane, *e2 = e0 + 8 * plane, *e3 = e0 + 12 * plane;
-                        for (int l = 0; l < n; ++l) {
-                            q[0][c][l] = e0[l] + e1[l] + e2[l];
-                            q[1][c][l] = e1[l] - e2[l] - e3[l];
-                        }
-                    }
-                    for (int r = 0; r < 2; ++r) {  // (A^T M) A
-                        float* o = out + r * row + ch;
-                        for (int l = 0; l < n; ++l) {
-                            o[l] = q[r][0][l] + q[r][1][l] + q[r][2][l];
-                            o[channels + l] = q[r][1][l] - q[r][2][l] - q[r][3][l];
-                        }
-                    }
+                float* out = images + (size_t(j) * h + side * ty) * row + size_t(side * tx) * channels;
+                over_channel_blocks(channels, [&](int ch, auto count) {
+                    float q[side][n][lanes];  // A^T M
+                    for (int c = 0; c < n; ++c)
+                        combine(T::AT, [&](int k) { return src + size_t(k * n + c) * plane + ch; },
+                                [&](int r) { return q[r][c]; }, count);
+                    for (int r = 0; r < side; ++r)  // (A^T M) A
+                        combine(T::AT, [&](int k) { return q[r][k]; },
+                                [&](int c) { return out + r * row + c * channels + ch; }, count);
                 });
             }
 }
 
 // dM_xi[t][ch] = (A dy_t A^T)_xi from dy channels last (count, h, w,
 // channels): the adjoint of transform_outputs.
+template <class T>
 void transform_output_gradients(float* dm, size_t plane, const float* images, int count, int channels, int h,
                                 int w) {
-    const int th = h / 2, tw = w / 2;
+    constexpr int side = T::m, n = T::n;
+    constexpr const auto& A = Transposed<T>::A;
+    const int th = h / side, tw = w / side;
     const size_t row = size_t(w) * channels;
     for (int j = 0; j < count; ++j)
         for (int ty = 0; ty < th; ++ty)
             for (int tx = 0; tx < tw; ++tx) {
-                const float* dy = images + (size_t(j) * h + 2 * ty) * row + size_t(2 * tx) * channels;
+                const float* dy = images + (size_t(j) * h + side * ty) * row + size_t(side * tx) * channels;
                 float* out = dm + (size_t(j) * th * tw + size_t(ty) * tw + tx) * channels;
-                over_channel_blocks(channels, [&](int ch, auto n) {
-                    const float *a = dy + ch, *b = a + channels, *c = a + row, *d = c + channels;
-                    float p[4][2][lanes];  // A dy
-                    for (int l = 0; l < n; ++l) {
-                        p[0][0][l] = a[l];
-                        p[0][1][l] = b[l];
-                        p[1][0][l] = a[l] + c[l];
-                        p[1][1][l] = b[l] + d[l];
-                        p[2][0][l] = a[l] - c[l];
-                        p[2][1][l] = b[l] - d[l];
-                        p[3][0][l] = -c[l];
-                        p[3][1][l] = -d[l];
-                    }
-                    for (int r = 0; r < 4; ++r) {  // (A dy) A^T
-                        float* o = out + size_t(r * 4) * plane + ch;
-                        for (int l = 0; l < n; ++l) {
-                            o[l] = p[r][0][l];
-                            o[plane + l] = p[r][0][l] + p[r][1][l];
-                            o[2 * plane + l] = p[r][0][l] - p[r][1][l];
-                            o[3 * plane + l] = -p[r][1][l];
-                        }
-                    }
+                over_channel_blocks(channels, [&](int ch, auto count) {
+                    float p[n][side][lanes];  // A dy
+                    for (int c = 0; c < side; ++c)
+                        combine(A, [&](int k) { return dy + k * row + c * channels + ch; },
+                                [&](int r) { return p[r][c]; }, count);
+                    for (int r = 0; r < n; ++r)  // (A dy) A^T
+                        combine(A, [&](int k) { return p[r][k]; },
+                                [&](int c) { return out + size_t(r * n + c) * plane + ch; }, count);
                 });
             }
 }
 
-// dw[o][i] += G^T dU_(i,o) G: the adjoint of transform_filters.
-void add_filter_gradients(float* dw, const float* du, size_t plane, int outs, int ins) {
-    for (int o = 0; o < outs; ++o)
-        for (int i = 0; i < ins; ++i) {
+// dw[o][i] += G^T dU_(i,o) G: the adjoint of transform_filters, `lanes`
+// output channels at a time into taps (ins, 9, outs), then added to dw.
+template <class T>
+void add_filter_gradients(float* dw, float* taps, const float* du, size_t plane, int outs, int ins) {
+    constexpr int n = T::n;
+    constexpr const auto& GT = Transposed<T>::GT;
+    for (int i = 0; i < ins; ++i)
+        over_channel_blocks(outs, [&](int o, auto count) {
             const float* src = du + size_t(i) * outs + o;
-            float e[16];
-            for (int xi = 0; xi < kTile; ++xi) e[xi] = src[xi * plane];
-            float q[3][4];  // G^T dU
-            for (int c = 0; c < 4; ++c) {
-                q[0][c] = e[c] + 0.5f * (e[4 + c] + e[8 + c]);
-                q[1][c] = 0.5f * (e[4 + c] - e[8 + c]);
-                q[2][c] = 0.5f * (e[4 + c] + e[8 + c]) + e[12 + c];
-            }
-            float* g = dw + (size_t(o) * ins + i) * 9;
-            for (int r = 0; r < 3; ++r) {  // (G^T dU) G
-                g[r * 3 + 0] += q[r][0] + 0.5f * (q[r][1] + q[r][2]);
-                g[r * 3 + 1] += 0.5f * (q[r][1] - q[r][2]);
-                g[r * 3 + 2] += 0.5f * (q[r][1] + q[r][2]) + q[r][3];
-            }
+            float q[3][n][lanes];  // G^T dU, a column at a time
+            for (int c = 0; c < n; ++c)
+                combine(GT, [&](int k) { return src + (k * n + c) * plane; }, [&](int r) { return q[r][c]; }, count);
+            float* g = taps + size_t(i) * 9 * outs + o;
+            for (int r = 0; r < 3; ++r)  // (G^T dU) G
+                combine(GT, [&](int k) { return q[r][k]; }, [&](int c) { return g + (r * 3 + c) * outs; }, count);
+        });
+    transpose<true>(dw, taps, ins * 9, outs);
+}
+
+// db[o] += the sum of dy (n, outs, pixels) over samples and pixels, value p
+// of a run into partial sum p % lanes: independent chains of additions, a
+// vector instruction each (one running sum waits on every addition).
+void add_bias_gradients(float* db, const float* dy, int n, int outs, int pixels) {
+    for (int o = 0; o < outs; ++o) {
+        float part[lanes] = {};
+        for (int j = 0; j < n; ++j) {
+            const float* run = dy + (size_t(j) * outs + o) * pixels;
+            int p = 0;
+            for (; p + lanes <= pixels; p += lanes)
+                for (int l = 0; l < lanes; ++l) part[l] += run[p + l];
+            for (int l = 0; p < pixels; ++p, ++l) part[l] += run[p];
         }
+        float sum = 0.0f;
+        for (int l = 0; l < lanes; ++l) sum += part[l];
+        db[o] += sum;
+    }
 }
 
 // out (n, outs, h, w) = the 3x3 stride-1 padding-1 convolution of in (n, ins,
 // h, w) whose transformed filters are in at.u, plus bias if given.
+template <class T>
 void convolve(float* out, const float* in, const float* bias, int outs, int ins, const ConvShape& s,
-              const Layout& at) {
-    const int size = group_size(s), per_sample = tiles_per_sample(s), pixels = s.h * s.w;
+              const Layout<T>& at) {
+    const int size = group_size<T>(s), per_sample = tiles_per_sample<T>(s), pixels = s.h * s.w;
     for (int first = 0; first < s.n; first += size) {
         const int count = std::min(size, s.n - first), tiles = count * per_sample;
         to_channels_last(at.images, in + size_t(first) * ins * pixels, count, ins, s.h, s.w, 1);
-        transform_inputs(at.v, at.planes, at.images, count, ins, s.h, s.w);
-        for (int xi = 0; xi < kTile; ++xi)  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
+        transform_inputs<T>(at.v, at.planes, at.images, count, ins, s.h, s.w);
+        for (int xi = 0; xi < at.points; ++xi)  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
             gemm(at.m + xi * at.planes, at.v + xi * at.planes, at.u + xi * at.filters, tiles, outs, ins, false,
                  false, false);
-        transform_outputs(at.images, at.m, at.planes, count, outs, s.h, s.w);
+        transform_outputs<T>(at.images, at.m, at.planes, count, outs, s.h, s.w);
         from_channels_last(out + size_t(first) * outs * pixels, at.images, bias, count, outs, s.h, s.w);
+    }
+}
+
+template <class T>
+void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
+    const Layout<T> at(s, scratch);
+    transform_filters<T>(at.u, at.filters, at.taps, w, s.oc, s.c, false);
+    convolve<T>(y, x, b, s.oc, s.c, s, at);
+}
+
+template <class T>
+void backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
+    const Layout<T> at(s, scratch);
+    transform_filters<T>(at.u, at.filters, at.taps, w, s.c, s.oc, true);
+    convolve<T>(dx, dy, nullptr, s.c, s.oc, s, at);
+}
+
+template <class T>
+void backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, float* scratch) {
+    if (s.n <= 0) return;
+    const Layout<T> at(s, scratch);
+    const int size = group_size<T>(s), per_sample = tiles_per_sample<T>(s), pixels = s.h * s.w;
+    for (int first = 0; first < s.n; first += size) {
+        const int count = std::min(size, s.n - first), tiles = count * per_sample;
+        to_channels_last(at.images, x + size_t(first) * s.c * pixels, count, s.c, s.h, s.w, 1);
+        transform_inputs<T>(at.v, at.planes, at.images, count, s.c, s.h, s.w);
+        to_channels_last(at.images, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h, s.w, 0);
+        transform_output_gradients<T>(at.m, at.planes, at.images, count, s.oc, s.h, s.w);
+        // dU_xi (c, oc) (+)= V_xi^T (c, tiles) . dM_xi (tiles, oc), summed over the groups.
+        for (int xi = 0; xi < at.points; ++xi)
+            gemm(at.u + xi * at.filters, at.v + xi * at.planes, at.m + xi * at.planes, s.c, s.oc, tiles, true, false,
+                 first > 0);
+    }
+    add_filter_gradients<T>(dw, at.taps, at.u, at.filters, s.oc, s.c);
+    add_bias_gradients(db, dy, s.n, s.oc, pixels);
+}
+
+// Runs body(Tiles<tile>{}) for the tile side chosen at run time.
+template <class Body>
+void with_tiles(int tile, Body body) {
+    switch (tile) {
+        case 2: return body(Tiles<2>{});
+        case 3: return body(Tiles<3>{});
+        default: return body(Tiles<4>{});
     }
 }
 
 }  // namespace
 
-bool winograd_fits(const ConvShape& s) {
-    // Even sides: whole tiles, 16 products for 4 pixels against 36. On an odd
-    // side the last tiles hang over the edge and both the saving and the
-    // transforms' overhead go the wrong way: ResNet-18's 3x3 maps (4 tiles,
-    // 64 products against 81, the transformed tensors 7 times the input)
-    // measured 1.3x slower than the implicit GEMM.
-    return s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 1 && s.h > 0 && s.w > 0 && s.h % 2 == 0 &&
-           s.w % 2 == 0;
+bool winograd_tile_fits(const ConvShape& s, int tile) {
+    return (tile == 2 || tile == 3 || tile == 4) && s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 1 &&
+           s.h > 0 && s.w > 0 && s.h % tile == 0 && s.w % tile == 0;
 }
 
-size_t winograd_scratch_floats(const ConvShape& s) {
-    const size_t tiles = size_t(group_size(s)) * tiles_per_sample(s);
-    return kTile * (plane_stride(size_t(s.oc) * s.c) + 2 * plane_stride(tiles * std::max(s.c, s.oc))) +
-           Layout::image_floats(s);
+int winograd_tile(const ConvShape& s) {
+    for (int tile : {4, 3, 2})
+        if (winograd_tile_fits(s, tile)) return tile;
+    return 0;
 }
 
-void winograd_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
-    const Layout at(s, scratch);
-    transform_filters(at.u, at.filters, w, s.oc, s.c, false);
-    convolve(y, x, b, s.oc, s.c, s, at);
+size_t winograd_scratch_floats(const ConvShape& s, int tile) {
+    size_t floats = 0;
+    with_tiles(tile, [&](auto t) { floats = Layout<decltype(t)>::floats(s); });
+    return floats;
 }
 
-void winograd_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
-    const Layout at(s, scratch);
-    transform_filters(at.u, at.filters, w, s.c, s.oc, true);
-    convolve(dx, dy, nullptr, s.c, s.oc, s, at);
+void winograd_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+                      int tile) {
+    with_tiles(tile, [&](auto t) { forward<decltype(t)>(y, x, w, b, s, scratch); });
+}
+
+void winograd_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch, int tile) {
+    with_tiles(tile, [&](auto t) { backward_data<decltype(t)>(dx, dy, w, s, scratch); });
 }
 
 void winograd_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
-                              float* scratch) {
-    if (s.n <= 0) return;
-    const Layout at(s, scratch);
-    const int size = group_size(s), per_sample = tiles_per_sample(s), pixels = s.h * s.w;
-    for (int first = 0; first < s.n; first += size) {
-        const int count = std::min(size, s.n - first), tiles = count * per_sample;
-        to_channels_last(at.images, x + size_t(first) * s.c * pixels, count, s.c, s.h, s.w, 1);
-        transform_inputs(at.v, at.planes, at.images, count, s.c, s.h, s.w);
-        to_channels_last(at.images, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h, s.w, 0);
-        transform_output_gradients(at.m, at.planes, at.images, count, s.oc, s.h, s.w);
-        // dU_xi (c, oc) (+)= V_xi^T (c, tiles) . dM_xi (tiles, oc), summed over the groups.
-        for (int xi = 0; xi < kTile; ++xi)
-            gemm(at.u + xi * at.filters, at.v + xi * at.planes, at.m + xi * at.planes, s.c, s.oc, tiles, true, false,
-                 first > 0);
-    }
-    add_filter_gradients(dw, at.u, at.filters, s.oc, s.c);
-    for (int o = 0; o < s.oc; ++o) {
-        float sum = 0.0f;
-        for (int j = 0; j < s.n; ++j) {
-            const float* plane = dy + (size_t(j) * s.oc + o) * pixels;
-            for (int p = 0; p < pixels; ++p) sum += plane[p];
-        }
-        db[o] += sum;
-    }
+                              float* scratch, int tile) {
+    with_tiles(tile, [&](auto t) { backward_weight<decltype(t)>(dw, db, dy, x, s, scratch); });
 }
 
 }  // namespace dpt::cpu

@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
             const double off = std::max({largest_difference(t.y, want_y), largest_difference(t.dx, want_dx),
                                          largest_difference(t.dw, want_dw)});
             char algorithm[32];
-            std::snprintf(algorithm, sizeof algorithm, "F(%dx%d)%s", tile, tile, tile == cpu::winograd_tile(s) ? "*" : "");
+            const bool taken = tile == cpu::winograd_tile(s);
+            std::snprintf(algorithm, sizeof algorithm, "F(%dx%d)%s", tile, tile, taken ? "*" : "");
             std::printf("%-26s %-10s %9.2f %9.2f %9.2f   %.2fx %.2fx %.2fx faster; agrees with gemm to %.1e\n", "",
                         algorithm, wino.forward, wino.data, wino.weight, gemm.forward / wino.forward,
                         gemm.data / wino.data, gemm.weight / wino.weight, off);

@@ -35,6 +35,7 @@ TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and e
                                  ConvShape{1, 1, 3, 3, 1, 3, 3, 1, 1},      // one tile of 3x3
                                  ConvShape{1, 1, 4, 4, 1, 3, 3, 1, 1},      // one tile of 4x4 (or 4 of 2x2)
                                  ConvShape{2, 8, 12, 12, 8, 3, 3, 1, 1},    // ResNet-18's 12x12 blocks
+                                 ConvShape{2, 32, 12, 12, 16, 3, 3, 1, 1},  // whole blocks of 16 channels
                                  ConvShape{3, 16, 6, 6, 12, 3, 3, 1, 1},    // 6x6, more inputs than outputs
                                  ConvShape{2, 32, 3, 3, 24, 3, 3, 1, 1},    // ResNet-18's 3x3 maps
                                  ConvShape{2, 5, 4, 8, 9, 3, 3, 1, 1},      // non-square, fewer inputs

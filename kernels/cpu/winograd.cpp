@@ -247,7 +247,8 @@ void transform_filters(float* u, size_t plane, float* taps, const float* w, int 
     else
         for (int i = 0; i < ins; ++i)
             for (int o = 0; o < outs; ++o)
-                for (int t = 0; t < 9; ++t) taps[(size_t(i) * 9 + t) * outs + o] = w[(size_t(i) * outs + o) * 9 + 8 - t];
+                for (int t = 0; t < 9; ++t)  // tap t of the turned filter is tap 8 - t of w[i][o]
+                    taps[(size_t(i) * 9 + t) * outs + o] = w[(size_t(i) * outs + o) * 9 + 8 - t];
     for (int i = 0; i < ins; ++i)
         over_channel_blocks(outs, [&](int o, auto count) {
             const float* g = taps + size_t(i) * 9 * outs + o;  // tap (r, c) at g + (r * 3 + c) * outs

@@ -201,22 +201,23 @@ struct Layout {
     static constexpr int points = T::n * T::n;
     float *u, *v, *m, *images, *taps;
     size_t filters, planes;
-    Layout(const ConvShape& s, float* scratch) {
-        filters = plane_stride(size_t(s.oc) * s.c);
-        planes = plane_stride(size_t(group_size<T>(s)) * tiles_per_sample<T>(s) * std::max(s.c, s.oc));
+    Layout(const ConvShape& s, float* scratch) : filters(filter_stride(s)), planes(tile_stride(s)) {
         u = scratch;
         v = u + points * filters;
         m = v + points * planes;
         images = m + points * planes;
         taps = images + image_floats(s);
     }
+    // The parts' sizes for shape s, which the constructor lays out in turn.
+    static size_t filter_stride(const ConvShape& s) { return plane_stride(size_t(s.oc) * s.c); }
+    static size_t tile_stride(const ConvShape& s) {
+        return plane_stride(size_t(group_size<T>(s)) * tiles_per_sample<T>(s) * std::max(s.c, s.oc));
+    }
     static size_t image_floats(const ConvShape& s) {
         return size_t(group_size<T>(s)) * (s.h + 2) * (s.w + 2) * std::max(s.c, s.oc);
     }
     static size_t floats(const ConvShape& s) {
-        const size_t tiles = size_t(group_size<T>(s)) * tiles_per_sample<T>(s);
-        return points * (plane_stride(size_t(s.oc) * s.c) + 2 * plane_stride(tiles * std::max(s.c, s.oc))) +
-               image_floats(s) + 9 * size_t(s.oc) * s.c;
+        return points * (filter_stride(s) + 2 * tile_stride(s)) + image_floats(s) + 9 * size_t(s.oc) * s.c;
     }
 };
 

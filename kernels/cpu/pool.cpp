@@ -6,6 +6,7 @@
 // pool of ResNet-18 fully: with the window's loops unrolled, ResNet's pool
 // (128 samples, 64 channels, 26x26) took 1.8 ms forward and 8.1 ms backward
 // against 4.4 and 13.5 through the generic loop.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels.hpp"
@@ -35,32 +36,61 @@ void forward(float* y, const float* x, const PoolShape& s) {
     }
 }
 
+template <int K, int S>
+void max_backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s);
+
 template <PoolKind kind, int K, int S>
 void backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
+    if constexpr (kind == PoolKind::max) return max_backward<K, S>(dx, dy, x, y, s);
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
     const float inv_area = 1.0f / float(k * k);
     std::memset(dx, 0, s.in_size() * sizeof(float));
+    for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
+        float* dxp = dx + plane * s.h * s.w;
+        const float* dyp = dy + plane * oh * ow;
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+                const float g = dyp[oy * ow + ox] * inv_area;
+                const int base = oy * stride * s.w + ox * stride;
+                for (int i = 0; i < k; ++i)
+                    for (int j = 0; j < k; ++j) dxp[base + i * s.w + j] += g;
+            }
+    }
+}
+
+// The whole gradient of a window goes to its first tap (row by row) equal
+// to the max; none when the window holds a NaN. One plane at a time, so
+// its dx is cleared and then added to while it is in L1, and one output row
+// in two passes: first every window's winning tap, a loop of compares and
+// selects without stores that the compiler vectorises (ResNet's pool, 128
+// samples: 3.3 ms instead of 8.1 with the search and the adds in one loop),
+// then the adds, one per window, in order (windows overlap).
+template <int K, int S>
+void max_backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
+    const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
+    const int none = k * k;
+    constexpr int chunk = 64;  // windows searched before their adds; on the stack, not allocated
+    int winner[chunk];
     for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
         const float* xp = x + plane * s.h * s.w;
         float* dxp = dx + plane * s.h * s.w;
         const float* dyp = dy + plane * oh * ow;
         const float* yp = y + plane * oh * ow;
+        std::fill(dxp, dxp + s.h * s.w, 0.0f);
         for (int oy = 0; oy < oh; ++oy)
-            for (int ox = 0; ox < ow; ++ox) {
-                const float g = dyp[oy * ow + ox];
-                const int base = oy * stride * s.w + ox * stride;
-                if constexpr (kind == PoolKind::avg) {
-                    for (int i = 0; i < k; ++i)
-                        for (int j = 0; j < k; ++j) dxp[base + i * s.w + j] += g * inv_area;
-                } else {
-                    // The whole gradient goes to the first tap equal to the max.
-                    const float m = yp[oy * ow + ox];
-                    int at = -1;
-                    for (int i = k - 1; i >= 0; --i)
-                        for (int j = k - 1; j >= 0; --j)
-                            if (xp[base + i * s.w + j] == m) at = i * s.w + j;
-                    if (at >= 0) dxp[base + at] += g;  // none when the window holds a NaN
+            for (int first = 0; first < ow; first += chunk) {
+                const int count = std::min(chunk, ow - first);
+                const float* row = xp + oy * stride * s.w + first * stride;
+                for (int i = 0; i < count; ++i) {
+                    const float m = yp[oy * ow + first + i];
+                    int at = none;
+                    for (int t = none - 1; t >= 0; --t)  // from the last tap, so the first equal one wins
+                        at = row[(t / k) * s.w + i * stride + t % k] == m ? t : at;
+                    winner[i] = at;
                 }
+                float* dst = dxp + oy * stride * s.w + first * stride;
+                for (int i = 0; i < count; ++i)
+                    if (winner[i] != none) dst[(winner[i] / k) * s.w + i * stride + winner[i] % k] += dyp[oy * ow + first + i];
             }
     }
 }

@@ -1,6 +1,7 @@
 // The CPU convolution kernels on ResNet-18's convolutions, each shape every
-// way it has: the implicit GEMM (conv2d_*_gemm) and Winograd's F(m x m, 3x3)
-// for each tile m that fits (conv2d_* pick the largest). Each is first
+// way it has: the implicit GEMM (conv2d_*_gemm), direct sums over a
+// one-channel input (conv_direct.cpp) where they fit, and Winograd's
+// F(m x m, 3x3) for each tile m that fits (conv2d_* pick the largest). Each is first
 // checked to agree with the implicit GEMM, then timed: the fastest of 15
 // runs after a warm-up, for forward, data gradient and weight gradient, at
 // one device's part of the tutorial's batch (128 samples). README "Speed"
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cpu/conv_direct.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/winograd.hpp"
 
@@ -60,21 +62,26 @@ struct Tensors {
           dw(s.weight_size()), db(size_t(s.oc)) {}
 };
 
-// Times the three kernels of the implicit GEMM (tile 0) or of Winograd's
-// F(tile x tile, 3x3).
+constexpr int direct = -1;  // time_kernels' "tile" for the direct sums
+
+// Times the three kernels of the implicit GEMM (tile 0), of the direct sums
+// (tile direct) or of Winograd's F(tile x tile, 3x3).
 Times time_kernels(const ConvShape& s, Tensors& t, int tile) {
     float *y = t.y.data(), *dx = t.dx.data(), *dw = t.dw.data(), *db = t.db.data(), *scratch = t.scratch.data();
     const float *x = t.x.data(), *w = t.w.data(), *b = t.b.data(), *dy = t.dy.data();
     return {fastest_ms([&] {
+                if (tile == direct) return cpu::direct_conv_forward(y, x, w, b, s);
                 if (tile) return cpu::winograd_forward(y, x, w, b, s, scratch, tile);
                 cpu::conv2d_forward_gemm(y, x, w, b, s, scratch);
             }),
             fastest_ms([&] {
+                if (tile == direct) return cpu::direct_conv_backward_data(dx, dy, w, s, scratch);
                 if (tile) return cpu::winograd_backward_data(dx, dy, w, s, scratch, tile);
                 cpu::conv2d_backward_data_gemm(dx, dy, w, s, scratch);
             }),
             fastest_ms([&] {  // the weight gradient accumulates: each run starts from zero
                 std::fill(t.dw.begin(), t.dw.end(), 0.0f), std::fill(t.db.begin(), t.db.end(), 0.0f);
+                if (tile == direct) return cpu::direct_conv_backward_weight(dw, db, dy, x, s);
                 if (tile) return cpu::winograd_backward_weight(dw, db, dy, x, s, scratch, tile);
                 cpu::conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
             })};
@@ -108,23 +115,27 @@ int main(int argc, char** argv) {
         const Times gemm = time_kernels(s, t, 0);
         std::printf("%-26s %-10s %9.2f %9.2f %9.2f\n", name, "gemm", gemm.forward, gemm.data, gemm.weight);
         const auto want_y = t.y, want_dx = t.dx, want_dw = t.dw;
-        for (int tile : {2, 3, 4}) {
-            if (!cpu::winograd_tile_fits(s, tile)) continue;
+        for (int tile : {direct, 2, 3, 4}) {
+            if (tile == direct ? !cpu::direct_conv_fits(s) : !cpu::winograd_tile_fits(s, tile)) continue;
             const Times wino = time_kernels(s, t, tile);
             // The two sum in another order: they agree to rounding, a few
             // 1e-7 of the largest value (1e-6 for the larger tiles); a
-            // broken transform is off by whole values.
+            // broken transform or tap is off by whole values.
             const double off = std::max({largest_difference(t.y, want_y), largest_difference(t.dx, want_dx),
                                          largest_difference(t.dw, want_dw)});
             char algorithm[32];
-            const bool taken = tile == cpu::winograd_tile(s);
-            std::snprintf(algorithm, sizeof algorithm, "F(%dx%d)%s", tile, tile, taken ? "*" : "");
+            if (tile == direct) {
+                std::snprintf(algorithm, sizeof algorithm, "direct*");
+            } else {
+                const bool taken = tile == cpu::winograd_tile(s);
+                std::snprintf(algorithm, sizeof algorithm, "F(%dx%d)%s", tile, tile, taken ? "*" : "");
+            }
             std::printf("%-26s %-10s %9.2f %9.2f %9.2f   %.2fx %.2fx %.2fx faster; agrees with gemm to %.1e\n", "",
                         algorithm, wino.forward, wino.data, wino.weight, gemm.forward / wino.forward,
                         gemm.data / wino.data, gemm.weight / wino.weight, off);
             if (off > 1e-4) {
-                std::fprintf(stderr, "conv_cpu: F(%dx%d) and gemm disagree on %s (%.1e of the largest value)\n", tile,
-                             tile, name, off);
+                std::fprintf(stderr, "conv_cpu: %s and gemm disagree on %s (%.1e of the largest value)\n", algorithm,
+                             name, off);
                 return 1;
             }
         }

@@ -1,5 +1,6 @@
-// The CPU convolution on the shapes it runs as Winograd's F(2x2, 3x3)
-// (kernels/cpu/winograd.cpp) against a direct convolution in double
+// The CPU convolution on the shapes it runs as Winograd's F(m x m, 3x3)
+// (kernels/cpu/winograd.cpp) or as direct sums over one input channel
+// (kernels/cpu/conv_direct.cpp) against a direct convolution in double
 // precision: forward, data gradient, weight and bias gradients. The finite
 // differences of test_kernels.cpp check that the three agree with each other;
 // this checks that they compute the convolution itself.
@@ -7,6 +8,7 @@
 
 #include <cmath>
 
+#include "cpu/conv_direct.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/winograd.hpp"
 #include "testing.hpp"
@@ -28,6 +30,41 @@ double largest_difference(const std::vector<double>& want, const std::vector<flo
     return worst;
 }
 
+// The layer's inputs, drawn from [-1, 1], and its results computed in
+// double precision by the definition of a 3x3 convolution; the weight and
+// bias gradients accumulate onto dw0 and db0.
+struct Reference {
+    std::vector<float> x, w, b, dy, dw0, db0;
+    std::vector<double> y, dx, dw, db;
+
+    explicit Reference(const ConvShape& s)
+        : x(testing::random_vector(s.in_size(), 1)), w(testing::random_vector(s.weight_size(), 2)),
+          b(testing::random_vector(size_t(s.oc), 3)), dy(testing::random_vector(s.out_size(), 4)),
+          dw0(testing::random_vector(s.weight_size(), 5)), db0(testing::random_vector(size_t(s.oc), 6)),
+          y(s.out_size()), dx(s.in_size(), 0.0), dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end()) {
+        const int oh = s.oh(), ow = s.ow();
+        for (int j = 0; j < s.n; ++j)
+            for (int o = 0; o < s.oc; ++o)
+                for (int oy = 0; oy < oh; ++oy)
+                    for (int ox = 0; ox < ow; ++ox) {
+                        const size_t out = ((size_t(j) * s.oc + o) * oh + oy) * ow + ox;
+                        double sum = b[size_t(o)];
+                        db[size_t(o)] += dy[out];
+                        for (int ch = 0; ch < s.c; ++ch)
+                            for (int ki = 0; ki < 3; ++ki)
+                                for (int kj = 0; kj < 3; ++kj) {
+                                    const int iy = oy * s.stride - s.pad + ki, ix = ox * s.stride - s.pad + kj;
+                                    const size_t tap = ((size_t(o) * s.c + ch) * 3 + ki) * 3 + kj;
+                                    sum += double(w[tap]) * at(x, s, j, ch, iy, ix);
+                                    dw[tap] += double(dy[out]) * at(x, s, j, ch, iy, ix);
+                                    if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
+                                        dx[((size_t(j) * s.c + ch) * s.h + iy) * s.w + ix] += double(w[tap]) * dy[out];
+                                }
+                        y[out] = sum;
+                    }
+    }
+};
+
 }  // namespace
 
 TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and equal the direct sums", "[conv]") {
@@ -45,31 +82,9 @@ TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and e
                                  ConvShape{0, 4, 6, 6, 4, 3, 3, 1, 1});     // an empty part
     CAPTURE(s.n, s.c, s.h, s.w, s.oc);
     REQUIRE(cpu::winograd_fits(s));
-    const int oh = s.oh(), ow = s.ow();
-    const auto x = testing::random_vector(s.in_size(), 1), w = testing::random_vector(s.weight_size(), 2);
-    const auto b = testing::random_vector(size_t(s.oc), 3), dy = testing::random_vector(s.out_size(), 4);
-    const auto dw0 = testing::random_vector(s.weight_size(), 5), db0 = testing::random_vector(size_t(s.oc), 6);
-
-    std::vector<double> y(s.out_size()), dx(s.in_size(), 0.0), dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
-    for (int j = 0; j < s.n; ++j)
-        for (int o = 0; o < s.oc; ++o)
-            for (int oy = 0; oy < oh; ++oy)
-                for (int ox = 0; ox < ow; ++ox) {
-                    const size_t out = ((size_t(j) * s.oc + o) * oh + oy) * ow + ox;
-                    double sum = b[size_t(o)];
-                    db[size_t(o)] += dy[out];
-                    for (int ch = 0; ch < s.c; ++ch)
-                        for (int ki = 0; ki < 3; ++ki)
-                            for (int kj = 0; kj < 3; ++kj) {
-                                const int iy = oy - 1 + ki, ix = ox - 1 + kj;
-                                const size_t tap = ((size_t(o) * s.c + ch) * 3 + ki) * 3 + kj;
-                                sum += double(w[tap]) * at(x, s, j, ch, iy, ix);
-                                dw[tap] += double(dy[out]) * at(x, s, j, ch, iy, ix);
-                                if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
-                                    dx[((size_t(j) * s.c + ch) * s.h + iy) * s.w + ix] += double(w[tap]) * dy[out];
-                            }
-                    y[out] = sum;
-                }
+    const Reference want(s);
+    const auto &x = want.x, &w = want.w, &b = want.b, &dy = want.dy, &dw0 = want.dw0, &db0 = want.db0;
+    const auto &y = want.y, &dx = want.dx, &dw = want.dw, &db = want.db;
 
     std::vector<float> scratch(cpu::conv2d_scratch_floats(s));
     int tiles_run = 0;
@@ -127,4 +142,43 @@ TEST_CASE("Winograd takes the largest output tile that divides the map, and only
     CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}));  // LeNet's conv1: no padding
     CHECK_FALSE(cpu::winograd_fits(ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0}));  // 5x5
     CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 4, 0, 0, 4, 3, 3, 1, 1}));     // an empty map
+}
+
+TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal the definition", "[conv]") {
+    const ConvShape s = GENERATE(ConvShape{2, 1, 28, 28, 64, 3, 3, 1, 0},  // ResNet-18's first conv
+                                 ConvShape{3, 1, 28, 28, 20, 3, 3, 1, 0},  // LeNet's conv1
+                                 ConvShape{2, 1, 10, 10, 5, 3, 3, 1, 0},   // rows of exactly one vector
+                                 ConvShape{2, 1, 11, 11, 5, 3, 3, 1, 0},   // 9 = 8 + 1: the last vector overlaps by 7
+                                 ConvShape{2, 1, 19, 19, 3, 3, 3, 1, 0},   // 17 = 16 + 1; 289 pixels, not a multiple of 8
+                                 ConvShape{2, 1, 12, 30, 9, 3, 3, 1, 0},   // non-square, output channels past a block of 8
+                                 ConvShape{0, 1, 28, 28, 4, 3, 3, 1, 0});  // an empty part
+    CAPTURE(s.n, s.h, s.w, s.oc);
+    REQUIRE(cpu::direct_conv_fits(s));
+    const Reference want(s);
+    std::vector<float> scratch(cpu::conv2d_scratch_floats(s), NAN);
+    std::vector<float> y(s.out_size(), NAN), dx(s.in_size(), NAN), dw = want.dw0, db = want.db0;
+    cpu::conv2d_forward(y.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
+    cpu::conv2d_backward_data(dx.data(), want.dy.data(), want.w.data(), s, scratch.data());
+    cpu::conv2d_backward_weight(dw.data(), db.data(), want.dy.data(), want.x.data(), s, scratch.data());
+    // Float sums of 9 products (forward), of 9 * oc (data gradient) or
+    // n * oh * ow (weights) of numbers in [-1, 1]: rounding of about 2^-24
+    // (6e-8) times the terms, bounded by 2e-7 per term. A tap at the wrong
+    // shift, a lane counted twice or dropped in a row's overlapping last
+    // vector, or a missed pixel is off by O(0.1) to O(1).
+    const double forward_terms = 9, data_terms = 9.0 * s.oc, weight_terms = double(s.n) * s.oh() * s.ow() + 1;
+    CHECK(largest_difference(want.y, y) <= 2e-7 * forward_terms);
+    CHECK(largest_difference(want.dx, dx) <= 2e-7 * data_terms);
+    CHECK(largest_difference(want.dw, dw) <= 2e-7 * weight_terms);
+    CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
+}
+
+TEST_CASE("direct sums take one-channel 3x3 convolutions of stride 1 without padding whose rows fill a vector",
+          "[conv]") {
+    CHECK(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 64, 3, 3, 1, 0}));
+    CHECK(cpu::direct_conv_fits(ConvShape{2, 1, 10, 10, 4, 3, 3, 1, 0}));   // rows of 8
+    CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 9, 9, 4, 3, 3, 1, 0}));   // rows of 7
+    CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 2, 28, 28, 4, 3, 3, 1, 0})); // two channels
+    CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 4, 3, 3, 2, 0})); // stride 2
+    CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 4, 3, 3, 1, 1})); // padding
+    CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 4, 5, 5, 1, 0})); // 5x5
 }

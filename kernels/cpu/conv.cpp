@@ -1,6 +1,6 @@
 // conv2d on the CPU: im2col + GEMM, or, for the 3x3 convolutions it fits,
-// Winograd's F(m x m, 3x3) (winograd.cpp; the dispatch is at the end of this
-// file). CUDA twin: kernels/cuda/conv.cu.
+// Winograd's F(m x m, 3x3) (winograd.cpp), or direct sums for a one-channel
+// input (conv_direct.cpp); the dispatch is at the end of this file. CUDA twin: kernels/cuda/conv.cu.
 //
 // The unfolded matrix need not exist: its element (tap r, column j) is
 // x[tap_offset[r] + pixel_offset[j]], so the GEMM's B operand is packed
@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "conv_direct.hpp"
 #include "gemm_driver.hpp"
 #include "kernels.hpp"
 #include "winograd.hpp"
@@ -237,11 +238,13 @@ void conv2d_backward_weight_gemm(float* dw, float* db, const float* dy, const fl
 }
 
 // The three kernels take Winograd's F(m x m, 3x3) where it fits, with the
-// largest tile that does (winograd.cpp), the implicit GEMM elsewhere. The
+// largest tile that does (winograd.cpp), direct sums over a one-channel
+// input (conv_direct.cpp), the implicit GEMM elsewhere. The
 // scratch space also holds the smaller tiles' needs, so that the tests and
 // the benchmark can run every tile that fits over the same buffer.
 size_t conv2d_scratch_floats(const ConvShape& s) {
     size_t floats = conv2d_gemm_scratch_floats(s);
+    if (direct_conv_fits(s)) floats = std::max(floats, direct_conv_scratch_floats(s));
     for (int tile : {2, 3, 4})
         if (winograd_tile_fits(s, tile)) floats = std::max(floats, winograd_scratch_floats(s, tile));
     return floats;
@@ -249,17 +252,20 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
 
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
     if (const int tile = winograd_tile(s)) return winograd_forward(y, x, w, b, s, scratch, tile);
+    if (direct_conv_fits(s)) return direct_conv_forward(y, x, w, b, s);
     conv2d_forward_gemm(y, x, w, b, s, scratch);
 }
 
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
     if (const int tile = winograd_tile(s)) return winograd_backward_data(dx, dy, w, s, scratch, tile);
+    if (direct_conv_fits(s)) return direct_conv_backward_data(dx, dy, w, s, scratch);
     conv2d_backward_data_gemm(dx, dy, w, s, scratch);
 }
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             float* scratch) {
     if (const int tile = winograd_tile(s)) return winograd_backward_weight(dw, db, dy, x, s, scratch, tile);
+    if (direct_conv_fits(s)) return direct_conv_backward_weight(dw, db, dy, x, s);
     conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
 }
 

@@ -6,14 +6,19 @@
 // As a GEMM this layer is badly shaped: its depth is the 9 taps of one
 // channel, so each 6x16 tile of the micro-kernel did 9 steps of k between
 // loading and storing its outputs, and the weight gradient's 9 columns
-// filled 9 of the tile's 16 (or 32). ResNet-18's conv0 on 128 samples took
-// 3.5 / 5.1 / 8.3 ms (forward / data / weight) that way, for 0.6% of its
-// multiply-adds; directly, each output vector is 9 fused multiply-adds on
-// vectors that are loaded once and stay in registers.
+// filled 9 of the tile's 16 (or 32). ResNet-18's first layer on 128
+// samples took 2.9 / 3.9 / 7.9 ms (forward / data / weight) that way, for
+// 0.6% of its multiply-adds, and takes 2.4 / 2.2 / 2.9 here
+// (build/bench/conv_cpu). Each pass keeps what it reuses in registers:
+// the forward a channel's 9 weights, the data gradient 9 running sums
+// over 8 output channels at a time, the weight gradient 9 sums a channel.
 //
-// A row's last vector starts at ow - 8 and overlaps the one before: the
-// forward recomputes those outputs with the same sums in the same order;
-// the backward passes zero the lanes already counted.
+// The forward and the weight gradient walk the image rows; a row's last
+// vector starts at ow - 8 and overlaps the one before. The forward
+// recomputes those outputs with the same sums in the same order; the
+// weight gradient multiplies the lanes already counted by a zero dy (an
+// infinite input there would add NaN, where the true sum has an infinity:
+// either way the run's divergence check sees it).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -128,6 +133,8 @@ void direct_conv_backward_data(float* dx, const float* dy, const float* w, const
     }
 }
 
+// Per output channel over the whole part, so that its 9 weight sums and
+// its bias sum stay in registers throughout; dy is read plane by plane.
 void direct_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s) {
     const int oh = s.oh(), ow = s.ow(), pixels = oh * ow;
     for (int o = 0; o < s.oc; ++o) {

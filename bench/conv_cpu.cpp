@@ -1,9 +1,9 @@
 // The CPU convolution kernels on ResNet-18's convolutions, each shape every
 // way it has: the implicit GEMM (conv2d_*_gemm), direct sums over a
 // one-channel input (conv_direct.cpp) where they fit, and Winograd's
-// F(m x m, 3x3) for each tile m that fits (conv2d_* pick the largest). Each is first
-// checked to agree with the implicit GEMM, then timed: the fastest of 15
-// runs after a warm-up, for forward, data gradient and weight gradient, at
+// F(m x m, 3x3) for each tile m that fits (conv2d_* pick the largest). Each
+// is first checked to agree with the implicit GEMM, then timed: the fastest
+// of 15 runs after a warm-up, for forward, data gradient and weight gradient, at
 // one device's part of the tutorial's batch (128 samples). README "Speed"
 // quotes it; it is how winograd.cpp's choices were made.
 //   usage: build/bench/conv_cpu [SAMPLES]
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
         const auto want_y = t.y, want_dx = t.dx, want_dw = t.dw;
         for (int tile : {direct, 2, 3, 4}) {
             if (tile == direct ? !cpu::direct_conv_fits(s) : !cpu::winograd_tile_fits(s, tile)) continue;
-            const Times wino = time_kernels(s, t, tile);
+            const Times other = time_kernels(s, t, tile);
             // The two sum in another order: they agree to rounding, a few
             // 1e-7 of the largest value (1e-6 for the larger tiles); a
             // broken transform or tap is off by whole values.
@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
                 std::snprintf(algorithm, sizeof algorithm, "F(%dx%d)%s", tile, tile, taken ? "*" : "");
             }
             std::printf("%-26s %-10s %9.2f %9.2f %9.2f   %.2fx %.2fx %.2fx faster; agrees with gemm to %.1e\n", "",
-                        algorithm, wino.forward, wino.data, wino.weight, gemm.forward / wino.forward,
-                        gemm.data / wino.data, gemm.weight / wino.weight, off);
+                        algorithm, other.forward, other.data, other.weight, gemm.forward / other.forward,
+                        gemm.data / other.data, gemm.weight / other.weight, off);
             if (off > 1e-4) {
                 std::fprintf(stderr, "conv_cpu: %s and gemm disagree on %s (%.1e of the largest value)\n", algorithm,
                              name, off);

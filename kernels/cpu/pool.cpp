@@ -37,11 +37,7 @@ void forward(float* y, const float* x, const PoolShape& s) {
 }
 
 template <int K, int S>
-void max_backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s);
-
-template <PoolKind kind, int K, int S>
-void backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
-    if constexpr (kind == PoolKind::max) return max_backward<K, S>(dx, dy, x, y, s);
+void avg_backward(float* dx, const float* dy, const PoolShape& s) {
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
     const float inv_area = 1.0f / float(k * k);
     std::memset(dx, 0, s.in_size() * sizeof(float));
@@ -62,9 +58,11 @@ void backward(float* dx, const float* dy, const float* x, const float* y, const 
 // to the max; none when the window holds a NaN. One plane at a time, so
 // its dx is cleared and then added to while it is in L1, and one output row
 // in two passes: first every window's winning tap, a loop of compares and
-// selects without stores that the compiler vectorises (ResNet's pool, 128
-// samples: 3.3 ms instead of 8.1 with the search and the adds in one loop),
-// then the adds, one per window, in order (windows overlap).
+// selects without stores that the compiler vectorises, then the adds, one
+// per window, in order (windows overlap). In a training pass of ResNet-18
+// (128 samples, its pool's input 22 MB, out of cache) that took the pool's
+// backward from 15.7 to 8.7 ms, against the search and the adds in one
+// loop after a memset of the whole dx.
 template <int K, int S>
 void max_backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
@@ -89,10 +87,17 @@ void max_backward(float* dx, const float* dy, const float* x, const float* y, co
                     winner[i] = at;
                 }
                 float* dst = dxp + oy * stride * s.w + first * stride;
+                const float* g = dyp + oy * ow + first;
                 for (int i = 0; i < count; ++i)
-                    if (winner[i] != none) dst[(winner[i] / k) * s.w + i * stride + winner[i] % k] += dyp[oy * ow + first + i];
+                    if (winner[i] != none) dst[(winner[i] / k) * s.w + i * stride + winner[i] % k] += g[i];
             }
     }
+}
+
+template <PoolKind kind, int K, int S>
+void backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
+    if constexpr (kind == PoolKind::max) max_backward<K, S>(dx, dy, x, y, s);
+    else avg_backward<K, S>(dx, dy, s);
 }
 
 template <PoolKind kind>

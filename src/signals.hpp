@@ -2,16 +2,21 @@
 // to stop: the trainer sees it between two steps, lets the queued steps
 // finish, writes its checkpoint and exits 130 / 143. A second one exits at
 // once, without a checkpoint (the previous one, if any, stays whole).
+//
+// Once installed, the handling stays until the process exits: a signal that
+// comes after training (while devices and threads are torn down, or between
+// the runs of `dptrain compare`) is said and noted, never a silent death.
+// A finished run stays finished (exit 0); a run still to start stops at once.
 #pragma once
 
 namespace dpt {
 
 class StopRequests {
    public:
-    // Installs the handlers; `say`: they say what happens on stderr (the
-    // other ranks of a multi-process run keep quiet).
+    // Installs the handlers (the first time); `say`: they say what happens
+    // on stderr (the other ranks of a multi-process run keep quiet).
     explicit StopRequests(bool say = true);
-    ~StopRequests();  // puts the previous handlers back
+    ~StopRequests();  // the run is over: a signal from now on closes the process down
     StopRequests(const StopRequests&) = delete;
     StopRequests& operator=(const StopRequests&) = delete;
 
@@ -19,8 +24,8 @@ class StopRequests {
     int signal() const;
 };
 
-// The signal the current StopRequests has seen (0: none), from any thread
-// (a multi-process run tells the other ranks, cluster.hpp).
+// The signal this process has seen (0: none), from any thread (a
+// multi-process run tells the other ranks, cluster.hpp).
 int stop_signal();
 
 // "SIGINT", "SIGTERM".

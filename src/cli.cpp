@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "models.hpp"
 #include "options.hpp"
+#include "version.hpp"
 
 namespace dpt {
 namespace {
@@ -204,7 +205,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         ("metrics", "also write each epoch's figures to FILE as JSON Lines", cxxopts::value<std::string>(), "FILE")
         ("save", "write the trained parameters to FILE", cxxopts::value<std::string>(), "FILE")
         ("load", "start from the parameters in FILE instead of --init", cxxopts::value<std::string>(), "FILE")
-        ("h,help", "show this help");
+        ("h,help", "show this help")
+        ("version", "print the version and what this build has (CUDA, MPI, the CPU kernels' target), then exit");
     options.add_options("Checkpoints")
         ("checkpoint", "write a checkpoint to FILE every K epochs, at the end, and when stopped by Ctrl-C (SIGINT) or SIGTERM", cxxopts::value<std::string>(), "FILE")
         ("checkpoint-every", "epochs between checkpoints (default 1)", cxxopts::value<std::string>(), "K")
@@ -215,6 +217,10 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
                                                                   "Training", "Data and files", "Checkpoints"}));
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
+    if (r.count("version")) {
+        std::fputs(version_text().c_str(), stdout);
+        return std::nullopt;
+    }
 
     TrainConfig c;
     // With none of --cpus, --gpus, --devices: the checkpoint's devices when

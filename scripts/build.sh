@@ -11,12 +11,18 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 dir=${DPTRAIN_BUILD_DIR:-build}
 # An offline bundle (scripts/bundle.sh) stands in for the Debian packages.
-setup_args=()
-[[ -d bundle/include ]] && setup_args+=(-Dbundle=bundle)
+bundle=$([[ -d bundle/include ]] && echo bundle || true)
+# A meson folder whose setup was interrupted (no build.ninja) is set up afresh.
+if [[ -d $dir/meson-private && ! -f $dir/build.ninja ]]; then rm -rf "$dir"; fi
 if [[ ! -f $dir/build.ninja ]]; then
-    meson setup "$dir" --buildtype=release "${setup_args[@]}" "$@"
-elif [[ $# -gt 0 ]]; then
-    meson configure "$dir" "$@"
+    meson setup "$dir" --buildtype=release -Dbundle="$bundle" "$@"
+else
+    # Set up while a bundle/ was here that is gone now, or the other way
+    # round: follow the tree as it is.
+    configured=$(meson introspect "$dir" --buildoptions |
+        python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "bundle"))')
+    if [[ $configured != "$bundle" ]]; then set -- -Dbundle="$bundle" "$@"; fi
+    if [[ $# -gt 0 ]]; then meson configure "$dir" "$@"; fi
 fi
 # A build with nothing to do says nothing (test.sh builds three times).
 meson compile -C "$dir" | { grep -v '^ninja: no work to do\.$' || true; }

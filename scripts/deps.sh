@@ -5,23 +5,33 @@
 #
 # With an offline bundle (bundle/, made by scripts/bundle.sh) it installs
 # nothing and never calls apt-get: that is how a machine without a package
-# registry (a lent GPU machine) builds. With neither the packages nor a
+# registry (a GPU node without internet) builds. With neither the packages nor a
 # bundle, and no registry to fetch them from, it says so in one line.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# A link into a bundle/ that is gone (an interrupted run's) would hide the data.
+if [[ -L $root/data/fashion-mnist && ! -e $root/data/fashion-mnist ]]; then rm -f "$root/data/fashion-mnist"; fi
 if [[ -d $root/bundle/include ]]; then
     if [[ ! -e $root/data/fashion-mnist ]]; then ln -s ../bundle/fashion-mnist "$root/data/fashion-mnist"; fi
+    if [[ " $* " == *" --with-fuzz "* ]] && ! command -v clang++ >/dev/null; then
+        echo "dptrain: the fuzzers need clang++, which a bundle does not carry: install clang and libclang-rt-dev, or remove bundle/ to let this script install them" >&2
+        exit 1
+    fi
     exit 0
 fi
 
-# Open MPI: training as several processes under mpirun (README: "Several processes").
+# Open MPI: training as several processes under mpirun (docs/multi-process.md).
+# help2man: the man page `meson install` puts in place, made from --help.
 packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist
-          openmpi-bin libopenmpi-dev)
+          openmpi-bin libopenmpi-dev help2man)
 # --with-plot adds matplotlib for scripts/plot.py.
-[[ " $* " == *" --with-plot "* ]] && packages+=(python3-matplotlib)
+[[ " $* " == *" --with-plot "* || " $* " == *" --with-tests "* ]] && packages+=(python3-matplotlib)
 # --with-fuzz adds clang and its libFuzzer runtime for scripts/fuzz.sh.
-[[ " $* " == *" --with-fuzz "* ]] && packages+=(clang libclang-rt-dev)
+[[ " $* " == *" --with-fuzz "* || " $* " == *" --with-tests "* ]] && packages+=(clang libclang-rt-dev)
+# --with-tests (scripts/test.sh): both of the above, and iproute2 for the
+# test that runs mpirun over two network namespaces as two machines.
+[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,7 +40,7 @@ done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 no_registry() {
-    echo "dptrain: missing ${missing[*]}, no bundle/ and $1: run scripts/bundle.sh on a Debian machine that has them, then carry bundle/ with the repository (README: \"On a GPU machine\")" >&2
+    echo "dptrain: missing ${missing[*]}, no bundle/ and $1: run scripts/bundle.sh on a Debian machine that has them, then carry bundle/ with the repository (docs/gpus.md: \"GPU machines without internet\")" >&2
     exit 1
 }
 command -v apt-get >/dev/null && command -v dpkg-query >/dev/null || no_registry "no apt-get here"

@@ -1,60 +1,154 @@
 #!/usr/bin/env bash
 # One command from a fresh clone to every test: installs what is missing,
 # builds, runs `meson test`. CI runs this (.ci/run). Arguments go to
-# `meson test` (e.g. --suite cpu, or a test's name); --slow runs only the
-# long checks of the slow suite (whole epochs under mpirun), which CI leaves
-# out: the CI suite keeps short versions of them.
+# `meson test` of the main build alone (e.g. --suite cpu, or a test's name);
+# --slow runs only the long checks of the slow suite (whole epochs under
+# mpirun), which the default run leaves out: it keeps short versions of them.
 #
-# When the build has the CUDA backend, the CPU tests run a second time in a
-# build without it and without MPI (build-nocuda/), so both configurations
-# stay green (without MPI, dptrain must refuse a job of several processes). The GPU
-# tests (suite gpu) report SKIP on machines without a usable GPU. Last, the
-# CPU tests run under AddressSanitizer and UndefinedBehaviorSanitizer
-# (build-sanitize/); any report fails them. DPTRAIN_SANITIZE=0 skips that.
-# Then the GPU machine's offline build: scripts/bundle.sh, and the `build`
-# stage of scripts/gpu.sh from bundle/ with pkg-config's packages hidden
-# (DPTRAIN_BUNDLE_CHECK=0 skips it). Then scripts/fuzz.sh fuzzes the IDX and
-# checkpoint readers for $DPTRAIN_FUZZ seconds each (default 60; 0 skips it).
-# Given arguments, only the main build's `meson test` runs.
+# Without arguments, in turn (each stage runs even when one before failed;
+# the summary at the end lists them all):
+#   build/            the main build (the CUDA backend when nvcc is found),
+#                     every test but the slow suite; the GPU tests say SKIP
+#                     where no GPU is usable
+#   build-nocuda/     when the main build has CUDA: the CPU tests again in a
+#                     build without CUDA and MPI (which must refuse a job of
+#                     several processes)
+#   build-sanitize/   the CPU tests under AddressSanitizer and
+#                     UndefinedBehaviorSanitizer (DPTRAIN_SANITIZE=0 skips it)
+#   build-bundle/     the offline build of a GPU node without internet:
+#                     scripts/bundle.sh, then a build from bundle/ with
+#                     pkg-config's packages hidden: `scripts/gpu.sh build`
+#                     where nvcc is found, else the CPU build and a few of its
+#                     tests (DPTRAIN_BUNDLE_CHECK=0 skips it)
+#   build-fuzz/       scripts/fuzz.sh: the IDX and checkpoint readers under
+#                     libFuzzer, $DPTRAIN_FUZZ seconds each (default 60; 0 skips)
+#
+# A test that fails has the end of its own output printed here; a test that
+# cannot run on this machine says SKIP and why. A failed or interrupted run
+# leaves the tree as it found it (bundle/ and the data link it makes are
+# removed again), so the next run starts the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh --with-plot
+started=$SECONDS
+scripts/deps.sh --with-tests
 dir=${DPTRAIN_BUILD_DIR:-build}
+
+# Whatever happens from here on (a failure, Ctrl-C), take back what this
+# script put in the tree: a bundle/ left behind would stand in for the
+# system's packages in every later build here.
+made_bundle=no made_data_link=no
+restore_tree() {
+    if [[ $made_bundle == yes ]]; then rm -rf bundle bundle.tmp; fi
+    if [[ $made_data_link == yes && -L data/fashion-mnist ]]; then rm -f data/fashion-mnist; fi
+}
+trap restore_tree EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# report BUILD_DIR: a line for each test that did not pass, from meson's
+# record of the last `meson test` there: SKIP with the test's reason (its
+# last line), and for a failure the end of its output, so that the reason is
+# where the user is looking and not only in BUILD_DIR/meson-logs/.
+report() {
+    [[ -f $1/meson-logs/testlog.json ]] || return 0
+    python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    out = [l for l in ((t.get("stdout") or "") + (t.get("stderr") or "")).splitlines() if l.strip()]
+    if t["result"] == "SKIP":
+        print(f"SKIP  {t['name']}: {out[-1] if out else 'no reason given'}")
+    elif t["result"] not in ("OK", "EXPECTEDFAIL"):
+        fails = [l for l in out if l.startswith("FAIL")]
+        print(f"---- {t['name']}: {t['result']}, the end of its output "
+              f"(all of it: {sys.argv[1].replace('testlog.json', 'testlog.txt')})")
+        for l in (fails[:10] + ["..."] if len(fails) > 10 else fails):
+            print("  " + l[:400])
+        if fails: print("  (last lines:)")
+        for l in out[-25:]:
+            print("  " + l[:400])
+PY
+}
+
+summary=()
+failed=0
+# stage LABEL COMMAND...: runs COMMAND, notes LABEL's outcome and time.
+stage() {
+    local label=$1 t0=$SECONDS rc=0
+    shift
+    echo
+    echo "== $label =="
+    "$@" || rc=$?
+    if [[ $rc -eq 0 ]]; then summary+=("ok    $label ($((SECONDS - t0)) s)")
+    else summary+=("FAIL  $label (exit $rc, $((SECONDS - t0)) s)"); failed=1; fi
+    return 0
+}
+# tests BUILD_DIR ARGS...: meson test there, then the report.
+tests() {
+    local build=$1 rc=0
+    shift
+    meson test -C "$build" --no-rebuild "$@" || rc=$?
+    report "$build"
+    return $rc
+}
+
 scripts/build.sh
 if [[ ${1:-} == --slow ]]; then
-    exec meson test -C "$dir" --no-rebuild --print-errorlogs --suite slow "${@:2}"
+    tests "$dir" --suite slow "${@:2}"
+    exit
 fi
-meson test -C "$dir" --no-rebuild --print-errorlogs --no-suite slow "$@"
-if [[ $# -eq 0 && -e $dir/tests/gpu/gpu_tests ]]; then
-    echo "== the same tests in a build without CUDA and MPI (-Dcuda=disabled -Dmpi=disabled) =="
-    DPTRAIN_BUILD_DIR=$dir-nocuda scripts/build.sh -Dcuda=disabled -Dmpi=disabled
-    meson test -C "$dir-nocuda" --no-rebuild --print-errorlogs --no-suite slow "$@"
+if [[ $# -gt 0 ]]; then
+    tests "$dir" --no-suite slow "$@"
+    exit
 fi
-if [[ $# -eq 0 && ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
-    echo "== the CPU tests under ASan and UBSan (-Db_sanitize=address,undefined) =="
+
+stage "every test in $dir/ but the slow suite" tests "$dir" --no-suite slow
+if [[ -e $dir/tests/gpu/gpu_tests ]]; then
+    nocuda() {
+        DPTRAIN_BUILD_DIR=$dir-nocuda scripts/build.sh -Dcuda=disabled -Dmpi=disabled &&
+            tests "$dir-nocuda" --no-suite slow
+    }
+    stage "the same tests without CUDA and MPI ($dir-nocuda/)" nocuda
+fi
+if [[ ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
     # (Without MPI: Open MPI's own allocations would fill LeakSanitizer's report.)
-    DPTRAIN_BUILD_DIR=$dir-sanitize scripts/build.sh -Dcuda=disabled -Dmpi=disabled -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all -Dcpp_link_args=-fno-sanitize-recover=all
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$dir-sanitize" --no-rebuild --print-errorlogs --no-suite slow "$@"
+    sanitized() {
+        DPTRAIN_BUILD_DIR=$dir-sanitize scripts/build.sh -Dcuda=disabled -Dmpi=disabled \
+            -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all \
+            -Dcpp_link_args=-fno-sanitize-recover=all &&
+            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 tests "$dir-sanitize" --no-suite slow
+    }
+    stage "the CPU tests under ASan and UBSan ($dir-sanitize/)" sanitized
 fi
-if [[ $# -eq 0 && ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
-    # The lent GPU machine has no Debian packages: it builds from bundle/.
-    # Prove that path here, with pkg-config's packages hidden, by running the
-    # `build` stage of scripts/gpu.sh (its GPU tests report SKIP here).
-    echo "== the GPU machine's build: from bundle/, system packages hidden (scripts/gpu.sh build) =="
-    had_bundle=$([[ -d bundle ]] && echo yes || echo no)
-    had_data_link=$([[ -e data/fashion-mnist || -L data/fashion-mnist ]] && echo yes || echo no)
-    scripts/bundle.sh
-    rm -rf "$dir-bundle"
-    PKG_CONFIG_LIBDIR=/nonexistent DPTRAIN_BUILD_DIR=$dir-bundle LOGS=$dir-bundle/gpu-logs scripts/gpu.sh build
-    # Leave the tree as it was: a bundle/ left behind would stand in for the
-    # packages in every later build here.
-    if [[ $had_bundle == no ]]; then
-        rm -rf bundle
-        [[ $had_data_link == no && -L data/fashion-mnist ]] && rm data/fashion-mnist
-    fi
+if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
+    # A GPU node without internet has no Debian packages: it builds from
+    # bundle/. Prove that path here with pkg-config's packages hidden.
+    offline() {
+        if [[ ! -d bundle ]]; then made_bundle=yes; fi
+        if [[ ! -e data/fashion-mnist && ! -L data/fashion-mnist ]]; then made_data_link=yes; fi
+        scripts/bundle.sh || return
+        rm -rf "$dir-bundle"
+        if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+            echo "nvcc found: the GPU node's own first stage, scripts/gpu.sh build (its GPU tests say SKIP without a GPU)"
+            PKG_CONFIG_LIBDIR=/nonexistent DPTRAIN_BUILD_DIR=$dir-bundle LOGS=$dir-bundle/gpu-logs scripts/gpu.sh build
+        else
+            echo "no nvcc here: the CPU build from bundle/, and its model and data-reading tests"
+            PKG_CONFIG_LIBDIR=/nonexistent DPTRAIN_BUILD_DIR=$dir-bundle scripts/build.sh -Dcuda=disabled &&
+                tests "$dir-bundle" lenet idx cli-errors
+        fi
+        local rc=$?
+        restore_tree
+        made_bundle=no made_data_link=no
+        return $rc
+    }
+    stage "the offline build from bundle/ ($dir-bundle/)" offline
 fi
-if [[ $# -eq 0 && ${DPTRAIN_FUZZ:-60} != 0 ]]; then
-    echo "== the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-60} s each =="
-    scripts/fuzz.sh "${DPTRAIN_FUZZ:-60}"
+if [[ ${DPTRAIN_FUZZ:-60} != 0 ]]; then
+    stage "the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-60} s each (build-fuzz/)" \
+        scripts/fuzz.sh "${DPTRAIN_FUZZ:-60}"
 fi
+
+echo
+echo "== summary: $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s =="
+printf '%s\n' "${summary[@]}"
+exit $failed

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/deps.sh on a machine like the lent GPU machine, with apt-get and
+# scripts/deps.sh on a machine without a package registry (a GPU node with
+# no internet), with apt-get and
 # dpkg-query replaced by fakes that record their calls: with bundle/ present
 # it never calls apt-get; with neither the packages nor a bundle, and an
 # apt-get that cannot reach a registry, it fails with one line that says to
@@ -23,7 +24,7 @@ cat >"$tmp/bin/dpkg-query" <<FAKE
 #!/bin/sh
 exit 1
 FAKE
-printf '#!/bin/sh\necho 0\n' >"$tmp/bin/id"  # as root, as on the GPU machine
+printf '#!/bin/sh\necho 0\n' >"$tmp/bin/id"  # as root, as on such a node
 chmod +x "$tmp/bin/"*
 run() { PATH="$tmp/bin:$PATH" "$tmp/repo/scripts/deps.sh" "$@" >"$tmp/out" 2>"$tmp/err"; }
 
@@ -36,10 +37,13 @@ rc=$?
 [[ -L $tmp/repo/data/fashion-mnist ]] || fail "with bundle/: data/fashion-mnist is not linked to the bundle's data"
 [[ $failures -eq 0 ]] && echo "ok: with bundle/, deps.sh installs nothing and never calls apt-get"
 
-# 2. Neither packages nor bundle, and no registry: one line, exit 1.
-rm -rf "$tmp/repo/bundle" "$tmp/repo/data/fashion-mnist"
+# 2. Neither packages nor bundle, and no registry: one line, exit 1. The
+# data link into the removed bundle (as an interrupted test.sh could leave
+# it) is taken away, not left to hide the packaged data.
+rm -rf "$tmp/repo/bundle"
 run
 rc=$?
+[[ -L $tmp/repo/data/fashion-mnist ]] && fail "a data link into a removed bundle/ was left behind"
 lines=$(wc -l <"$tmp/err")
 if [[ $rc -eq 1 && $lines -eq 1 ]] && grep -q "run scripts/bundle.sh .* carry bundle/" "$tmp/err"; then
     echo "ok: without packages, bundle or registry: $(cat "$tmp/err")"

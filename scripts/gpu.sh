@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Everything dptrain has to prove on a GPU, in stages that each fit one call
-# of a lent GPU machine (10 minutes a command; each stage is planned for
-# under 8 on a 16-core H100 machine, and stops starting new work when its
-# budget is spent):
+# Everything dptrain has to prove on a GPU, in stages that each fit a job of
+# 10 minutes (each is planned for under 8 on a 16-core H100 machine, and
+# stops starting new work when its budget, STAGE_BUDGET_S, is spent):
 #
 #   build     the CUDA build (from bundle/ where there are no Debian packages)
 #             and the GPU test suite alone: every kernel against its CPU twin,
@@ -27,8 +26,8 @@
 # there) it costs seconds, on a fresh one about a minute. The script says
 # which it found.
 #
-# Logs: one file a stage in $LOGS, default $OUT (the device call's folder that
-# comes back), else build/gpu-logs. The end of the output is a summary, a
+# Logs: one file a stage in $LOGS, default $OUT (a job's output folder, where
+# the batch system sets one), else build/gpu-logs. The end of the output is a summary, a
 # line per check, that fits in the call's reply.
 #
 # On a machine without a GPU, `build` still builds and reports the GPU tests
@@ -44,8 +43,8 @@ for s in "${stages[@]}"; do
     [[ $s =~ ^(build|sanitize|train|bench)$ ]] || { echo "scripts/gpu.sh: unknown stage '$s' (build, sanitize, train, bench or all)" >&2; exit 2; }
 done
 
-# --allreduce nccl loads libnccl.so.2 at run time. The lent GPU machine has
-# none on the loader's path, but its PyTorch wheel brings one: use it.
+# --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
+# loader's path may still have one from its PyTorch wheel: use it.
 if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
     nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
     [[ -n $nccl_dir && -e $nccl_dir/libnccl.so.2 ]] && export LD_LIBRARY_PATH=$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -422,7 +421,7 @@ stage_bench() {
             fail "dptrain compare --gpus 1,2,4"; show_tail "$work/compare.log"
         fi
         cat "$work/compare.log" >>"$log"
-        rm -f "$logs/compare.csv"  # compare.json holds the same; the device call brings back few files
+        rm -f "$logs/compare.csv"  # compare.json holds the same; keep the log folder small
         if [[ -n $plotter && -f $logs/compare.json ]]; then
             "$plotter" scripts/plot.py "$logs/compare.json" -o "$logs/compare.png" --title "${gpu:-GPU}" >>"$log" 2>&1 &&
                 ok "plot: $logs/compare.png" || fail "plot.py: see $log"

@@ -6,10 +6,9 @@
 // As a GEMM this layer is badly shaped: its depth is the 9 taps of one
 // channel, so each 6x16 tile of the micro-kernel did 9 steps of k between
 // loading and storing its outputs, and the weight gradient's 9 columns
-// filled 9 of the tile's 16 (or 32). ResNet-18's first layer on 128
-// samples took 2.9 / 3.9 / 7.9 ms (forward / data / weight) that way, for
-// 0.6% of its multiply-adds, and takes 2.4 / 2.2 / 2.9 here
-// (build/bench/conv_cpu). Each pass keeps what it reuses in registers:
+// filled 9 of the tile's 16 (or 32): slower than these direct sums in
+// all three passes (build/bench/conv_cpu; docs/performance.md has the
+// figures). Each pass keeps what it reuses in registers:
 // the forward a channel's 9 weights, the data gradient 9 running sums
 // over 8 output channels at a time, the weight gradient 9 sums a channel.
 //

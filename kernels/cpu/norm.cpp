@@ -3,10 +3,9 @@
 // (ResNet's first layer at batch 256) keeps float precision in its mean and
 // variance; in 8 interleaved partial sums (`Sums`), so that the additions
 // are 8 independent chains a vector instruction each, not one chain that
-// waits for every addition before it. On ResNet's 12x12 maps (128 samples,
-// 64 channels) that took the statistics from 0.96 to 0.28 ms and the
-// backward sums from 0.98 to 0.55; on its 3x3 maps, runs of 9 values, both
-// are about 15% slower (0.24 to 0.27 ms), a small part of the step.
+// waits for every addition before it: several times faster on ResNet's
+// 12x12 maps, a little slower on its 3x3 maps, runs of 9 values
+// (docs/performance.md has the figures).
 // CUDA twin: kernels/cuda/norm.cu.
 #include <algorithm>
 #include <cmath>

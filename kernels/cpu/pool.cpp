@@ -3,9 +3,8 @@
 // One generic loop serves any window and stride; the pooling kind is a
 // template parameter so no branch on it runs per pixel, and the compiler
 // specialises the 2x2 stride-2 windows of LeNet and the 3x3 stride-2 max
-// pool of ResNet-18 fully: with the window's loops unrolled, ResNet's pool
-// (128 samples, 64 channels, 26x26) took 1.8 ms forward and 8.1 ms backward
-// against 4.4 and 13.5 through the generic loop.
+// pool of ResNet-18 fully, with the window's loops unrolled (faster than
+// the generic loop in both passes: docs/performance.md).
 #include <algorithm>
 #include <cstring>
 
@@ -59,10 +58,9 @@ void avg_backward(float* dx, const float* dy, const PoolShape& s) {
 // its dx is cleared and then added to while it is in L1, and one output row
 // in two passes: first every window's winning tap, a loop of compares and
 // selects without stores that the compiler vectorises, then the adds, one
-// per window, in order (windows overlap). In a training pass of ResNet-18
-// (128 samples, its pool's input 22 MB, out of cache) that took the pool's
-// backward from 15.7 to 8.7 ms, against the search and the adds in one
-// loop after a memset of the whole dx.
+// per window, in order (windows overlap): faster than the search and the
+// adds in one loop after a memset of the whole dx, as ResNet-18's pool
+// input (22 MB at 128 samples) is out of cache (docs/performance.md).
 template <int K, int S>
 void max_backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();

@@ -138,7 +138,7 @@ void test_conv() {
         {3, 2, 7, 9, 5, 3, 3, 1, 0},  // odd sizes, nothing a multiple of a tile
         {2, 3, 8, 8, 4, 3, 3, 2, 1},  // stride and padding
         {1, 1, 5, 5, 1, 5, 5, 1, 2},  // one channel, padding as wide as the image
-        // ResNet-18's kinds (issue 15): a stride-2 residual conv and its 1x1
+        // ResNet-18's kinds: a stride-2 residual conv and its 1x1
         // shortcut, and a padded 3x3 on 3x3 maps with 256 channels.
         {4, 64, 12, 12, 128, 3, 3, 2, 1},
         {4, 64, 12, 12, 128, 1, 1, 2, 0},

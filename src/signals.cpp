@@ -56,7 +56,16 @@ StopRequests::StopRequests(bool say) {
     sigaction(SIGTERM, &action, nullptr);
 }
 
-StopRequests::~StopRequests() { training = false; }
+StopRequests::~StopRequests() {
+    training = false;
+    if (finished_) return;
+    struct sigaction action {};
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+    installed = false;
+}
 
 int StopRequests::signal() const { return requested; }
 

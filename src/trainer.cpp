@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -406,7 +407,16 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         }
         if (c.breakdown)
             for (Device* d : devices) d->begin_phase(Phase::idle);  // closes the last phase
-        for (Device* d : devices) d->synchronize();  // the tutorial's waitall: the epoch's time ends here
+        // The tutorial's waitall: the epoch's time ends here. A device that
+        // failed while its work ran (a GPU's illegal address) says so now.
+        for (Device* d : devices) {
+            try {
+                d->synchronize();
+            } catch (const std::exception& e) {
+                throw std::runtime_error(d->name() + " failed during epoch " + std::to_string(epoch) +
+                                         " (its work is waited for at the end of each epoch): " + e.what());
+            }
+        }
         progress.clear();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -438,6 +448,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         if (checkpoint_due) write_run_checkpoint(c, Position{epoch + 1, 0, 0.0}, *devices[0]);
         if (signal != 0 && epoch < c.epochs) return stopped(signal, Position{epoch + 1, 0, 0.0}, checkpoint_due);
     }
+    stop.finished();  // a signal from here on is noted, not a silent end
     if (stop.signal() != 0 && cluster.leader())  // it came after the last epoch's last step was queued: nothing was left to stop
         std::fprintf(stderr, "dptrain: %s came after the last step was queued; the run finished\n",
                      signal_name(stop.signal()));

@@ -1,6 +1,6 @@
-// Stop requests (src/signals.hpp): once a run has installed the handling,
-// SIGINT and SIGTERM never kill the process silently, not even after the
-// run has ended. Each case runs in a child process, so that the signal it
+// Stop requests (src/signals.hpp): once a run has finished, SIGINT and
+// SIGTERM no longer kill the process silently while it closes down; a run
+// that failed gives the signals their default action back. Each case runs in a child process, so that the signal it
 // sends and the handler it leaves behind stay out of the other tests.
 // tests/test_cli.sh drives the stop in the middle of a run through the binary.
 #include <sys/wait.h>
@@ -43,23 +43,38 @@ TEST_CASE("a signal during a run is recorded for the trainer to stop at", "[sign
 TEST_CASE("a signal after the run has ended is noted, not a silent death", "[signals]") {
     for (int signal : {SIGINT, SIGTERM}) {
         CAPTURE(signal);
-        // The run's StopRequests is gone (as when train() has returned and
-        // main tears down); with the default action back, raise() would
-        // kill the child and this would read 128 + signal.
+        // The run finished and its StopRequests is gone (as when train() has
+        // returned and main tears down); with the default action back,
+        // raise() would kill the child and this would read 128 + signal.
         CHECK(in_child([signal] {
-                  { StopRequests stop(false); }
+                  {
+                      StopRequests stop(false);
+                      stop.finished();
+                  }
                   raise(signal);
                   return stop_signal() == signal ? 0 : 2;
               }) == 0);
         // A run that starts after it (dptrain compare's next run) sees it at
         // once and stops before its first step.
         CHECK(in_child([signal] {
-                  { StopRequests first(false); }
+                  {
+                      StopRequests first(false);
+                      first.finished();
+                  }
                   raise(signal);
                   StopRequests next(false);
                   return next.signal() == signal ? 0 : 2;
               }) == 0);
     }
+}
+
+TEST_CASE("after a run that failed, a signal has its default action again", "[signals]") {
+    // As when train() throws: mpirun, ending a failed job, expects SIGTERM to end each rank.
+    CHECK(in_child([] {
+              { StopRequests stop(false); }
+              raise(SIGTERM);
+              return 0;  // not reached
+          }) == 128 + SIGTERM);
 }
 
 TEST_CASE("a second signal exits at once with 128 + its number", "[signals]") {
@@ -70,7 +85,10 @@ TEST_CASE("a second signal exits at once with 128 + its number", "[signals]") {
               return 0;  // not reached
           }) == 128 + SIGTERM);
     CHECK(in_child([] {
-              { StopRequests stop(false); }
+              {
+                  StopRequests stop(false);
+                  stop.finished();
+              }
               raise(SIGTERM);
               raise(SIGINT);
               return 0;

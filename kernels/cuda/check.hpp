@@ -1,6 +1,7 @@
-// Error checks for every CUDA runtime call and every kernel launch of the
-// CUDA backend. A failure throws (dptrain reports it and exits 1) with the
-// call, the file and line, and CUDA's own description of the error.
+// Error checks for every CUDA runtime call of the CUDA backend (kernel
+// launches are checked by launch::kernel, launch.cuh). A failure throws
+// (dptrain reports it and exits 1) with the call, the file and line, and
+// CUDA's own description of the error.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -23,5 +24,3 @@ inline void check(cudaError_t status, const char* call, const char* file, int li
 }  // namespace dpt::cuda
 
 #define CUDA_CHECK(call) ::dpt::cuda::check((call), #call, __FILE__, __LINE__)
-// After each <<<...>>>: a bad launch configuration shows up here, at its launch.
-#define CUDA_CHECK_LAUNCH(kernel) ::dpt::cuda::check(cudaGetLastError(), "launch of " kernel, __FILE__, __LINE__)

@@ -186,13 +186,12 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
         tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream);
     } else {
         tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits);
-        add_partials<<<launch::grid_for(s.weight_size()), launch::threads, 0, stream>>>(dw, scratch, splits,
-                                                                                      s.weight_size());
-        CUDA_CHECK_LAUNCH("add_partials");
+        launch::kernel("add_partials", add_partials, launch::grid_for(s.weight_size()), launch::threads, stream,
+            dw, scratch, splits, s.weight_size());
     }
     if (s.n > 0) {
-        conv_bias_grad<<<unsigned(s.oc), launch::threads, 0, stream>>>(db, dy, s.n, s.oc, s.col_cols());
-        CUDA_CHECK_LAUNCH("conv_bias_grad");
+        launch::kernel("conv_bias_grad", conv_bias_grad, unsigned(s.oc), launch::threads, stream,
+            db, dy, s.n, s.oc, s.col_cols());
     }
 }
 

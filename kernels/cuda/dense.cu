@@ -76,8 +76,7 @@ void dense_backward(float* dx, float* dw, float* db, const float* dy, const floa
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
     // dw (out, in) += dy^T (out, n) . x (n, in)
     tiled::gemm(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, stream);
-    dense_bias_grad<<<unsigned(out), launch::threads, 0, stream>>>(db, dy, n, out);
-    CUDA_CHECK_LAUNCH("dense_bias_grad");
+    launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
     // dx (n, in) = dy (n, out) . w (out, in)
     if (dx) tiled::gemm(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, stream);
 }

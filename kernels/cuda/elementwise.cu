@@ -95,47 +95,42 @@ __global__ void nonfinite(int32_t* first_bad, const float* x, size_t count, int3
 void gather_samples(float* x, int32_t* labels_out, const uint8_t* images, const uint8_t* labels,
                     const uint32_t* index, int count, int pixels, cudaStream_t stream) {
     if (count <= 0) return;
-    gather<<<launch::grid_for(size_t(count) * pixels), launch::threads, 0, stream>>>(x, labels_out, images, labels,
-                                                                                  index, count, pixels);
-    CUDA_CHECK_LAUNCH("gather");
+    launch::kernel("gather", gather, launch::grid_for(size_t(count) * pixels), launch::threads, stream,
+        x, labels_out, images, labels, index, count, pixels);
 }
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream) {
     if (count == 0) return;
-    relu_fwd<<<launch::grid_for(count), launch::threads, 0, stream>>>(y, x, count);
-    CUDA_CHECK_LAUNCH("relu_fwd");
+    launch::kernel("relu_fwd", relu_fwd, launch::grid_for(count), launch::threads, stream, y, x, count);
 }
 
 void relu_backward(float* dx, const float* dy, const float* y, size_t count, cudaStream_t stream) {
     if (count == 0) return;
-    relu_bwd<<<launch::grid_for(count), launch::threads, 0, stream>>>(dx, dy, y, count);
-    CUDA_CHECK_LAUNCH("relu_bwd");
+    launch::kernel("relu_bwd", relu_bwd, launch::grid_for(count), launch::threads, stream, dx, dy, y, count);
 }
 
 void softmax_cross_entropy(float* dlogits, double* loss_sum, const float* logits, const int32_t* labels, int n,
                            int classes, cudaStream_t stream) {
     if (n <= 0) return;
-    softmax_xent<<<1, launch::threads, 0, stream>>>(dlogits, loss_sum, logits, labels, n, classes);
-    CUDA_CHECK_LAUNCH("softmax_xent");
+    launch::kernel("softmax_xent", softmax_xent, 1, launch::threads, stream,
+        dlogits, loss_sum, logits, labels, n, classes);
 }
 
 void count_correct(unsigned long long* correct, const float* logits, const int32_t* labels, int n, int classes,
                    cudaStream_t stream) {
     if (n <= 0) return;
-    correct_count<<<1, launch::threads, 0, stream>>>(correct, logits, labels, n, classes);
-    CUDA_CHECK_LAUNCH("correct_count");
+    launch::kernel("correct_count", correct_count, 1, launch::threads, stream, correct, logits, labels, n, classes);
 }
 
 void sgd_update(float* params, const float* grads, float scale, size_t count, cudaStream_t stream) {
     if (count == 0) return;
-    sgd<<<launch::grid_for(count), launch::threads, 0, stream>>>(params, grads, scale, count);
-    CUDA_CHECK_LAUNCH("sgd");
+    launch::kernel("sgd", sgd, launch::grid_for(count), launch::threads, stream, params, grads, scale, count);
 }
 
 void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStream_t stream) {
     if (count == 0 || parts <= 0) return;
-    sum_parts<<<launch::grid_for(count), launch::threads, 0, stream>>>(acc, staged, parts, count);
-    CUDA_CHECK_LAUNCH("sum_parts");
+    launch::kernel("sum_parts", sum_parts, launch::grid_for(count), launch::threads, stream,
+        acc, staged, parts, count);
 }
 
 void copy(float* dst, const float* src, size_t count, cudaStream_t stream) {
@@ -145,18 +140,20 @@ void copy(float* dst, const float* src, size_t count, cudaStream_t stream) {
 
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step, cudaStream_t stream) {
     if (count == 0) return;
-    nonfinite<<<launch::grid_for(count), launch::threads, 0, stream>>>(first_bad, x, count, step);
-    CUDA_CHECK_LAUNCH("nonfinite");
+    launch::kernel("nonfinite", nonfinite, launch::grid_for(count), launch::threads, stream,
+        first_bad, x, count, step);
 }
 
 // volatile: every read goes to host memory, where the CPU thread writes.
+// Then what the CPU wrote before raising the count (a CPU device's
+// gradients) is what this stream's next copies read.
 __global__ void poll_host(const volatile unsigned long long* counter, unsigned long long target) {
     while (*counter < target) __nanosleep(1000);
+    launch::acquire_from_host(counter);
 }
 
 void wait_for_host(const unsigned long long* counter, unsigned long long target, cudaStream_t stream) {
-    poll_host<<<1, 1, 0, stream>>>(counter, target);
-    CUDA_CHECK_LAUNCH("poll_host");
+    launch::kernel("poll_host", poll_host, 1, 1, stream, counter, target);
 }
 
 }  // namespace dpt::cuda

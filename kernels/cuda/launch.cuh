@@ -1,13 +1,33 @@
 // Launch settings and block-level helpers shared by every CUDA kernel of
-// dptrain (the GEMM's own tile shape is in tiles.cuh).
+// dptrain (the GEMM's own tile shape is in tiles.cuh), and the one function
+// that launches them all.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
+#include <utility>
 
 #include "check.hpp"
 
 namespace dpt::cuda::launch {
+
+// Every kernel launch of dptrain goes through here: the one place where
+// <<<...>>> is written, which the emulated GPU's build replaces with its
+// own (src/cuda_emulation/). `name` is for messages (and names the update,
+// "sgd", by which the emulated GPU counts training steps). A bad launch
+// configuration throws here, at its launch.
+template <class... Params, class... Args>
+void kernel(const char* name, void (*k)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+#ifdef DPTRAIN_CUDA_EMULATION
+    ::dpt::cuda_emulation::launch(name, k, grid, block, stream, std::forward<Args>(args)...);
+#else
+    k<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
+#endif
+    if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess)
+        throw CudaError(status, std::string("CUDA: the launch of kernel ") + name + " failed: " +
+                                    cudaGetErrorString(status));
+}
 
 // Threads per block of the element-wise and reduction kernels.
 constexpr int threads = 256;
@@ -24,6 +44,19 @@ __device__ T block_sum(T v) {
         __syncthreads();
     }
     return partial[0];
+}
+
+// After a GPU thread has seen a count that a host thread raised in mapped
+// memory: order what comes after it behind what the host wrote before. On a
+// GPU a system-wide fence; on the emulated GPU an acquire, which
+// ThreadSanitizer is told of (the count is a host atomic there).
+__device__ inline void acquire_from_host(const volatile void* count) {
+#ifdef DPTRAIN_CUDA_EMULATION
+    ::dpt::cuda_emulation::acquire(count);
+#else
+    (void)count;
+    __threadfence_system();
+#endif
 }
 
 // A grid that covers `count` elements with `threads`-wide blocks, for the

@@ -107,47 +107,43 @@ __global__ void running_kernel(float* running, const float* stats, double count,
 
 void batch_norm_stats(float* stats, const float* x, const NormShape& s, cudaStream_t stream) {
     if (s.c == 0) return;
-    stats_kernel<<<s.c, launch::threads, 0, stream>>>(stats, x, s);
-    CUDA_CHECK_LAUNCH("batch_norm_stats");
+    launch::kernel("stats_kernel", stats_kernel, s.c, launch::threads, stream, stats, x, s);
 }
 
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream) {
     if (s.c == 0) return;
-    saved_kernel<<<1, launch::threads, 0, stream>>>(saved, stats, count, eps, s.c);
-    CUDA_CHECK_LAUNCH("batch_norm_forward (statistics)");
+    launch::kernel("saved_kernel", saved_kernel, 1, launch::threads, stream, saved, stats, count, eps, s.c);
     if (s.size() == 0) return;
-    normalize_kernel<<<launch::grid_for(s.size()), launch::threads, 0, stream>>>(y, x, saved, gamma, beta, s, s.size());
-    CUDA_CHECK_LAUNCH("batch_norm_forward");
+    launch::kernel("normalize_kernel", normalize_kernel, launch::grid_for(s.size()), launch::threads, stream,
+        y, x, saved, gamma, beta, s, s.size());
 }
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s, cudaStream_t stream) {
     if (s.c == 0) return;
-    backward_sums_kernel<<<s.c, launch::threads, 0, stream>>>(sums, dgamma, dbeta, dy, x, saved, s);
-    CUDA_CHECK_LAUNCH("batch_norm_backward_sums");
+    launch::kernel("backward_sums_kernel", backward_sums_kernel, s.c, launch::threads, stream,
+        sums, dgamma, dbeta, dy, x, saved, s);
 }
 
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
                               double count, const float* gamma, const NormShape& s, cudaStream_t stream) {
     if (s.size() == 0) return;
-    backward_data_kernel<<<launch::grid_for(s.size()), launch::threads, 0, stream>>>(dx, dy, x, saved, sums, count,
-                                                                                     gamma, s, s.size());
-    CUDA_CHECK_LAUNCH("batch_norm_backward_data");
+    launch::kernel("backward_data_kernel", backward_data_kernel, launch::grid_for(s.size()), launch::threads, stream,
+        dx, dy, x, saved, sums, count, gamma, s, s.size());
 }
 
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
                           float eps, const NormShape& s, cudaStream_t stream) {
     if (s.size() == 0) return;
-    inference_kernel<<<launch::grid_for(s.size()), launch::threads, 0, stream>>>(y, x, running, gamma, beta, eps, s, s.size());
-    CUDA_CHECK_LAUNCH("batch_norm_inference");
+    launch::kernel("inference_kernel", inference_kernel, launch::grid_for(s.size()), launch::threads, stream,
+        y, x, running, gamma, beta, eps, s, s.size());
 }
 
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
                                cudaStream_t stream) {
     if (c == 0) return;
-    running_kernel<<<1, launch::threads, 0, stream>>>(running, stats, count, momentum, c);
-    CUDA_CHECK_LAUNCH("batch_norm_update_running");
+    launch::kernel("running_kernel", running_kernel, 1, launch::threads, stream, running, stats, count, momentum, c);
 }
 
 }  // namespace dpt::cuda

@@ -75,9 +75,12 @@ void backward(float* dx, const float* dy, const float* x, const float* y, PoolKi
     if (s.in_size() == 0) return;
     const Geometry g(s);
     const unsigned grid = launch::grid_for(s.in_size());
-    if (kind == PoolKind::avg) pool_backward<PoolKind::avg, relu_mask><<<grid, launch::threads, 0, stream>>>(dx, dy, x, y, g);
-    else pool_backward<PoolKind::max, relu_mask><<<grid, launch::threads, 0, stream>>>(dx, dy, x, y, g);
-    CUDA_CHECK_LAUNCH("pool_backward");
+    if (kind == PoolKind::avg)
+        launch::kernel("pool_backward", pool_backward<PoolKind::avg, relu_mask>, grid, launch::threads, stream,
+                       dx, dy, x, y, g);
+    else
+        launch::kernel("pool_backward", pool_backward<PoolKind::max, relu_mask>, grid, launch::threads, stream,
+                       dx, dy, x, y, g);
 }
 
 }  // namespace
@@ -86,9 +89,10 @@ void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
     if (s.out_size() == 0) return;
     const Geometry g(s);
     const unsigned grid = launch::grid_for(s.out_size());
-    if (kind == PoolKind::avg) pool_forward<PoolKind::avg><<<grid, launch::threads, 0, stream>>>(y, x, g);
-    else pool_forward<PoolKind::max><<<grid, launch::threads, 0, stream>>>(y, x, g);
-    CUDA_CHECK_LAUNCH("pool_forward");
+    if (kind == PoolKind::avg)
+        launch::kernel("pool_forward", pool_forward<PoolKind::avg>, grid, launch::threads, stream, y, x, g);
+    else
+        launch::kernel("pool_forward", pool_forward<PoolKind::max>, grid, launch::threads, stream, y, x, g);
 }
 
 void pool2d_backward(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,

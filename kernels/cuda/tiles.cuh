@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "check.hpp"
+#include "launch.cuh"
 
 namespace dpt::cuda::tiled {
 
@@ -100,8 +101,7 @@ void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int split
     // Each split covers whole BK-wide steps, so only the last one is ragged.
     const int k_per_split = ceil_div(ceil_div(k, splits), BK) * BK;
     const dim3 grid(unsigned(ceil_div(n, BN)), unsigned(ceil_div(m, BM)), unsigned(splits));
-    gemm_kernel<<<grid, threads, 0, stream>>>(m, n, k, k_per_split, a, b, out);
-    CUDA_CHECK_LAUNCH("tiled::gemm_kernel");
+    launch::kernel("gemm_kernel", gemm_kernel<A, B, Out>, grid, threads, stream, m, n, k, k_per_split, a, b, out);
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

@@ -15,6 +15,12 @@
 #                     several processes)
 #   build-sanitize/   the CPU tests under AddressSanitizer and
 #                     UndefinedBehaviorSanitizer (DPTRAIN_SANITIZE=0 skips it)
+#   build-emulated/   the CUDA backend on emulated GPUs (-Demulated_gpu=true,
+#                     no nvcc needed): the GPU suite, every kernel against its
+#                     CPU twin, replicas, graphs and the binary on GPU replicas
+#   build-tsan/       the same under ThreadSanitizer, on the runs where streams
+#                     meet (replicas, --overlap, mixed): a missing wait between
+#                     streams is a reported race (DPTRAIN_EMULATED=0 skips both)
 #   build-bundle/     the offline build of a GPU node without internet:
 #                     scripts/bundle.sh, then a build from bundle/ with
 #                     pkg-config's packages hidden: `scripts/gpu.sh build`
@@ -119,6 +125,21 @@ if [[ ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 tests "$dir-sanitize" --no-suite slow
     }
     stage "the CPU tests under ASan and UBSan ($dir-sanitize/)" sanitized
+fi
+if [[ ${DPTRAIN_EMULATED:-1} != 0 ]]; then
+    emulated() {
+        DPTRAIN_BUILD_DIR=$dir-emulated scripts/build.sh -Demulated_gpu=true -Dmpi=disabled -Dtests=disabled &&
+            tests "$dir-emulated" --suite gpu
+    }
+    stage "the CUDA backend on emulated GPUs ($dir-emulated/)" emulated
+    # (halt_on_error: the first race fails the test at once, with its report.)
+    tsan() {
+        DPTRAIN_BUILD_DIR=$dir-tsan scripts/build.sh -Demulated_gpu=true -Dmpi=disabled -Dtests=disabled \
+            -Db_sanitize=thread &&
+            TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/gpu/tsan.supp" \
+                tests "$dir-tsan" emulated-gpu gpu-streams
+    }
+    stage "streams, --overlap and mixed runs under ThreadSanitizer on emulated GPUs ($dir-tsan/)" tsan
 fi
 if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
     # A GPU node without internet has no Debian packages: it builds from

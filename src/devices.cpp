@@ -94,7 +94,11 @@ int run_devices(int argc, const char* const* argv) {
     }
     const std::vector<GpuProperties> gpus = gpu_properties();
     const int n = int(gpus.size());
-    std::printf("\nGPUs: %d\n", n);
+    if (gpus_emulated())
+        std::printf("\nGPUs: %d, emulated: the CUDA backend runs on this machine's CPU (a build with "
+                    "-Demulated_gpu=true; DPTRAIN_EMULATED_GPUS sets how many), so its speeds are the CPU's\n", n);
+    else
+        std::printf("\nGPUs: %d\n", n);
     std::printf("  %-3s %-32s %10s %8s %5s\n", "#", "name", "memory", "compute", "SMs");
     for (int g = 0; g < n; ++g) {
         const GpuProperties& p = gpus[size_t(g)];

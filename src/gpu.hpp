@@ -25,6 +25,10 @@ struct GpuInventory {
 // Never throws: no driver, no device or a CPU-only build is an empty inventory.
 GpuInventory probe_gpus();
 
+// Whether this build's GPUs are emulated (-Demulated_gpu=true: the CUDA
+// backend run on the CPU, src/cuda_emulation/): their times are CPU times.
+bool gpus_emulated();
+
 // What `dptrain devices` shows of one GPU.
 struct GpuProperties {
     std::string name;

@@ -595,10 +595,13 @@ std::string describe_gpu_replicas(int count) {
     for (int g = 0; g < gpus; ++g) ++models[inventory.names[size_t(g)]];
     std::string names;
     for (const auto& [name, n] : models) names += (names.empty() ? "" : ", ") + (n > 1 ? std::to_string(n) + "x " : "") + name;
+    const char* kind = gpus_emulated() ? (gpus == 1 ? " emulated GPU" : " emulated GPUs")
+                                       : (gpus == 1 ? " physical GPU" : " physical GPUs");
     std::string line = std::to_string(count) + (count == 1 ? " replica" : " replicas") + " on " +
-                       std::to_string(gpus) + (gpus == 1 ? " physical GPU" : " physical GPUs") + " (" + names + ")";
+                       std::to_string(gpus) + kind + " (" + names + ")";
     if (count > gpus) line += ", sharing them round-robin";
     if (gpus > 1) line += gpu_internal::all_peer_copies_direct(gpus) ? "; peer copies direct" : "; some peer copies go through host memory";
+    if (gpus_emulated()) line += "; every kernel runs on this machine's CPU, so times are the emulation's, not a GPU's";
     return line;
 }
 

@@ -40,6 +40,14 @@ bool gpu_internal::all_peer_copies_direct(int gpus) {
 }
 
 
+bool gpus_emulated() {
+#ifdef DPTRAIN_CUDA_EMULATION
+    return true;
+#else
+    return false;
+#endif
+}
+
 GpuInventory probe_gpus() {
     GpuInventory inventory;
     int count = 0;

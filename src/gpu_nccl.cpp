@@ -54,6 +54,12 @@ bool find(void* handle, const char* name, F& f) {
 
 NcclLibrary load() {
     NcclLibrary lib;
+#ifdef DPTRAIN_CUDA_EMULATION
+    // NCCL drives real GPUs through the CUDA driver; the emulated GPUs'
+    // memory is host memory it knows nothing of.
+    lib.why_none = "NCCL needs real GPUs, and these are emulated (a build with -Demulated_gpu=true): use --allreduce naive or ring";
+    return lib;
+#endif
     void* handle = nullptr;
     std::string first_error;
     for (const char* path : {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2"}) {

@@ -20,6 +20,7 @@ std::shared_ptr<SharedHostMemory> make_shared_host_memory() {
 }
 
 std::vector<GpuProperties> gpu_properties() { return {}; }
+bool gpus_emulated() { return false; }
 std::vector<std::vector<bool>> gpu_peer_matrix() { return {}; }
 double gpu_copy_bandwidth(int, int, size_t) { throw std::logic_error("gpu_copy_bandwidth: built without CUDA"); }
 

@@ -202,6 +202,8 @@ void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* cons
     std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f", s.epoch, s.train_time_s,
                 with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
     if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
+    const bool on_gpu = std::any_of(devices.begin(), devices.end(), [](Device* d) { return d->kind() == DeviceKind::gpu; });
+    if (on_gpu && gpus_emulated()) std::printf("  (emulated GPUs: CPU time)");
     std::printf("\n");
     if (breakdown) print_breakdown(s, devices);
     std::fflush(stdout);

@@ -577,21 +577,29 @@ PY
 gpu)
     # The binary's own path on GPU replicas (meson suite gpu): --breakdown,
     # and resume with and without graphs, byte for byte. SKIP without a GPU.
-    if ! "$dptrain" --gpus 1 --epochs 0 --limit-train 64 --limit-test 64 >"$tmp/probe" 2>&1; then
+    if ! "$dptrain" --gpus 1 --epochs 0 --limit-train 64 --limit-test 64 --batch 64 >"$tmp/probe" 2>&1; then
         echo "SKIP: $(tail -1 "$tmp/probe")"
         exit 77
     fi
-    "$dptrain" --gpus 2 --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
+    # On emulated GPUs (a build with -Demulated_gpu=true) every kernel runs
+    # on the CPU, some 50 samples a second: the same checks on fewer steps.
+    emulated=no
+    if "$dptrain" --version | grep -q '^GPUs: emulated'; then
+        emulated=yes timed=(--limit-train 256 --batch 64) ck_train=256 ck_batch=64
+    else
+        timed=(--limit-train 4096 --batch 128) ck_train=2048 ck_batch=128
+    fi
+    "$dptrain" --gpus 2 --epochs 2 "${timed[@]}" --limit-test 256 --breakdown \
         --metrics "$tmp/gb.jsonl" >"$tmp/out" 2>&1 || fail "--gpus 2 --breakdown failed: $(cat "$tmp/out")"
     grep -qE "^  phases on gpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
         && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line on GPU replicas: $(cat "$tmp/out")"
     grep -q "^note: --breakdown times each phase with events" "$tmp/out" || fail "no note that --breakdown queues kernel by kernel"
     phases_add_up "$tmp/gb.jsonl" "2 GPU replicas"
-    ck=(--gpus 2 --limit-train 2048 --limit-test 256 --batch 128 --seed 3)
+    ck=(--gpus 2 --limit-train "$ck_train" --limit-test 256 --batch "$ck_batch" --seed 3)
     for graphs in "" --no-graphs; do
         "$dptrain" "${ck[@]}" $graphs --epochs 3 --save "$tmp/whole.params" >"$tmp/out" 2>&1 || fail "3 epochs $graphs: $(cat "$tmp/out")"
         if [[ -z $graphs ]]; then
-            grep -q "^CUDA graph: the epoch's 16 steps recorded" "$tmp/out" && echo "ok: the epoch is recorded as a CUDA graph" \
+            grep -q "^CUDA graph: the epoch's $((ck_train / ck_batch)) steps recorded" "$tmp/out" && echo "ok: the epoch is recorded as a CUDA graph" \
                 || fail "no CUDA graph: $(cat "$tmp/out")"
         fi
         "$dptrain" "${ck[@]}" $graphs --epochs 1 --checkpoint "$tmp/one.ck" >"$tmp/out" 2>&1 || fail "1 epoch $graphs: $(cat "$tmp/out")"
@@ -604,9 +612,29 @@ gpu)
             && echo "ok: 2 GPU replicas ${graphs:-with graphs}: --overlap is byte-identical to no overlap" \
             || fail "2 GPU replicas ${graphs:-with graphs}: --overlap differs"
     done
-    "$dptrain" --gpus 2 --overlap --epochs 1 --limit-train 4096 --limit-test 256 --batch 128 --breakdown >"$tmp/out" 2>&1 \
+    "$dptrain" --gpus 2 --overlap --epochs 1 "${timed[@]}" --limit-test 256 --breakdown >"$tmp/out" 2>&1 \
         && grep -q "^  allreduce stream on gpu:0 (--overlap)" "$tmp/out" && echo "ok: $(grep -m1 '^  allreduce stream' "$tmp/out")" \
         || fail "--gpus 2 --overlap --breakdown: $(cat "$tmp/out")"
+    if [[ $emulated == yes ]]; then
+        # A GPU that fails mid-run, as an illegal address would (made on
+        # purpose: GPU 1's first kernel of step 6, in epoch 2 of 4-step
+        # epochs): exit 1 at the epoch's end, naming the device and the
+        # epoch; the checkpoint of epoch 1 stays, and resumes to the bits of
+        # a run that never failed.
+        f=(--gpus 2 --limit-train 256 --limit-test 64 --batch 64 --seed 3)
+        "$dptrain" "${f[@]}" --epochs 2 --save "$tmp/nofault.params" >/dev/null 2>&1 || fail "the run without a fault failed"
+        start=$SECONDS
+        DPTRAIN_EMULATED_FAULT=1:6 "$dptrain" "${f[@]}" --epochs 2 --checkpoint "$tmp/fault.ck" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 1 ]] && grep -q "^dptrain: error: gpu:1 failed during epoch 2 " "$tmp/err" \
+            && grep -q "GPU 1: a fault made on purpose .* training step 6" "$tmp/err" \
+            && echo "ok: a GPU failing at step 6 -> exit 1 after $((SECONDS - start)) s: $(grep '^dptrain' "$tmp/err")" \
+            || fail "a failing GPU: exit $rc: $(cat "$tmp/err")"
+        "$dptrain" --resume "$tmp/fault.ck" --save "$tmp/resumed.params" >"$tmp/out" 2>&1 || fail "resume after the failure: $(cat "$tmp/out")"
+        cmp -s "$tmp/nofault.params" "$tmp/resumed.params" \
+            && echo "ok: the checkpoint from before the failure resumes to the bits of a run without it" \
+            || fail "the resumed run differs from the one without a fault"
+    fi
     ;;
 resnet)
     # --model resnet18: the options that go with it, a short run that learns,

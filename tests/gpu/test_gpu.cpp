@@ -420,6 +420,7 @@ struct EpochOptions {
     int bucket_kb = -1;  // >= 0: --overlap with buckets of this size
     const Model* model = &lenet::model();
     BatchNormMode bn = BatchNormMode::local;
+    size_t samples = 150;  // 150 / 32: a short last batch
 };
 
 // `epochs` epochs of `count` synthetic samples in batches of `batch` on n
@@ -427,7 +428,7 @@ struct EpochOptions {
 // divergence watch accumulate over the epochs, as they do over a graph's
 // replays in train().
 Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o = {}) {
-    const size_t count = 150;  // 150 / 32: a short last batch
+    const size_t count = o.samples;
     const int n = choice.count();
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
     const ReplicaSetup setup{&train, &test, (batch + n - 1) / n, PoolKind::avg, 0,
@@ -709,6 +710,39 @@ void test_replicas() {
     check_failed_recording(2, batch);
 }
 
+// What crosses streams, in few steps, for ThreadSanitizer on the emulated GPU
+// (scripts/test.sh): a wait missing between two streams is then a reported
+// race, not only wrong numbers. Replicas on two GPUs with each allreduce,
+// queued and replayed; --overlap's second streams; GPUs beside CPU devices.
+void test_streams() {
+    // Two steps of 8 samples: ThreadSanitizer checks every access the
+    // kernels make, some twenty times slower than without it.
+    const int batch = 8;
+    const EpochOptions few{.samples = 16};
+    const auto with = [&](EpochOptions o) {
+        o.samples = few.samples;
+        return o;
+    };
+    const Trained naive_run = train_epochs(DeviceKind::gpu, 2, batch, few);
+    for (const char* allreduce : {"naive", "ring"}) {
+        const std::string name = "2 GPU replicas, " + std::string(allreduce);
+        const Trained queued = allreduce == std::string("naive") ? naive_run
+                                                                : train_epochs(DeviceKind::gpu, 2, batch, with({.allreduce = allreduce}));
+        report(queued.params[0] == queued.params[1], name + ": replica 1 has the same bits as replica 0");
+        const Trained replayed = train_epochs(DeviceKind::gpu, 2, batch, with({.graph = true, .allreduce = allreduce}));
+        if (!replayed.params.empty()) report(same_bits(replayed, queued), name + ": a graph replay gives the queued bits");
+        const Trained overlapped = train_epochs(DeviceKind::gpu, 2, batch, with({.allreduce = allreduce, .bucket_kb = 0}));
+        report(same_bits(overlapped, queued), name + " --overlap --bucket-kb 0: the bits of no overlap");
+    }
+    for (const DeviceChoice& choice : {DeviceChoice{1, 2, {}}, DeviceChoice{2, 1, {}}}) {
+        const std::string name = "mixed, " + describe(choice);
+        const Trained mixed = train_epochs(choice, batch, few);
+        for (int i = 1; i < choice.count(); ++i)
+            report(mixed.params[0] == mixed.params[size_t(i)], name + ": device " + std::to_string(i) + " has the same bits as device 0");
+        report(same_bits(train_epochs(choice, batch, with({.bucket_kb = 0})), mixed), name + " --overlap: the bits of no overlap");
+    }
+}
+
 // The trainer's order of events in a fresh process: devices made, parameters
 // written, and the epoch recorded before any kernel has run, so every kernel
 // module loads during the capture. Then the same against queued kernels.
@@ -718,8 +752,8 @@ void test_graph_first() { check_graph_replays(2, 32, "2 GPU replicas, graph reco
 
 int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "all";
-    if (what != "kernels" && what != "replicas" && what != "graph-first" && what != "all") {
-        std::fprintf(stderr, "usage: gpu_tests [kernels|replicas|graph-first|all]\n");
+    if (what != "kernels" && what != "replicas" && what != "graph-first" && what != "streams" && what != "all") {
+        std::fprintf(stderr, "usage: gpu_tests [kernels|replicas|graph-first|streams|all]\n");
         return 2;
     }
     const GpuInventory gpus = probe_gpus();
@@ -730,6 +764,7 @@ int main(int argc, char** argv) {
     std::printf("GPU 0: %s (%d visible)\n", gpus.names[0].c_str(), gpus.count());
     try {
         if (what == "graph-first") test_graph_first();  // must be this process's first GPU work
+        else if (what == "streams") test_streams();
         else if (what != "replicas") {
             test_gemm();
             test_conv();

@@ -1,0 +1,87 @@
+// Device code on the emulated GPU: CUDA's keywords, built-in variables and
+// intrinsics as plain C++, so that kernels/cuda/*.cu compile unchanged with
+// a C++ compiler. Each thread of a block runs as a fiber on the thread of
+// the stream the kernel was queued on (block.cpp): threadIdx is that
+// fiber's, __shared__ memory is the block's, and __syncthreads() hands over
+// to the block's other fibers until all of them have reached it.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cuda_runtime_api.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+// One copy per block: a block runs all its fibers on one host thread, and
+// that thread runs one block at a time, so a thread-local static is exactly
+// a block's shared memory (and, as on a GPU, holds whatever the previous
+// block left there).
+#define __shared__ static thread_local
+
+// The running fiber's position: set by the block's scheduler before it
+// switches to a fiber. Real variables, not macros, so that a debugger can
+// read them: `break conv.cu:70 if threadIdx.x == 3 && blockIdx.x == 0`.
+extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace dpt::cuda_emulation {
+
+// The block's other fibers run until each has reached this barrier too.
+void barrier();
+
+// An acquire of what another host thread released through the atomic at
+// `address` (launch::acquire_from_host), told to ThreadSanitizer too.
+void acquire(const volatile void* address);
+
+// A kernel launch: `thread_body` is what each thread of each block runs.
+void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::function<void()> thread_body);
+
+// Binds the arguments as CUDA does (each kernel parameter a copy, made at the
+// launch) and launches.
+template <class... Params, class... Args>
+void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+    auto bound = std::make_shared<const std::tuple<std::decay_t<Params>...>>(std::forward<Args>(args)...);
+    launch(name, grid, block, stream, [kernel, bound] { std::apply(kernel, *bound); });
+}
+
+}  // namespace dpt::cuda_emulation
+
+inline void __syncthreads() { dpt::cuda_emulation::barrier(); }
+
+// Intrinsics the kernels use, with CUDA's results (CUDA's own expf and logf
+// round differently from the C library's: kernels are compared with their
+// CPU twins within a tolerance, never bit for bit).
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
+void __nanosleep(unsigned ns);
+template <class T>
+T atomicMin(T* address, T value) {
+    std::atomic_ref<T> a(*address);
+    T old = a.load();
+    while (value < old && !a.compare_exchange_weak(old, value)) {
+    }
+    return old;
+}
+template <class T>
+T atomicAdd(T* address, T value) {
+    return std::atomic_ref<T>(*address).fetch_add(value);
+}
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }

@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-[[ -f build/build.ninja ]] || echo "configuring and building build/ (the first time: about a minute, two with the CUDA kernels)"
+[[ -f build/build.ninja ]] || echo "configuring and building build/ (the first time takes a few minutes: every kernel is compiled)"
 scripts/build.sh >/dev/null
 exec build/dptrain "$@"

@@ -783,6 +783,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (!event) return fail(cudaErrorInvalidResourceHandle);
+    if (Capture* c = event->capture)  // recorded in a capture still going: it must not look back at it
+        c->events.erase(std::remove(c->events.begin(), c->events.end(), event), c->events.end());
     // As CUDA: records still queued complete; nothing waits on a destroyed event.
     event->wait(event->records);
     delete event;

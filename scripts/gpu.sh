@@ -28,7 +28,7 @@
 #
 # Logs: one file a stage in $LOGS, default $OUT (a job's output folder, where
 # the batch system sets one), else build/gpu-logs. The end of the output is a summary, a
-# line per check, that fits in the call's reply.
+# line per check, that fits on a screen.
 #
 # On a machine without a GPU, `build` still builds and reports the GPU tests
 # as skipped (exit 0): CI runs it that way from the bundle (scripts/test.sh).

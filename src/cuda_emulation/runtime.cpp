@@ -112,7 +112,6 @@ struct Capture {
 
 struct EmulatedStream {
     int device;
-    unsigned flags;
     std::mt19937_64 rng;  // block, thread and graph orders of what runs here
 
     std::mutex m;
@@ -126,7 +125,7 @@ struct EmulatedStream {
     dpt::cuda_emulation::Capture* capture = nullptr;
     std::vector<size_t> frontier;
 
-    EmulatedStream(int device_, unsigned flags_, uint64_t seed) : device(device_), flags(flags_), rng(seed) {
+    EmulatedStream(int device_, uint64_t seed) : device(device_), rng(seed) {
         worker = std::thread([this] { run(); });
     }
     ~EmulatedStream() {
@@ -281,12 +280,18 @@ cudaError_t fail(cudaError_t error, const std::string& why) {
 bool valid_device(int d) { return d >= 0 && d < rt().device_count; }
 Device& device(int d) { return *rt().devices[size_t(d)]; }
 cudaError_t sticky(int d) { return cudaError_t(device(d).sticky.load()); }
+// What a call about device d returns once its own work is done: the
+// device's sticky error (left for cudaGetLastError too), or success.
+cudaError_t device_status(int d) {
+    if (cudaError_t e = sticky(d); e != cudaSuccess) return fail(e);
+    return cudaSuccess;
+}
 
 EmulatedStream* resolve(cudaStream_t stream) {
     if (stream) return stream;
     Device& d = device(current_device);
     std::lock_guard lock(d.m);
-    if (!d.legacy) d.legacy = std::make_unique<EmulatedStream>(current_device, cudaStreamDefault, rt().seed * 1000003u);
+    if (!d.legacy) d.legacy = std::make_unique<EmulatedStream>(current_device, rt().seed * 1000003u);
     return d.legacy.get();
 }
 
@@ -443,7 +448,7 @@ void run_graph(const EmulatedGraph& graph, uint64_t launch, uint64_t seed) {
 // Queues `op` on s, or adds it to s's capture. `op` does not run once its
 // device has failed.
 cudaError_t enqueue(EmulatedStream* s, std::string what, std::function<void()> op) {
-    if (cudaError_t e = sticky(s->device); e != cudaSuccess) return fail(e);
+    if (cudaError_t e = device_status(s->device); e != cudaSuccess) return e;
     if (s->capture) {
         add_node(s, Node{s->device, std::move(what), std::move(op), nullptr, {}});
         return cudaSuccess;
@@ -472,7 +477,7 @@ cudaError_t copy_async(const char* call, void* dst, const void* src, size_t byte
     const cudaError_t e = enqueue(s, call, [dst, src, bytes] { std::memmove(dst, src, bytes); });
     // As CUDA: a copy into pageable host memory has landed when the call returns.
     if (e == cudaSuccess && dst_pageable) s->wait_idle();
-    return e == cudaSuccess ? sticky(s->device) : e;
+    return e == cudaSuccess ? device_status(s->device) : e;
 }
 
 cudaError_t synchronize_device(int d) {
@@ -484,8 +489,7 @@ cudaError_t synchronize_device(int d) {
         if (dev.legacy) streams.push_back(dev.legacy.get());
     }
     for (EmulatedStream* s : streams) s->wait_idle();
-    if (cudaError_t e = sticky(d); e != cudaSuccess) return fail(e);
-    return cudaSuccess;
+    return device_status(d);
 }
 
 }  // namespace
@@ -501,10 +505,7 @@ void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::f
         return;
     }
     EmulatedStream* s = resolve(stream);
-    if (cudaError_t e = sticky(s->device); e != cudaSuccess) {
-        fail(e);
-        return;
-    }
+    if (device_status(s->device) != cudaSuccess) return;
     auto k = std::make_shared<KernelLaunch>(KernelLaunch{name, grid, block, std::move(thread_body)});
     if (s->capture) {
         add_node(s, Node{s->device, std::string("kernel ") + name, nullptr, k, {}});
@@ -703,7 +704,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     EmulatedStream* s = resolve(nullptr);
     if (cudaError_t e = copy_async("cudaMemcpy", dst, src, bytes, kind, s); e != cudaSuccess) return e;
     s->wait_idle();
-    return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
+    return device_status(s->device);
 }
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
                                 cudaStream_t stream) {
@@ -731,14 +732,14 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
     EmulatedStream* s = resolve(nullptr);
     if (cudaError_t e = cudaMemsetAsync(p, value, bytes, s); e != cudaSuccess) return e;
     s->wait_idle();
-    return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
+    return device_status(s->device);
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
     Device& d = device(current_device);
     std::lock_guard lock(d.m);
     const uint64_t seed = rt().seed * 1000003u + uint64_t(current_device) * 7919u + ++d.streams_made;
-    *stream = new EmulatedStream(current_device, flags, seed);
+    *stream = new EmulatedStream(current_device, seed);  // (blocking or not: no legacy-stream synchronisation to model)
     d.streams.push_back(*stream);
     return cudaSuccess;
 }
@@ -762,12 +763,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     }
     if (cudaError_t e = refused_while_capturing("cudaStreamSynchronize"); e != cudaSuccess) return e;
     s->wait_idle();
-    return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
+    return device_status(s->device);
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     EmulatedStream* s = resolve(stream);
     if (s->capture) return fail(cudaErrorStreamCaptureUnsupported);
-    if (sticky(s->device) != cudaSuccess) return fail(sticky(s->device));
+    if (cudaError_t e = device_status(s->device); e != cudaSuccess) return e;
     return s->is_idle() ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
@@ -808,7 +809,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     // Completes even on a failed device, so that waits on it end: the
     // failure itself is reported by the device's own calls.
     s->push([event, record] { event->complete(record); });
-    return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
+    return device_status(s->device);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
     if (!event) return fail(cudaErrorInvalidResourceHandle);
@@ -835,7 +836,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     }
     if (record == 0) return cudaSuccess;
     s->push([event, record] { event->wait(record); });
-    return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
+    return device_status(s->device);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event) return fail(cudaErrorInvalidResourceHandle);
@@ -846,7 +847,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
         record = event->records;
     }
     event->wait(record);
-    return sticky(event->device) != cudaSuccess ? fail(sticky(event->device)) : cudaSuccess;
+    return device_status(event->device);
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!event) return fail(cudaErrorInvalidResourceHandle);
@@ -936,7 +937,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (!exec) return fail(cudaErrorInvalidValue);
     EmulatedStream* s = resolve(stream);
     if (s->capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch: into a capturing stream");
-    if (cudaError_t e = sticky(s->device); e != cudaSuccess) return fail(e);
+    if (cudaError_t e = device_status(s->device); e != cudaSuccess) return e;
     const uint64_t launch = ++exec->launches;
     s->push([graph = exec->graph, launch, seed = rt().seed * 7919u + uint64_t(s->device)] {
         run_graph(*graph, launch, seed);

@@ -22,6 +22,9 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -148,7 +151,9 @@ class CpuDevice final : public Device {
         return true;
     }
     void throttle(int steps) override {
-        for (uint64_t done = updates_done_.load(); updates_queued_ - done > uint64_t(steps);
+        // (done + steps, not queued - done: a failed device's count jumps past
+        // the queued one, to release this wait.)
+        for (uint64_t done = updates_done_.load(); done + uint64_t(steps) < updates_queued_;
              done = updates_done_.load())
             updates_done_.wait(done);
     }
@@ -269,7 +274,13 @@ class CpuDevice final : public Device {
     void wait_for(Device& other) override {
         const HostMarks marks = other.host_marks();
         if (!marks.passed) throw std::logic_error(name() + " cannot wait for " + other.name() + " outside a mixed run");
-        allreduce_stream().enqueue([passed = marks.passed, target = marks.queued] { wait_until(*passed, target); });
+        if (other.kind() == DeviceKind::cpu) {
+            allreduce_stream().enqueue([passed = marks.passed, target = marks.queued] { wait_until(*passed, target); });
+            return;
+        }
+        allreduce_stream().enqueue([passed = marks.passed, target = marks.queued, gpu = &other, self = this] {
+            wait_for_gpu(*passed, target, *gpu, *self);
+        });
     }
     void copy_from_peer(Device& other, size_t first, size_t count, size_t staged) override {
         assert(first + count <= grads_.size() && staged + count <= staging_.size());
@@ -332,6 +343,22 @@ class CpuDevice final : public Device {
     // Blocks the calling worker until `count` reaches `target`.
     static void wait_until(const std::atomic<uint64_t>& count, uint64_t target) {
         for (uint64_t seen = count.load(); seen < target; seen = count.load()) count.wait(seen);
+    }
+    // Blocks the calling worker until a GPU's mark count reaches `target`, or
+    // fails (this device with it, which releases whoever waits on this one)
+    // when the GPU has. A GPU's failure is a state to ask for, not an event
+    // to wait on: after a short spin, the worker asks every 200 us. (A mixed
+    // run's CPU device spends milliseconds a step; this adds at most 0.2.)
+    static void wait_for_gpu(const std::atomic<uint64_t>& count, uint64_t target, Device& gpu, const Device& self) {
+        for (int polls = 0; count.load() < target; ++polls) {
+            if (polls < 64) {
+                std::this_thread::yield();
+                continue;
+            }
+            if (std::string why = gpu.failure(); !why.empty())
+                throw std::runtime_error(self.name() + " stopped: " + gpu.name() + ", whose gradients it waited for, failed: " + why);
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
     }
     // CPU time of the calling thread (the worker, when called from a task).
     static double thread_cpu_seconds() {

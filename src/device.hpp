@@ -239,6 +239,12 @@ class Device {
     // GPU (copies between kinds are the GPU's: its copy engine moves them).
     virtual HostMarks host_marks() = 0;
     virtual float* host_grads() { return nullptr; }
+    // Why this device's streams can no longer run (a GPU's sticky error), or
+    // empty while they can. A CPU device that waits for a GPU's mark asks
+    // it while it waits: the host function that passes the mark never runs
+    // on a failed GPU. (A failed CPU device passes every mark at once.)
+    // Called from other threads.
+    virtual std::string failure() { return {}; }
     // staging[staged : staged + count) <- peer's gradients[first : first + count).
     virtual void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) = 0;
     // gradients[first : first + count) += each of `slots` staged ranges of

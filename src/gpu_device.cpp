@@ -367,6 +367,15 @@ class GpuDevice final : public Device {
         if (marks_passed_) CUDA_CHECK(cudaLaunchHostFunc(allreduce_stream(), &GpuDevice::pass_mark, marks_passed_));
     }
     HostMarks host_marks() override { return {marks_passed_, marks_queued_}; }
+    // A stream's sticky error (an illegal address, say) is what every later
+    // call returns; cudaStreamQuery asks without waiting.
+    std::string failure() override {
+        for (cudaStream_t s : {stream_, allreduce_stream()}) {
+            const cudaError_t e = cudaStreamQuery(s);
+            if (e != cudaSuccess && e != cudaErrorNotReady) return cudaGetErrorString(e);
+        }
+        return {};
+    }
     // A GPU peer: its event. A CPU device: a one-thread kernel that polls the
     // device's mark count in shared host memory until it reaches the mark.
     void wait_for(Device& other) override {

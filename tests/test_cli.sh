@@ -634,6 +634,16 @@ gpu)
         cmp -s "$tmp/nofault.params" "$tmp/resumed.params" \
             && echo "ok: the checkpoint from before the failure resumes to the bits of a run without it" \
             || fail "the resumed run differs from the one without a fault"
+        # A fault in a mixed run, on gpu:0, which sums: cpu:0 waits for its
+        # mark (the sum copied back), which a failed GPU never passes, so
+        # cpu:0 must ask the GPU and stop too, and the host waiting for cpu:0
+        # be let go, rather than all wait for ever (timeout: a hang fails).
+        start=$SECONDS
+        DPTRAIN_EMULATED_FAULT=0:6 timeout -s KILL 150 "$dptrain" "${f[@]}" --cpus 1 --epochs 2 >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 1 ]] && grep -q "^dptrain: error: gpu:0 failed during epoch 2 " "$tmp/err" \
+            && echo "ok: a GPU failing beside a CPU device -> exit 1 after $((SECONDS - start)) s: $(grep '^dptrain' "$tmp/err")" \
+            || fail "a failing GPU beside a CPU device: exit $rc (137: it hung): $(cat "$tmp/err")"
     fi
     ;;
 resnet)

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <tuple>
+#include <typeinfo>
 #include <type_traits>
 #include <utility>
 
@@ -43,15 +44,18 @@ void barrier();
 // `address` (launch::acquire_from_host), told to ThreadSanitizer too.
 void acquire(const volatile void* address);
 
-// A kernel launch: `thread_body` is what each thread of each block runs.
-void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::function<void()> thread_body);
+// A kernel launch: `thread_body` is what each thread of each block runs;
+// `signature`, the kernel's mangled type (for the launch log: it tells apart
+// the instances of one template that share a name).
+void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::function<void()> thread_body,
+            const char* signature = nullptr);
 
 // Binds the arguments as CUDA does (each kernel parameter a copy, made at the
 // launch) and launches.
 template <class... Params, class... Args>
 void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
     auto bound = std::make_shared<const std::tuple<std::decay_t<Params>...>>(std::forward<Args>(args)...);
-    launch(name, grid, block, stream, [kernel, bound] { std::apply(kernel, *bound); });
+    launch(name, grid, block, stream, [kernel, bound] { std::apply(kernel, *bound); }, typeid(kernel).name());
 }
 
 }  // namespace dpt::cuda_emulation

@@ -22,7 +22,10 @@
 // Settings, from the environment: DPTRAIN_EMULATED_GPUS (how many, default
 // 2), DPTRAIN_EMULATED_SEED (the block, thread and graph orders; default 1),
 // DPTRAIN_EMULATED_FAULT=D:S (GPU D's first kernel of training step S:
-// the first kernel it runs after its S-1'th SGD update).
+// the first kernel it runs after its S-1'th SGD update),
+// DPTRAIN_EMULATED_LAUNCH_LOG=FILE (a line for each kernel, copy, fill and
+// host function as it is queued or captured: what scripts/kernel_figures.py
+// counts a training step's kernels and graph nodes from).
 #include <unistd.h>
 
 #include <algorithm>
@@ -445,10 +448,29 @@ void run_graph(const EmulatedGraph& graph, uint64_t launch, uint64_t seed) {
     }
 }
 
+// DPTRAIN_EMULATED_LAUNCH_LOG: one tab-separated line for each piece of
+// work as it is queued or captured: device, "captured" or "queued", what,
+// then for a kernel its grid, its block and its parameters' mangled type.
+void log_work(const EmulatedStream* s, const std::string& what, dim3 grid = {0, 0, 0}, dim3 block = {0, 0, 0},
+              const char* signature = nullptr) {
+    static const char* path = std::getenv("DPTRAIN_EMULATED_LAUNCH_LOG");
+    if (!path || !*path) return;
+    static std::mutex m;
+    static FILE* log = std::fopen(path, "w");
+    std::lock_guard lock(m);
+    if (!log) return;
+    std::fprintf(log, "%d\t%s\t%s", s->device, s->capture ? "captured" : "queued", what.c_str());
+    if (signature)
+        std::fprintf(log, "\t%u,%u,%u\t%u,%u,%u\t%s", grid.x, grid.y, grid.z, block.x, block.y, block.z, signature);
+    std::fputc('\n', log);
+    std::fflush(log);
+}
+
 // Queues `op` on s, or adds it to s's capture. `op` does not run once its
 // device has failed.
 cudaError_t enqueue(EmulatedStream* s, std::string what, std::function<void()> op) {
     if (cudaError_t e = device_status(s->device); e != cudaSuccess) return e;
+    log_work(s, what);
     if (s->capture) {
         add_node(s, Node{s->device, std::move(what), std::move(op), nullptr, {}});
         return cudaSuccess;
@@ -494,7 +516,8 @@ cudaError_t synchronize_device(int d) {
 
 }  // namespace
 
-void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::function<void()> thread_body) {
+void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::function<void()> thread_body,
+            const char* signature) {
     const unsigned long long threads = 1ull * block.x * block.y * block.z;
     if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.y > 65535 || grid.z > 65535) {
@@ -506,6 +529,7 @@ void launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, std::f
     }
     EmulatedStream* s = resolve(stream);
     if (device_status(s->device) != cudaSuccess) return;
+    log_work(s, std::string("kernel ") + name, grid, block, signature);
     auto k = std::make_shared<KernelLaunch>(KernelLaunch{name, grid, block, std::move(thread_body)});
     if (s->capture) {
         add_node(s, Node{s->device, std::string("kernel ") + name, nullptr, k, {}});

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Static figures of dptrain's CUDA kernels, for a GPU that is not here.
+
+Two tables, in Markdown, on stdout:
+
+1. Every kernel of kernels/cuda/ as nvcc compiles it for one architecture
+   (default sm_90, the H100): registers, shared memory, spills (ptxas -v),
+   and the instruction mix of its main loop read from the SASS
+   (cuobjdump -sass): the loop, of those a backward branch closes, with the
+   most FFMA (or tensor-core MMA); the share of FFMA + MMA among its
+   instructions; and how many of them are shared-memory loads (LDS).
+
+2. One training step's work at a real batch, as the emulated GPU's build
+   (-Demulated_gpu=true) queues or records it (DPTRAIN_EMULATED_LAUNCH_LOG):
+   each kernel with its grid, its blocks against the GPU's multiprocessors
+   (waves), and its occupancy from table 1's registers and shared memory;
+   and the count of kernels and of graph nodes a step.
+
+Nothing here is a time: these are the counts a GPU's timings are made of.
+Needs nvcc; cuobjdump and nvdisasm come with a full CUDA toolkit, and where
+they are missing this script installs them from PyPI (nvidia-cuda-cuobjdump,
+nvidia-cuda-nvdisasm) into build-sass/tools/.
+
+  scripts/kernel_figures.py                       # LeNet, batch 256, sm_90
+  scripts/kernel_figures.py --model resnet18      # one ResNet-18 step (slow:
+                                                  # the emulated GPU records it)
+  scripts/kernel_figures.py --emulated build-emulated --arch sm_80
+
+Exit status: 0, or 2 for bad arguments or a missing tool or build; with
+--check, 1 when a kernel of the step is not among the compiled ones.
+"""
+import argparse
+import collections
+import glob
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = os.path.join(ROOT, "build-sass")  # --work: cubins, the launch log, PyPI's tools
+
+# Per multiprocessor, from CUDA's occupancy tables (compute capability 8.0
+# and 9.0): registers, threads, resident blocks, shared memory (bytes; each
+# block also takes 1 KiB the system reserves), and the GPU's count.
+ARCHES = {
+    "sm_90": dict(name="H100 SXM", sms=132, regs=65536, threads=2048, blocks=32, smem=233472),
+    "sm_80": dict(name="A100", sms=108, regs=65536, threads=2048, blocks=32, smem=167936),
+}
+
+
+def die(message):
+    print(f"kernel_figures.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd, **kw):
+    result = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if result.returncode != 0:
+        die(f"{' '.join(cmd[:3])} ... failed:\n{result.stderr[-3000:]}")
+    return result
+
+
+def find_tool(name):
+    for path in (shutil.which(name), f"/usr/local/cuda/bin/{name}"):
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def sass_tools():
+    """cuobjdump and nvdisasm: the toolkit's, or PyPI's (installed once)."""
+    cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
+    if cuobjdump and nvdisasm:
+        return cuobjdump, os.path.dirname(nvdisasm)
+    target = os.path.join(WORK, "tools")
+    bins = glob.glob(os.path.join(target, "nvidia", "*", "bin"))
+    if not bins:
+        print("cuobjdump or nvdisasm is missing: installing them from PyPI into build-sass/tools/",
+              file=sys.stderr)
+        run([sys.executable, "-m", "pip", "install", "--quiet", "--target", target,
+             "nvidia-cuda-cuobjdump", "nvidia-cuda-nvdisasm"])
+        bins = glob.glob(os.path.join(target, "nvidia", "*", "bin"))
+    if not bins:
+        die("no cuobjdump after installing nvidia-cuda-cuobjdump")
+    for tool in glob.glob(os.path.join(bins[0], "*")):
+        os.chmod(tool, 0o755)
+    return os.path.join(bins[0], "cuobjdump"), bins[0]
+
+
+def demangle(names, types=False):
+    if not names:
+        return []
+    out = run(["c++filt"] + (["-t"] if types else []), input="\n".join(names) + "\n").stdout
+    return out.splitlines()
+
+
+def split_params(text):
+    """(what comes before the last top-level parenthesis group, that group)."""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if text[i] == "(" and depth == 0:
+            return text[:i], text[i:]
+    return text, ""
+
+
+def key_of(demangled):
+    """A kernel's parameter types, the same from nvcc's symbol and from the
+    emulated build's type of its pointer: anonymous namespaces spelled one
+    way, spaces gone."""
+    text = re.sub(r"_GLOBAL__N__\w+|\(anonymous namespace\)", "anon", demangled).replace(" ", "")
+    return split_params(text)[1]
+
+
+def base_name(demangled):
+    head = re.sub(r"_GLOBAL__N__\w+|\(anonymous namespace\)", "anon", demangled).split("(")[0].split("<")[0].strip()
+    return head.split("::")[-1].split()[-1]
+
+
+# ---- table 1: the kernels as compiled ----
+
+def compile_kernels(arch):
+    nvcc = find_tool("nvcc")
+    if not nvcc:
+        die("nvcc not found (on PATH or in /usr/local/cuda/bin): the figures are of nvcc's machine code")
+    os.makedirs(WORK, exist_ok=True)
+    kernels = {}  # mangled name -> figures
+    for source in sorted(glob.glob(os.path.join(ROOT, "kernels", "cuda", "*.cu"))):
+        stem = os.path.splitext(os.path.basename(source))[0]
+        cubin = os.path.join(WORK, f"{stem}.{arch}.cubin")
+        # As kernels/cuda/meson.build builds them (-O3, C++17), for one architecture.
+        ptxas = run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-I", os.path.join(ROOT, "kernels"),
+                     "-Xptxas", "-v", "-o", cubin, source]).stderr
+        current = None
+        for line in ptxas.splitlines():
+            if m := re.search(r"Compiling entry function '(\w+)'", line):
+                current = kernels.setdefault(m.group(1), {"file": stem + ".cu", "cubin": cubin})
+            elif current is not None and (m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+                current["spills"] = int(m.group(1)) + int(m.group(2))
+            elif current is not None and (m := re.search(r"Used (\d+) registers", line)):
+                current["regs"] = int(m.group(1))
+                s = re.search(r"(\d+) bytes smem", line)
+                current["smem"] = int(s.group(1)) if s else 0
+    return kernels
+
+
+def loop_mix(instructions):
+    """The main loop of a function's SASS (address, opcode, operands list):
+    of the ranges a backward branch closes, the one with the most FFMA/MMA
+    (the shortest of equals). Returns (ffma, mma, lds, count) or None."""
+    best = None
+    for address, opcode, operands in instructions:
+        if not opcode.startswith("BRA"):
+            continue
+        m = re.search(r"0x([0-9a-f]+)", operands)
+        if not m or int(m.group(1), 16) >= address:
+            continue
+        body = [op for a, op, _ in instructions if int(m.group(1), 16) <= a <= address and op != "NOP"]
+        ffma = sum(op.startswith("FFMA") for op in body)
+        mma = sum(op.startswith(("HMMA", "IMMA", "HGMMA")) for op in body)
+        lds = sum(op.startswith("LDS") for op in body)
+        score = (ffma + mma, -len(body))
+        if ffma + mma > 0 and (best is None or score > best[0]):
+            best = (score, (ffma, mma, lds, len(body)))
+    return best[1] if best else None
+
+
+def read_sass(kernels, cuobjdump, tool_dir):
+    env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
+    for cubin in sorted({k["cubin"] for k in kernels.values()}):
+        text = run([cuobjdump, "-sass", cubin], env=env).stdout
+        function, instructions = None, []
+
+        def close():
+            if function in kernels:
+                kernels[function]["loop"] = loop_mix(instructions)
+                kernels[function]["instructions"] = sum(op != "NOP" for _, op, _ in instructions)
+
+        for line in text.splitlines():
+            if m := re.match(r"\s*Function : (\S+)", line):
+                close()
+                function, instructions = m.group(1), []
+            elif m := re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);", line):
+                instructions.append((int(m.group(1), 16), m.group(3), m.group(4)))
+        close()
+
+
+def occupancy(k, threads, arch):
+    """Resident blocks per multiprocessor and the share of its warps they fill."""
+    a = ARCHES[arch]
+    warps = math.ceil(threads / 32)
+    regs_per_warp = math.ceil(max(k.get("regs", 0), 1) * 32 / 256) * 256
+    by_regs = (a["regs"] // regs_per_warp) // warps
+    by_smem = a["smem"] // (k.get("smem", 0) + 1024)
+    blocks = min(a["blocks"], a["threads"] // (warps * 32), by_regs, by_smem)
+    return blocks, blocks * warps / (a["threads"] // 32)
+
+
+# ---- table 2: one step's work on the emulated GPU ----
+
+def record_step(emulated, model, batch):
+    dptrain = os.path.join(emulated, "dptrain")
+    if not os.access(dptrain, os.X_OK):
+        die(f"{dptrain} not found: build the emulated GPU first "
+            f"(DPTRAIN_BUILD_DIR={os.path.relpath(emulated, ROOT)} scripts/build.sh -Demulated_gpu=true -Dtests=disabled)")
+    log = os.path.join(WORK, f"launches.{model}.{batch}.log")
+    steps = 2 if model == "lenet" else 1  # LeNet: the second step, the first being like every other but first
+    env = dict(os.environ, DPTRAIN_EMULATED_LAUNCH_LOG=log, DPTRAIN_EMULATED_GPUS="1")
+    cmd = [dptrain, "--gpus", "1", "--model", model, "--batch", str(batch), "--limit-train", str(steps * batch),
+           "--limit-test", "64", "--epochs", "1"]
+    print(f"recording {steps} step(s) of {model} at batch {batch} on the emulated GPU ...", file=sys.stderr)
+    started = time.monotonic()
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The epoch is recorded as a graph before it runs: once the log holds
+    # the last step's update, what a step queues is known, and running it on
+    # the CPU would add nothing to these counts.
+    while process.poll() is None:
+        time.sleep(0.5)
+        if os.path.exists(log) and sum("\tkernel sgd\t" in l for l in open(log)) >= steps:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            break
+    else:
+        if process.returncode != 0:
+            die(f"{' '.join(cmd)} failed:\n{process.stderr.read()[-2000:]}")
+    print(f"  ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    lines = [l.rstrip("\n").split("\t") for l in open(log)]
+    # The last step: from after the update before it to its own update.
+    updates = [i for i, f in enumerate(lines) if f[2] == "kernel sgd"]
+    first = updates[-2] + 1 if len(updates) >= 2 else next(i for i, f in enumerate(lines) if f[1] == "captured")
+    return lines[first:updates[-1] + 1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arch", default="sm_90", choices=sorted(ARCHES))
+    p.add_argument("--model", default="lenet", choices=["lenet", "resnet18"])
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--emulated", default=os.path.join(ROOT, "build-emulated"),
+                   help="the emulated GPU's build folder (for table 2)")
+    p.add_argument("--no-step", action="store_true", help="table 1 only")
+    p.add_argument("--work", default=WORK, help="where cubins, the launch log and PyPI's tools go")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 unless every kernel of the step was found among the compiled ones (a test)")
+    args = p.parse_args()
+    globals()["WORK"] = os.path.abspath(args.work)
+    if args.batch < 1:
+        die(f"--batch must be a positive count (got {args.batch})")
+
+    kernels = compile_kernels(args.arch)
+    read_sass(kernels, *sass_tools())
+    names = list(kernels)
+    for name, pretty in zip(names, demangle(names)):
+        kernels[name]["pretty"] = pretty
+        kernels[name]["key"] = base_name(pretty) + key_of(pretty)
+        short = re.sub(r"dpt::cuda::|dpt::|_GLOBAL__N__\w+::|\(anonymous namespace\)::|tiled::", "", pretty)
+        kernels[name]["label"] = split_params(short)[0].removeprefix("void ")
+
+    arch = ARCHES[args.arch]
+    print(f"## The kernels as nvcc compiles them for {args.arch} ({arch['name']})\n")
+    print("Main loop: the loop with the most FFMA/MMA; its share of FFMA + MMA, and its LDS, "
+          "among its instructions.\n")
+    print("| file | kernel | registers | shared (B) | spills (B) | main loop: instructions | FFMA+MMA | LDS |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in sorted(kernels, key=lambda n: (kernels[n]["file"], kernels[n]["pretty"])):
+        k = kernels[name]
+        loop = k.get("loop")
+        mix = (f"{loop[3]} | {100 * (loop[0] + loop[1]) / loop[3]:.0f}% | {loop[2]}" if loop else "- | - | -")
+        print(f"| {k['file']} | `{k['label']}` | {k.get('regs', '?')} | {k.get('smem', 0)} | {k.get('spills', 0)} | {mix} |")
+
+    if args.no_step:
+        return
+    work = record_step(os.path.abspath(args.emulated), args.model, args.batch)
+    signatures = [f[5] for f in work if f[2].startswith("kernel ")]
+    by_key = collections.defaultdict(list)
+    for k in kernels.values():
+        by_key[k["key"]].append(k)
+    sig_keys = dict(zip(signatures, demangle(signatures, types=True)))
+    print(f"\n## One training step of {args.model} at batch {args.batch} on one GPU, "
+          f"as the emulated GPU records it\n")
+    print(f"Waves: blocks / ({arch['sms']} multiprocessors x resident blocks each).\n")
+    print("| # | work | grid | blocks | threads | registers | resident blocks/SM | occupancy | waves |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    kernels_in_step, small, gemm_shares, unmatched = 0, [], [], []
+    for i, f in enumerate(work, 1):
+        if not f[2].startswith("kernel "):
+            print(f"| {i} | {f[2]} | | | | | | | |")
+            continue
+        kernels_in_step += 1
+        name = f[2].split(" ", 1)[1]
+        grid = [int(x) for x in f[3].split(",")]
+        block = [int(x) for x in f[4].split(",")]
+        blocks, threads = math.prod(grid), math.prod(block)
+        matches = by_key.get(name + key_of(sig_keys[f[5]]), [])
+        if not matches:
+            unmatched.append(name)
+            print(f"| {i} | {name} | {'x'.join(map(str, grid))} | {blocks} | {threads} | ? | | | |")
+            continue
+        k = max(matches, key=lambda m: m.get("regs", 0))  # instances alike but for template values: the larger
+        if blocks < arch["sms"]:
+            small.append(i)
+        if name == "gemm_kernel" and k.get("loop"):
+            loop = k["loop"]
+            gemm_shares.append((loop[0] + loop[1]) / loop[3])
+        resident, occ = occupancy(k, threads, args.arch)
+        waves = blocks / (arch["sms"] * resident) if resident else float("inf")
+        shown = k["label"] if len(matches) == 1 else f"{name} (one of {len(matches)} alike)"
+        print(f"| {i} | `{shown}` | {'x'.join(map(str, grid))} | {blocks} | {threads} | {k.get('regs')} | "
+              f"{resident} | {100 * occ:.0f}% | {waves:.2f} |")
+    recorded = "graph nodes" if work and work[0][1] == "captured" else "queued, not recorded as a graph"
+    print(f"\n- {kernels_in_step} kernels and {len(work)} pieces of work a step ({recorded}).")
+    if gemm_shares:
+        print(f"- GEMM main loops of the step: FFMA+MMA {100 * min(gemm_shares):.0f}% to "
+              f"{100 * max(gemm_shares):.0f}% of their instructions.")
+    print(f"- {len(small)} of the {kernels_in_step} kernels have fewer blocks than the {arch['sms']} "
+          f"multiprocessors: {', '.join(f'#{i}' for i in small[:12]) or 'none'}"
+          f"{f' and {len(small) - 12} more' if len(small) > 12 else ''}.")
+    if unmatched:
+        print(f"- not found among the compiled kernels (shown with ?): {', '.join(sorted(set(unmatched)))}.")
+    if args.check and (unmatched or kernels_in_step == 0):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

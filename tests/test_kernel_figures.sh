@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/kernel_figures.py on the emulated GPU's build: every kernel of a
+# LeNet step, as the emulation records it, is found among the kernels nvcc
+# compiles (by name and parameter types), and both tables are printed.
+# Usage: test_kernel_figures.sh SOURCE_ROOT BUILD_DIR
+set -uo pipefail
+root=$1 build=$2
+if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+    echo "SKIP: no nvcc here: the figures are of nvcc's machine code"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# PyPI's cuobjdump, when the toolkit has none, is kept between runs here.
+"$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" --batch 64 --check \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 2 ]] && grep -q "pip" "$tmp/err"; then
+    echo "SKIP: cuobjdump could not be had from PyPI: $(tail -1 "$tmp/err")"
+    exit 77
+fi
+cat "$tmp/out"
+[[ $rc -eq 0 ]] || { echo "FAIL: kernel_figures.py --check exit $rc: $(cat "$tmp/err")"; exit 1; }
+grep -q "^## The kernels as nvcc compiles them" "$tmp/out" && grep -q "^## One training step of lenet at batch 64" "$tmp/out" \
+    && grep -qE "^- [0-9]+ kernels and [0-9]+ pieces of work a step \(graph nodes\)" "$tmp/out" \
+    || { echo "FAIL: a table or the step's count is missing"; exit 1; }
+echo "ok: every kernel of the step found; $(grep -E '^- [0-9]+ kernels' "$tmp/out")"

@@ -13,7 +13,9 @@
 #             --breakdown on GPU replicas, the classroom runs, mixed runs (a
 #             GPU beside a CPU device, --split auto), ring, nccl and
 #             --overlap runs, inspect, the demos and `dptrain devices`
-#   bench     full epochs against the PyTorch peer (bench/pytorch_lenet.py,
+#   bench     every version of the CUDA launchers that have versions,
+#             checked and timed side by side (bench/kernel_bench);
+#             full epochs against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
 #             --gpus 1,2,4` and its plot;
@@ -331,6 +333,16 @@ stage_bench() {
     local work=$dir/gpu-bench
     rm -rf "$work" && mkdir -p "$work"
     note "info  ${gpu:-no GPU name}; $epochs epochs a run, the median of epochs 2..$epochs; data $data"
+
+    # First, every version of each CUDA launcher that has versions, checked
+    # against its CPU twin and timed at LeNet's and ResNet-18's layer shapes
+    # (bench/kernel_bench.cpp): old against new in one table.
+    if "$dir/bench/kernel_bench" --batch 256 >"$logs/kernel-bench.txt" 2>&1; then
+        cat "$logs/kernel-bench.txt"
+        ok "kernel_bench: $(grep -c ' ok ' "$logs/kernel-bench.txt") launcher versions checked and timed (table in $logs/kernel-bench.txt)"
+    else
+        fail "kernel_bench: a version failed its check or could not run"; show_tail "$logs/kernel-bench.txt"
+    fi
 
     # dptrain ARGS...: the median epoch seconds, from --metrics.
     dptrain_epoch() {

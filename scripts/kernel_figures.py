@@ -214,6 +214,8 @@ def record_step(emulated, model, batch):
     cmd = [dptrain, "--gpus", "1", "--model", model, "--batch", str(batch), "--limit-train", str(steps * batch),
            "--limit-test", "64", "--epochs", "1"]
     print(f"recording {steps} step(s) of {model} at batch {batch} on the emulated GPU ...", file=sys.stderr)
+    if os.path.exists(log):
+        os.remove(log)  # a log from an earlier run would end the wait below at once
     started = time.monotonic()
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The epoch is recorded as a graph before it runs: once the log holds
@@ -304,7 +306,7 @@ def main():
         k = max(matches, key=lambda m: m.get("regs", 0))  # instances alike but for template values: the larger
         if blocks < arch["sms"]:
             small.append(i)
-        if name == "gemm_kernel" and k.get("loop"):
+        if name.startswith("gemm_kernel") and k.get("loop"):
             loop = k["loop"]
             gemm_shares.append((loop[0] + loop[1]) / loop[3])
         resident, occ = occupancy(k, threads, args.arch)

@@ -14,24 +14,32 @@
 // product, each dx element written once: no atomics, the same bits every run.
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "fastdiv.cuh"
 #include "tiles.cuh"
+#include "versions.hpp"
+
+#include <algorithm>
 
 namespace dpt::cuda {
 namespace {
 
-// ConvShape's sizes, precomputed on the host for the device code.
+// ConvShape's sizes, precomputed on the host for the device code, with the
+// divisions the loaders make by them as multiplies (fastdiv.cuh).
 struct Geometry {
     int n, c, h, w, oc, kh, kw, stride, pad, oh, ow;
+    FastDiv by_taps, by_kw, by_out_pixels, by_ow, by_in_pixels, by_w;
     explicit Geometry(const ConvShape& s)
         : n(s.n), c(s.c), h(s.h), w(s.w), oc(s.oc), kh(s.kh), kw(s.kw), stride(s.stride), pad(s.pad),
-          oh(s.oh()), ow(s.ow()) {}
+          oh(s.oh()), ow(s.ow()), by_taps(s.kh * s.kw), by_kw(s.kw), by_out_pixels(s.oh() * s.ow()), by_ow(s.ow()),
+          by_in_pixels(s.h * s.w), by_w(s.w) {}
     __device__ int taps() const { return kh * kw; }
 };
 
 // unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
 __device__ inline float unfolded(const float* x, const Geometry& g, int q, int col) {
-    const int ch = q / g.taps(), t = q - ch * g.taps(), ky = t / g.kw, kx = t - ky * g.kw;
-    const int pixels = g.oh * g.ow, s = col / pixels, p = col - s * pixels, oy = p / g.ow, ox = p - oy * g.ow;
+    const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+    const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+              ox = g.by_ow.rest(p, oy);
     const int iy = oy * g.stride - g.pad + ky, ix = ox * g.stride - g.pad + kx;
     if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return 0.0f;  // padding
     return x[((size_t(s) * g.c + ch) * g.h + iy) * g.w + ix];
@@ -53,22 +61,24 @@ template <bool relu>
 struct StoreOutput {  // y (n, oc, oh, ow) = value + b[o], then ReLU
     float* y;
     const float* b;
-    int oc, pixels;
+    int oc;
+    FastDiv by_pixels;  // oh * ow
     __device__ void operator()(int, int o, int col, float v) const {
-        const int s = col / pixels, p = col - s * pixels;
+        const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
         v += b[o];
         if (relu) v = v > 0.0f ? v : 0.0f;  // as cpu::relu_forward (NaN -> 0)
-        y[(size_t(s) * oc + o) * pixels + p] = v;
+        y[(size_t(s) * oc + o) * by_pixels.divisor() + p] = v;
     }
 };
 
 struct WeightsTransposed {  // w^T as (c, oc*kh*kw)
     const float* w;
-    int c, taps;
+    int c;
+    FastDiv by_taps;
     static constexpr bool k_fast = true;  // along the taps of one filter
     __device__ float operator()(int ch, int q) const {
-        const int o = q / taps, t = q - o * taps;
-        return w[(size_t(o) * c + ch) * taps + t];
+        const int o = by_taps.div(q), t = by_taps.rest(q, o);
+        return w[(size_t(o) * c + ch) * by_taps.divisor() + t];
     }
 };
 struct Spread {  // spread(dy) (oc*kh*kw, n*h*w)
@@ -76,8 +86,9 @@ struct Spread {  // spread(dy) (oc*kh*kw, n*h*w)
     Geometry g;
     static constexpr bool k_fast = false;
     __device__ float operator()(int q, int col) const {
-        const int o = q / g.taps(), t = q - o * g.taps(), ky = t / g.kw, kx = t - ky * g.kw;
-        const int pixels = g.h * g.w, s = col / pixels, p = col - s * pixels, iy = p / g.w, ix = p - iy * g.w;
+        const int o = g.by_taps.div(q), t = g.by_taps.rest(q, o), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+        const int s = g.by_in_pixels.div(col), p = g.by_in_pixels.rest(col, s), iy = g.by_w.div(p),
+                  ix = g.by_w.rest(p, iy);
         const int ty = iy + g.pad - ky, tx = ix + g.pad - kx;
         if (ty < 0 || tx < 0 || ty % g.stride != 0 || tx % g.stride != 0) return 0.0f;
         const int oy = ty / g.stride, ox = tx / g.stride;
@@ -96,13 +107,49 @@ struct StoreInputGrad {  // dx (n, c, h, w) = value
 
 struct OutputGrad {  // dy as (oc, n*oh*ow)
     const float* dy;
-    int oc, pixels;
+    int oc;
+    FastDiv by_pixels;  // oh * ow
     static constexpr bool k_fast = true;
     __device__ float operator()(int o, int col) const {
-        const int s = col / pixels, p = col - s * pixels;
-        return dy[(size_t(s) * oc + o) * pixels + p];
+        const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
+        return dy[(size_t(s) * oc + o) * by_pixels.divisor() + p];
     }
 };
+// Version 2 of backward-data, in two passes with no product of a known
+// zero: dcol (c*kh*kw, n*oh*ow) = w^T (c*kh*kw, oc) . dy (oc, n*oh*ow), the
+// gradient of every unfolded element; then each dx element gathers the
+// dcol elements of the taps that saw it (col2im), in tap order.
+struct WeightColumns {  // w^T as (c*kh*kw, oc): column o is filter o
+    const float* w;
+    int rows;  // c*kh*kw
+    static constexpr bool k_fast = false;  // consecutive rows are consecutive addresses
+    __device__ float operator()(int q, int o) const { return w[size_t(o) * rows + q]; }
+};
+struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the product's right operand
+    static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
+};
+
+__global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
+    const size_t count = size_t(g.n) * g.c * g.h * g.w, cols = size_t(g.n) * g.oh * g.ow;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+        const int ix = int(i % unsigned(g.w)), iy = int(i / unsigned(g.w) % unsigned(g.h));
+        const size_t plane = i / (size_t(g.h) * g.w);
+        const int ch = int(plane % unsigned(g.c)), s = int(plane / unsigned(g.c));
+        float sum = 0.0f;
+        for (int ky = 0; ky < g.kh; ++ky) {
+            const int ty = iy + g.pad - ky;
+            if (ty < 0 || ty % g.stride != 0 || ty / g.stride >= g.oh) continue;
+            for (int kx = 0; kx < g.kw; ++kx) {
+                const int tx = ix + g.pad - kx;
+                if (tx < 0 || tx % g.stride != 0 || tx / g.stride >= g.ow) continue;
+                const size_t row = size_t((ch * g.kh + ky) * g.kw + kx);
+                sum += dcol[row * cols + (size_t(s) * g.oh + ty / g.stride) * g.ow + tx / g.stride];
+            }
+        }
+        dx[i] = sum;
+    }
+}
+
 struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
     const float* x;
     Geometry g;
@@ -145,18 +192,69 @@ int weight_grad_splits(const ConvShape& s) {
     return tiled::splits_for(s.oc, s.col_rows(), s.n * s.col_cols());
 }
 
+// Version 2 of the bias gradient: channel o's n * pixels values split into
+// runs of whole samples, a block a run (grid: channels x splits), enough
+// blocks to fill the GPU (tiled::target_blocks) with at least
+// `bias_values_per_block` values each. Each block writes its sum, in block_sum's
+// fixed order, to partial[o * splits + z]; finish_weight_grad adds them.
+constexpr int bias_values_per_block = 4096;
+int bias_grad_splits(const ConvShape& s) {
+    const long values = long(s.n) * s.col_cols();
+    const long most = std::max(1L, values / bias_values_per_block);
+    const long wanted = (tiled::target_blocks + s.oc - 1) / s.oc;
+    return int(std::max(1L, std::min({wanted, most, long(s.n)})));
+}
+
+__global__ void bias_grad_partials(float* partial, const float* dy, int n, int oc, int pixels, int splits) {
+    const int o = blockIdx.x, z = blockIdx.y;
+    // Samples [first, last) of this split: whole samples, in order.
+    const int first = int(long(n) * z / splits), last = int(long(n) * (z + 1) / splits);
+    const unsigned values = unsigned(last - first) * unsigned(pixels);  // a split's, < 2^32 for any real batch
+    float sum = 0.0f;
+    for (unsigned e = threadIdx.x; e < values; e += blockDim.x) {
+        const unsigned r = e / unsigned(pixels), p = e - r * unsigned(pixels);
+        sum += dy[(size_t(first + int(r)) * oc + o) * pixels + p];
+    }
+    sum = launch::block_sum(sum);
+    if (threadIdx.x == 0) partial[size_t(o) * splits + z] = sum;
+}
+
+// dw[i] += the weight gradient's partials of element i, in split order (when
+// split); db[o] += the bias partials of channel o, in split order: one pass
+// for both, so version 2 queues no more kernels than version 1.
+__global__ void finish_weight_grad(float* dw, const float* w_partial, int w_splits, size_t w_size, float* db,
+                                   const float* b_partial, int b_splits, int oc) {
+    const size_t w_count = w_splits > 1 ? w_size : 0;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < w_count + size_t(oc);
+         i += size_t(gridDim.x) * blockDim.x) {
+        float sum = 0.0f;
+        if (i < w_count) {
+            for (int z = 0; z < w_splits; ++z) sum += w_partial[size_t(z) * w_size + i];
+            dw[i] += sum;
+        } else {
+            const size_t o = i - w_count;
+            for (int z = 0; z < b_splits; ++z) sum += b_partial[o * b_splits + size_t(z)];
+            db[o] += sum;
+        }
+    }
+}
+
 template <bool relu>
 void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, cudaStream_t stream) {
     const Geometry g(s);
     tiled::gemm(s.oc, s.n * s.col_cols(), s.col_rows(), Weights{w, s.col_rows()}, Unfold{x, g},
-                StoreOutput<relu>{y, b, s.oc, s.col_cols()}, stream);
+                StoreOutput<relu>{y, b, s.oc, FastDiv(s.col_cols())}, stream);
 }
 
 }  // namespace
 
+// The weight gradient's partial sums (when split), then the bias gradient's
+// (version 2).
 size_t conv2d_scratch_floats(const ConvShape& s) {
     const int splits = weight_grad_splits(s);
-    return splits > 1 ? size_t(splits) * s.weight_size() : 0;
+    const size_t weight_grad = (splits > 1 ? size_t(splits) * s.weight_size() : 0) + size_t(bias_grad_splits(s)) * s.oc;
+    const size_t input_grad = size_t(s.col_rows()) * s.n * s.col_cols();  // dcol, version 2 of backward-data
+    return std::max(weight_grad, input_grad);
 }
 
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float*,
@@ -169,10 +267,18 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
     forward<true>(y, x, w, b, s, stream);
 }
 
-void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float*,
+void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
-    tiled::gemm(s.c, s.n * s.h * s.w, s.oc * s.kh * s.kw, WeightsTransposed{w, s.c, s.kh * s.kw}, Spread{dy, g},
+    if (conv2d_backward_data_version >= 2) {
+        const int cols = s.n * s.col_cols();
+        tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
+                    tiled::StoreMatrix{scratch, cols, false}, stream);
+        launch::kernel("gather_input_grad", gather_input_grad, launch::grid_for(s.in_size()), launch::threads, stream,
+                       dx, scratch, g);
+        return;
+    }
+    tiled::gemm(s.c, s.n * s.h * s.w, s.oc * s.kh * s.kw, WeightsTransposed{w, s.c, FastDiv(s.kh * s.kw)}, Spread{dy, g},
                 StoreInputGrad{dx, s.c, s.h * s.w}, stream);
 }
 
@@ -180,12 +286,26 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
                             float* scratch, cudaStream_t stream) {
     const Geometry g(s);
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
-    const OutputGrad a{dy, s.oc, s.col_cols()};
+    const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};
     if (splits == 1) {
         tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream);
     } else {
         tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits);
+    }
+    if (conv2d_backward_weight_version >= 2) {
+        if (s.n == 0 && splits == 1) return;
+        float* b_partial = scratch + (splits > 1 ? size_t(splits) * s.weight_size() : 0);
+        const int b_splits = s.n > 0 ? bias_grad_splits(s) : 0;
+        if (b_splits > 0)
+            launch::kernel("bias_grad_partials", bias_grad_partials, dim3(unsigned(s.oc), unsigned(b_splits)),
+                           launch::threads, stream, b_partial, dy, s.n, s.oc, s.col_cols(), b_splits);
+        const size_t count = (splits > 1 ? s.weight_size() : 0) + size_t(s.oc);
+        launch::kernel("finish_weight_grad", finish_weight_grad, launch::grid_for(count), launch::threads, stream,
+                       dw, scratch, splits, s.weight_size(), db, b_partial, b_splits, s.oc);
+        return;
+    }
+    if (splits > 1) {
         launch::kernel("add_partials", add_partials, launch::grid_for(s.weight_size()), launch::threads, stream,
             dw, scratch, splits, s.weight_size());
     }

@@ -25,6 +25,7 @@
 
 #include "check.hpp"
 #include "launch.cuh"
+#include "versions.hpp"
 
 namespace dpt::cuda::tiled {
 
@@ -82,7 +83,140 @@ __global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int 
         }
 }
 
+// ---- Version 2 of the GEMM core (versions.hpp: "gemm") ----
+//
+// A tile of BM x BN results a block, chosen per product by its m (32, 64 or
+// 128 rows; 128 columns), BK = 8 of k at a time. Each thread keeps TM x TN
+// results (8 x 8; 4 x 8 for 32-row tiles) in registers, in groups of 4 rows
+// (columns) half a tile apart, and reads them from shared memory 4 floats at
+// a time (LDS.128): a group's 4 floats are consecutive, and 8 threads that
+// share a load phase read 128 consecutive bytes, so no bank conflicts. The
+// next k-step's elements are fetched from global memory into registers
+// before the products of this one, and stored to the other of two shared
+// buffers after them (double buffering: one barrier a step).
+template <int BM_, int BN_, int TM_, int TN_>
+struct Tile {
+    static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = 8;
+    static constexpr int threads = (BM / TM) * (BN / TN);
+};
+using Tile128 = Tile<128, 128, 8, 8>;  // 256 threads
+using Tile64 = Tile<64, 128, 8, 8>;    // 128 threads
+using Tile32 = Tile<32, 128, 4, 8>;    // 128 threads
+
+// Four consecutive floats of shared memory, 16-byte aligned, as one load.
+__device__ inline void read4(float* to, const float* from) {
+#ifdef DPTRAIN_CUDA_EMULATION
+    for (int q = 0; q < 4; ++q) to[q] = from[q];
+#else
+    const float4 v = *reinterpret_cast<const float4*>(from);
+    to[0] = v.x, to[1] = v.y, to[2] = v.z, to[3] = v.w;
+#endif
+}
+
+// Row r of a thread's TM (or column c of its TN): groups of 4, the groups
+// `extent / (T / 4)` apart; `slot` is the thread's place along that side.
+template <int T, int extent>
+__device__ constexpr int spread_index(int slot, int r) {
+    return (r / 4) * (extent / (T / 4)) + slot * 4 + r % 4;
+}
+
+template <class T, class A, class B, class Out>
+__global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, int k, int k_per_split, A a, B b,
+                                                              Out out) {  // (T: the tile, also by value, so
+                                                                          // that a launch's signature names it)
+    constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, threads = T::threads;
+    constexpr int a_loads = BM * BK / threads, b_loads = BN * BK / threads;
+    static_assert(a_loads * threads == BM * BK && b_loads * threads == BN * BK, "tile not a whole number of loads");
+    __shared__ __align__(16) float as[2][BK][BM];  // as[buf][kk][i] = A(row0 + i, k0 + kk)
+    __shared__ __align__(16) float bs[2][BK][BN];  // bs[buf][kk][j] = B(k0 + kk, col0 + j)
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int k_begin = blockIdx.z * k_per_split, k_end = min(k, k_begin + k_per_split);
+    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
+
+    // Which element of a tile each of a thread's loads is: consecutive
+    // threads step along k where the loader's addresses run along k.
+    auto a_at = [](int l, int& i, int& kk) {
+        const int e = threadIdx.x + l * threads;
+        i = A::k_fast ? e / BK : e % BM, kk = A::k_fast ? e % BK : e / BM;
+    };
+    auto b_at = [](int l, int& j, int& kk) {
+        const int e = threadIdx.x + l * threads;
+        j = B::k_fast ? e / BK : e % BN, kk = B::k_fast ? e % BK : e / BN;
+    };
+    float ra[a_loads], rb[b_loads];
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int l = 0; l < a_loads; ++l) {
+            int i, kk;
+            a_at(l, i, kk);
+            ra[l] = row0 + i < m && k0 + kk < k_end ? a(row0 + i, k0 + kk) : 0.0f;
+        }
+#pragma unroll
+        for (int l = 0; l < b_loads; ++l) {
+            int j, kk;
+            b_at(l, j, kk);
+            rb[l] = col0 + j < n && k0 + kk < k_end ? b(k0 + kk, col0 + j) : 0.0f;
+        }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int l = 0; l < a_loads; ++l) {
+            int i, kk;
+            a_at(l, i, kk);
+            as[buf][kk][i] = ra[l];
+        }
+#pragma unroll
+        for (int l = 0; l < b_loads; ++l) {
+            int j, kk;
+            b_at(l, j, kk);
+            bs[buf][kk][j] = rb[l];
+        }
+    };
+
+    float acc[TM][TN] = {};
+    int buf = 0;
+    if (k_begin < k_end) {
+        fetch(k_begin);
+        stash(0);
+    }
+    __syncthreads();
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+        const bool more = k0 + BK < k_end;
+        if (more) fetch(k0 + BK);  // in flight while the products below run
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float av[TM], bv[TN];
+#pragma unroll
+            for (int r = 0; r < TM; r += 4) read4(av + r, &as[buf][kk][spread_index<TM, BM>(ty, r)]);
+#pragma unroll
+            for (int c = 0; c < TN; c += 4) read4(bv + c, &bs[buf][kk][spread_index<TN, BN>(tx, c)]);
+#pragma unroll
+            for (int r = 0; r < TM; ++r)
+#pragma unroll
+                for (int c = 0; c < TN; ++c) acc[r][c] += av[r] * bv[c];
+        }
+        if (more) stash(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+#pragma unroll
+    for (int r = 0; r < TM; ++r)
+#pragma unroll
+        for (int c = 0; c < TN; ++c) {
+            const int i = row0 + spread_index<TM, BM>(ty, r), j = col0 + spread_index<TN, BN>(tx, c);
+            if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
+        }
+}
+
 inline int ceil_div(long a, long b) { return int((a + b - 1) / b); }
+
+template <class T, class A, class B, class Out>
+void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits) {
+    const int k_per_split = ceil_div(ceil_div(k, splits), T::BK) * T::BK;
+    const dim3 grid(unsigned(ceil_div(n, T::BN)), unsigned(ceil_div(m, T::BM)), unsigned(splits));
+    launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out>, grid, T::threads, stream, T{}, m, n, k,
+                   k_per_split, a, b, out);
+}
 
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each
 // split at least `min_k` long. Never fewer for a larger k, so scratch sized
@@ -98,6 +232,17 @@ inline int splits_for(int m, int n, int k, int min_k = 256) {
 template <class A, class B, class Out>
 void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1) {
     if (m <= 0 || n <= 0) return;
+    if (gemm_version >= 2) {
+        // The tile by m: the fewest rows that hold it, up to 128; fewer rows
+        // when that leaves an H100's 132 multiprocessors without a block
+        // each. (Every tile sums each result along k in the same order.)
+        const long blocks128 = long(ceil_div(m, 128)) * ceil_div(n, 128) * splits;
+        const long blocks64 = long(ceil_div(m, 64)) * ceil_div(n, 128) * splits;
+        if (m <= 32 || blocks64 < 132) gemm_v2<Tile32>(m, n, k, a, b, out, stream, splits);
+        else if (m <= 64 || blocks128 < 132) gemm_v2<Tile64>(m, n, k, a, b, out, stream, splits);
+        else gemm_v2<Tile128>(m, n, k, a, b, out, stream, splits);
+        return;
+    }
     // Each split covers whole BK-wide steps, so only the last one is ragged.
     const int k_per_split = ceil_div(ceil_div(k, splits), BK) * BK;
     const dim3 grid(unsigned(ceil_div(n, BN)), unsigned(ceil_div(m, BM)), unsigned(splits));

@@ -24,6 +24,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 // One copy per block: a block runs all its fibers on one host thread, and
 // that thread runs one block at a time, so a thread-local static is exactly
 // a block's shared memory (and, as on a GPU, holds whatever the previous

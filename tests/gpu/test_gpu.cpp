@@ -26,7 +26,9 @@
 
 #include "cpu/kernels.hpp"
 #include "cuda/check.hpp"
+#include "cuda/fastdiv.cuh"
 #include "cuda/kernels.hpp"
+#include "cuda/versions.hpp"
 #include "device_factory.hpp"
 #include "gpu.hpp"
 #include "lenet.hpp"
@@ -184,11 +186,38 @@ void test_conv() {
 
         std::vector<float> want_dw = dw0, want_db = db0;
         cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
-        scratch.poison();
-        cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, scratch.p, nullptr);
-        compare("conv2d_backward_weight dw " + name, gw.download(), want_dw, gemm_tol);
-        compare("conv2d_backward_weight db " + name, gb.download(), want_db, gemm_tol);
+        // Every version (kernels/cuda/versions.hpp), the one trained with last.
+        const int versions = cuda::version_count("conv2d_backward_weight");
+        for (int v = 1; v <= versions; ++v) {
+            cuda::select_version("conv2d_backward_weight", v);
+            gw.upload(dw0);
+            gb.upload(db0);
+            scratch.poison();
+            cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, scratch.p, nullptr);
+            const std::string version = " (version " + std::to_string(v) + ")";
+            compare("conv2d_backward_weight dw " + name + version, gw.download(), want_dw, gemm_tol);
+            compare("conv2d_backward_weight db " + name + version, gb.download(), want_db, gemm_tol);
+        }
     }
+}
+
+// fastdiv.cuh's division by multiplication against the division, on the
+// host (the same code runs on the GPU): every divisor up to 4,100 (a layer's
+// widths and taps), then large ones, each on numerators near its multiples
+// and near 2^31.
+void test_fastdiv() {
+    long wrong = 0, tried = 0;
+    auto check = [&](int d, int n) {
+        ++tried;
+        if (n >= 0 && cuda::FastDiv(d).div(n) != n / d) ++wrong;
+    };
+    for (int d = 1; d <= 4100; ++d)
+        for (int q : {0, 1, 2, 7, 1000, 99991, 2147483647 / d - 1, 2147483647 / d})
+            for (int r : {-1, 0, 1, d - 1})
+                if (long(q) * d + r >= 0 && long(q) * d + r <= 2147483647L) check(d, int(long(q) * d + r));
+    for (int d : {65536, 65537, 1 << 20, 3 << 20, 1 << 30, 2147483647})
+        for (int n : {0, d - 1, d, 2147483646, 2147483647}) check(d, n);
+    report(wrong == 0, "FastDiv divides as / does", std::to_string(wrong) + " wrong of " + std::to_string(tried));
 }
 
 void test_pool() {
@@ -766,10 +795,18 @@ int main(int argc, char** argv) {
         if (what == "graph-first") test_graph_first();  // must be this process's first GPU work
         else if (what == "streams") test_streams();
         else if (what != "replicas") {
-            test_gemm();
-            test_conv();
+            test_fastdiv();
+            // The layers on every version of the GEMM core they run on
+            // (versions.hpp), the one trained with last.
+            const int cores = cuda::version_count("gemm");
+            for (int v = 1; v <= cores; ++v) {
+                cuda::select_version("gemm", v);
+                std::printf("-- on version %d of the GEMM core\n", v);
+                test_gemm();
+                test_conv();
+                test_dense();
+            }
             test_pool();
-            test_dense();
             test_batch_norm();
             test_elementwise();
         }

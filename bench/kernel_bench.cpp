@@ -1,0 +1,289 @@
+// kernel_bench: every version of the CUDA launchers that have versions
+// (kernels/cuda/versions.hpp), side by side, at the real shapes of LeNet's
+// and ResNet-18's convolution layers (the GEMM core, "gemm", through each
+// convolution launcher). For each launcher, layer and version it first
+// checks the GPU's result against the CPU twin (kernels/cpu/), then times
+// it: 3 launches to warm up, then `--repeats` launches, each between two
+// CUDA events, and the median. A version that fails its check is not timed,
+// and the program exits 1.
+//
+//   kernel_bench                                 every launcher and version, LeNet and ResNet-18, batch 256
+//   kernel_bench conv2d_backward_weight          one launcher, every version
+//   kernel_bench conv2d_backward_weight:1        one version
+//   kernel_bench --model lenet --batch 128
+//   kernel_bench --check --batch 8               checks only (CI runs this on the emulated GPU)
+//   kernel_bench --list                          the launchers and what each version is
+//
+// On the emulated GPU the times are the CPU's and are labelled so: they say
+// nothing about a GPU. Exit status: 0; 1 when a check failed; 2 for bad
+// arguments; 77 when no GPU is usable (as the GPU tests).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "cuda/check.hpp"
+#include "cuda/kernels.hpp"
+#include "cuda/versions.hpp"
+#include "model.hpp"
+#include "models.hpp"
+#include "rng.hpp"
+
+using namespace dpt;
+
+namespace {
+
+#ifdef DPTRAIN_CUDA_EMULATION
+constexpr bool emulated = true;
+#else
+constexpr bool emulated = false;
+#endif
+
+// A GEMM of depth k sums in another order on each side (FMAs on the GPU):
+// 1e-5 of the largest value is about 80 ulps, as the GPU tests allow.
+constexpr double tolerance = 1e-5;
+
+std::vector<float> random_floats(size_t n, uint64_t seed) {
+    Rng rng(seed, 7);
+    std::vector<float> v(n);
+    for (float& x : v) x = float(2.0 * rng.uniform() - 1.0);
+    return v;
+}
+
+struct Gpu {
+    float* p = nullptr;
+    size_t n;
+    explicit Gpu(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(float))); }
+    explicit Gpu(const std::vector<float>& host) : Gpu(host.size()) { put(host); }
+    ~Gpu() { cudaFree(p); }
+    Gpu(const Gpu&) = delete;
+    Gpu& operator=(const Gpu&) = delete;
+    void put(const std::vector<float>& host) { CUDA_CHECK(cudaMemcpy(p, host.data(), n * sizeof(float), cudaMemcpyHostToDevice)); }
+    void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(float))); }  // NaN: an element left unwritten fails
+    std::vector<float> get() const {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> host(n);
+        CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+        return host;
+    }
+};
+
+// The largest |got - want| over the largest |want| (at least 1); infinite for a NaN.
+double error(const std::vector<float>& got, const std::vector<float>& want) {
+    double scale = 1.0, worst = 0.0;
+    for (float w : want) scale = std::max(scale, double(std::abs(w)));
+    for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::isnan(got[i]) ? INFINITY : std::abs(double(got[i]) - double(want[i])));
+    return worst / scale;
+}
+
+// One layer's convolution, its inputs on both sides, and what each launcher
+// does with them.
+struct ConvCase {
+    ConvShape s;
+    std::vector<float> x = random_floats(s.in_size(), 1), w = random_floats(s.weight_size(), 2),
+                       b = random_floats(size_t(s.oc), 3), dy = random_floats(s.out_size(), 4),
+                       dw0 = random_floats(s.weight_size(), 5), db0 = random_floats(size_t(s.oc), 6);
+    Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::conv2d_scratch_floats(s)};
+    Gpu y{s.out_size()}, dx{s.in_size()}, dw{dw0}, db{db0};
+
+    explicit ConvCase(const ConvShape& shape) : s(shape) {}
+
+    // Multiply-adds count two; the same for the three launchers.
+    double flops() const { return 2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols(); }
+
+    void run(const std::string& launcher, cudaStream_t stream) {
+        if (launcher == "conv2d_forward") cuda::conv2d_forward_relu(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
+        else if (launcher == "conv2d_backward_data") cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream);
+        else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, scratch.p, stream);
+    }
+
+    // The worst error of one run against the CPU twin (outputs poisoned first).
+    double check(const std::string& launcher) {
+        std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s));
+        if (launcher == "conv2d_forward") {
+            std::vector<float> want(s.out_size());
+            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+            cpu::relu_forward(want.data(), want.data(), want.size());
+            y.poison();
+            run(launcher, nullptr);
+            return error(y.get(), want);
+        }
+        if (launcher == "conv2d_backward_data") {
+            std::vector<float> want(s.in_size());
+            cpu::conv2d_backward_data_gemm(want.data(), dy.data(), w.data(), s, cpu_scratch.data());
+            dx.poison();
+            run(launcher, nullptr);
+            return error(dx.get(), want);
+        }
+        std::vector<float> want_dw = dw0, want_db = db0;  // backward-weight adds to what is there
+        cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+        dw.put(dw0);
+        db.put(db0);
+        scratch.poison();
+        run(launcher, nullptr);
+        return std::max(error(dw.get(), want_dw), error(db.get(), want_db));
+    }
+};
+
+// Median milliseconds of one launch.
+double time_ms(ConvCase& c, const std::string& launcher, int repeats) {
+    cudaStream_t stream = nullptr;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    for (int i = 0; i < 3; ++i) c.run(launcher, stream);
+    std::vector<cudaEvent_t> events(size_t(repeats) + 1);
+    for (cudaEvent_t& e : events) CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(events[0], stream));
+    for (int i = 0; i < repeats; ++i) {
+        c.run(launcher, stream);
+        CUDA_CHECK(cudaEventRecord(events[size_t(i) + 1], stream));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<double> ms;
+    for (int i = 0; i < repeats; ++i) {
+        float t = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&t, events[size_t(i)], events[size_t(i) + 1]));
+        ms.push_back(t);
+    }
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    cudaStreamDestroy(stream);
+    std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
+    return ms[ms.size() / 2];
+}
+
+std::string describe(const ConvShape& s) {
+    char text[120];
+    std::snprintf(text, sizeof text, "%d->%d %dx%d k%d s%d p%d", s.c, s.oc, s.h, s.w, s.kh, s.stride, s.pad);
+    return text;
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+    std::fprintf(stderr, "kernel_bench: %s (see the opening comment of bench/kernel_bench.cpp, or --list)\n",
+                 message.c_str());
+    std::exit(2);
+}
+
+int number(const char* text, const char* option, int least) {
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (!*text || *end || v < least || v > 1 << 20)
+        usage_error(std::string(option) + " must be a whole number from " + std::to_string(least) + " (got '" + text + "')");
+    return int(v);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<ModelKind> models = {ModelKind::lenet, ModelKind::resnet18};
+    int batch = 256, repeats = 20;
+    bool check_only = false, list = false;
+    std::map<std::string, std::set<int>> wanted;  // launcher -> versions (empty: all)
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&] {
+            if (i + 1 >= argc) usage_error(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--check") check_only = true;
+        else if (a == "--list") list = true;
+        else if (a == "--batch") batch = number(value(), "--batch", 1);
+        else if (a == "--repeats") repeats = number(value(), "--repeats", 1);
+        else if (a == "--model") {
+            const std::string m = value();
+            if (m == "lenet") models = {ModelKind::lenet};
+            else if (m == "resnet18") models = {ModelKind::resnet18};
+            else if (m != "both") usage_error("--model must be lenet, resnet18 or both (got '" + m + "')");
+        } else if (a.starts_with("-")) {
+            usage_error("unknown option " + a);
+        } else {
+            const size_t colon = a.find(':');
+            const std::string name = a.substr(0, colon);
+            bool known = false;
+            for (const auto& l : cuda::launcher_versions()) {
+                if (name != l.launcher) continue;
+                known = true;
+                if (colon != std::string::npos)
+                    wanted[name].insert(number(a.c_str() + colon + 1, a.c_str(), 1));
+                else
+                    wanted[name];
+                for (int v : wanted[name])
+                    if (v > int(l.versions.size()))
+                        usage_error(name + " has versions 1 to " + std::to_string(l.versions.size()) + " (got " + std::to_string(v) + ")");
+            }
+            if (!known) usage_error("no launcher with versions is called '" + name + "' (--list shows them)");
+        }
+    }
+    if (list) {
+        for (const auto& l : cuda::launcher_versions()) {
+            std::printf("%s\n", l.launcher);
+            for (size_t v = 0; v < l.versions.size(); ++v)
+                std::printf("  %zu%s %s\n", v + 1, v + 1 == l.versions.size() ? " (trained with)" : "", l.versions[v]);
+        }
+        return 0;
+    }
+
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+        std::printf("SKIP: no usable GPU\n");
+        return 77;
+    }
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("GPU 0: %s%s; batch %d; %s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
+                check_only ? "checks only" : ("median of " + std::to_string(repeats) + " launches").c_str());
+    std::printf("%-36s %-8s %-26s %3s  %-9s %10s %10s %8s\n", "launcher", "model", "layer", "v", "check", "ms", "GFLOP/s",
+                "vs v1");
+
+    int failed = 0;
+    for (ModelKind kind : models) {
+        std::set<std::string> seen;
+        for (const ConvShape& s : model_of(kind).conv_shapes(batch)) {
+            if (!seen.insert(describe(s)).second) continue;  // ResNet repeats its shapes
+            ConvCase c(s);
+            for (const auto& l : cuda::launcher_versions()) {
+                if (!wanted.empty() && !wanted.contains(l.launcher)) continue;
+                // The GEMM core is run through each convolution launcher.
+                const std::vector<std::string> runs =
+                    std::string(l.launcher) == "gemm"
+                        ? std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"}
+                        : std::vector<std::string>{l.launcher};
+                const int latest = *l.selected;
+                for (const std::string& run : runs) {
+                    const std::string label = run == l.launcher ? run : std::string(l.launcher) + ": " + run;
+                    double v1_ms = 0;
+                    for (int v = 1; v <= int(l.versions.size()); ++v) {
+                        if (!wanted.empty() && !wanted[l.launcher].empty() && !wanted[l.launcher].contains(v)) continue;
+                        cuda::select_version(l.launcher, v);
+                        const double err = c.check(run);
+                        const bool ok = err <= tolerance;
+                        char check[16];
+                        std::snprintf(check, sizeof check, "%s %.0e", ok ? "ok" : "FAIL", err);
+                        std::printf("%-36s %-8s %-26s %3d  %-9s", label.c_str(), to_string(kind), describe(s).c_str(), v,
+                                    check);
+                        if (!ok) ++failed;
+                        if (ok && !check_only) {
+                            const double ms = time_ms(c, run, repeats);
+                            if (v == 1) v1_ms = ms;
+                            std::printf(" %10.4f %10.1f", ms, c.flops() / (ms * 1e6));
+                            if (v > 1 && v1_ms > 0) std::printf(" %7.2fx", v1_ms / ms);
+                        }
+                        std::printf("\n");
+                        std::fflush(stdout);
+                    }
+                    cuda::select_version(l.launcher, latest);
+                }
+            }
+        }
+    }
+    if (failed) std::printf("FAIL: %d version(s) differ from the CPU twin by more than %.0e of the largest value\n", failed, tolerance);
+    return failed ? 1 : 0;
+}

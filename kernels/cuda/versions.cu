@@ -1,0 +1,65 @@
+// The versions of each launcher (versions.hpp), newest last.
+#include "versions.hpp"
+
+#include <iterator>
+
+namespace dpt::cuda {
+namespace {
+
+// The GEMM core (tiles.cuh) that every convolution and dense layer runs on.
+const char* const gemm_versions[] = {
+    "64x64 tiles, 4x4 results a thread from scalar shared-memory reads, one shared buffer",
+    "tiles by m (32, 64 or 128 rows x 128 columns), 8x8 (4x8) results a thread from 4-float shared-memory "
+    "reads, double-buffered",
+};
+const char* const conv2d_forward_versions[] = {
+    "implicit GEMM: the unfolded input computed as tiles load; bias and ReLU in the epilogue",
+};
+const char* const conv2d_backward_data_versions[] = {
+    "implicit GEMM over the spread output gradient (zero taps included)",
+    "no zero taps: the unfolded gradient w^T . dy into scratch, then each input pixel gathers its taps (col2im)",
+};
+const char* const conv2d_backward_weight_versions[] = {
+    "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
+    "the bias gradient split along the batch too (at least 4,096 values a block, summed in a fixed order), "
+    "its partial sums added by the same kernel as the weight gradient's",
+};
+
+}  // namespace
+
+int gemm_version = int(std::size(gemm_versions));
+int conv2d_forward_version = int(std::size(conv2d_forward_versions));
+int conv2d_backward_data_version = int(std::size(conv2d_backward_data_versions));
+int conv2d_backward_weight_version = int(std::size(conv2d_backward_weight_versions));
+
+const std::vector<LauncherVersions>& launcher_versions() {
+    static const std::vector<LauncherVersions> all = {
+        {"gemm", {std::begin(gemm_versions), std::end(gemm_versions)}, &gemm_version},
+        {"conv2d_forward", {std::begin(conv2d_forward_versions), std::end(conv2d_forward_versions)},
+         &conv2d_forward_version},
+        {"conv2d_backward_data", {std::begin(conv2d_backward_data_versions), std::end(conv2d_backward_data_versions)},
+         &conv2d_backward_data_version},
+        {"conv2d_backward_weight",
+         {std::begin(conv2d_backward_weight_versions), std::end(conv2d_backward_weight_versions)},
+         &conv2d_backward_weight_version},
+    };
+    return all;
+}
+
+bool select_version(std::string_view launcher, int version) {
+    for (const LauncherVersions& l : launcher_versions())
+        if (launcher == l.launcher) {
+            if (version < 0 || version > int(l.versions.size())) return false;
+            *l.selected = version == 0 ? int(l.versions.size()) : version;
+            return true;
+        }
+    return false;
+}
+
+int version_count(std::string_view launcher) {
+    for (const LauncherVersions& l : launcher_versions())
+        if (launcher == l.launcher) return int(l.versions.size());
+    return 0;
+}
+
+}  // namespace dpt::cuda

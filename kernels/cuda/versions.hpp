@@ -1,0 +1,30 @@
+// Every version of a CUDA launcher rebuilt for speed stays runnable beside
+// the one dptrain trains with, so that bench/kernel_bench can check each
+// against the CPU twin and time old against new on one GPU, in one run.
+// Training always runs the latest; only the benchmark selects another.
+// (C++17: the .cu files include it.)
+#pragma once
+#include <string_view>
+#include <vector>
+
+namespace dpt::cuda {
+
+struct LauncherVersions {
+    const char* launcher;                      // as kernels.hpp names it
+    std::vector<const char*> versions;  // what version 1, 2, ... is; the last is the latest
+    int* selected;                      // the version the launcher runs now
+};
+
+// The launchers that have versions, each with its list.
+const std::vector<LauncherVersions>& launcher_versions();
+
+// Makes `launcher` run `version` (from 1; 0: the latest). False when there
+// is no such launcher or version. Not thread-safe: for the benchmark.
+bool select_version(std::string_view launcher, int version);
+// How many versions `launcher` has (0: none by that name).
+int version_count(std::string_view launcher);
+
+// The selections the launchers read (versions.cu keeps the list above).
+extern int gemm_version, conv2d_forward_version, conv2d_backward_data_version, conv2d_backward_weight_version;
+
+}  // namespace dpt::cuda

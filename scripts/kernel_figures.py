@@ -203,6 +203,12 @@ def occupancy(k, threads, arch):
 
 # ---- table 2: one step's work on the emulated GPU ----
 
+def is_update(fields):
+    """A log line of the SGD update, which ends a training step ("sgd", or
+    "sgd_checked" on the replica that also watches for divergence)."""
+    return len(fields) > 2 and re.fullmatch(r"kernel sgd(_checked)?", fields[2]) is not None
+
+
 def record_step(emulated, model, batch):
     dptrain = os.path.join(emulated, "dptrain")
     if not os.access(dptrain, os.X_OK):
@@ -223,7 +229,7 @@ def record_step(emulated, model, batch):
     # the CPU would add nothing to these counts.
     while process.poll() is None:
         time.sleep(0.5)
-        if os.path.exists(log) and sum("\tkernel sgd\t" in l for l in open(log)) >= steps:
+        if os.path.exists(log) and sum(is_update(l.split("\t")) for l in open(log)) >= steps:
             process.send_signal(signal.SIGKILL)
             process.wait()
             break
@@ -233,7 +239,7 @@ def record_step(emulated, model, batch):
     print(f"  ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     lines = [l.rstrip("\n").split("\t") for l in open(log)]
     # The last step: from after the update before it to its own update.
-    updates = [i for i, f in enumerate(lines) if f[2] == "kernel sgd"]
+    updates = [i for i, f in enumerate(lines) if is_update(f)]
     first = updates[-2] + 1 if len(updates) >= 2 else next(i for i, f in enumerate(lines) if f[1] == "captured")
     return lines[first:updates[-1] + 1]
 

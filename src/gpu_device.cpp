@@ -203,6 +203,7 @@ class GpuDevice final : public Device {
     float* grads() const { return grads_; }
 
     void synchronize() override {
+        flush_check();
         use();
         if (allreduce_stream_) CUDA_CHECK(cudaStreamSynchronize(allreduce_stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -317,14 +318,22 @@ class GpuDevice final : public Device {
         }
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
+    // A check asked for just before the update runs in the update's pass
+    // (one kernel, one read of the gradients); one asked for alone runs
+    // when the device is next waited for.
     void sgd_update(float scale, int batch) override {
         use();
-        cuda::sgd_update(params_, grads_, scale, model_.trained_count(), stream_);
+        if (pending_check_ != no_check) {
+            cuda::sgd_update_checked(params_, grads_, scale, model_.trained_count(), first_bad_, model_.param_count(),
+                                     std::exchange(pending_check_, no_check), stream_);
+        } else {
+            cuda::sgd_update(params_, grads_, scale, model_.trained_count(), stream_);
+        }
         model_.update_running(kernels_, params_, grads_, batch);
     }
     void check_gradients(int32_t step) override {
-        use();
-        cuda::note_nonfinite(first_bad_, grads_, model_.param_count(), step, stream_);
+        flush_check();
+        pending_check_ = step;
     }
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + size_t(count) <= setup_.test->count);
@@ -454,6 +463,12 @@ class GpuDevice final : public Device {
 
     // Kernels launch on the current device, which must be the stream's.
     void use() const { CUDA_CHECK(cudaSetDevice(gpu_)); }
+    // A check no update has taken up: queued on its own.
+    void flush_check() {
+        if (pending_check_ == no_check) return;
+        use();
+        cuda::note_nonfinite(first_bad_, grads_, model_.param_count(), std::exchange(pending_check_, no_check), stream_);
+    }
 
     // `count` gradient floats, queued on this device's allreduce stream:
     // between GPUs a peer copy, between replicas sharing a GPU a plain one.
@@ -508,6 +523,8 @@ class GpuDevice final : public Device {
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;
     int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
+    static constexpr int32_t no_check = std::numeric_limits<int32_t>::min();
+    int32_t pending_check_ = no_check;  // check_gradients' step, until an update (or a wait) queues it
     // A multi-process run's: the gradients' way through the host (sum_across).
     float* host_grads_ = nullptr;                       // pinned
     std::deque<HostSum> host_sums_;                     // stable addresses

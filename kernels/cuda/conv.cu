@@ -56,6 +56,45 @@ struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
     Geometry g;
     static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
     __device__ float operator()(int q, int col) const { return unfolded(x, g, q, col); }
+    // The same in two halves (tiles.cuh: SplitsColumns): the output pixel
+    // of a column, once per thread, with the filter rows and columns that
+    // fall inside the image as bit masks; then runs of taps down it.
+    struct Column {
+        const float* image;  // the column's sample
+        int iy0, ix0;        // where its filter window starts
+        unsigned rows, cols; // bit ky (kx): that filter row (column) is inside the image
+    };
+    __device__ Column column(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy);
+        Column c{x + size_t(s) * g.c * g.h * g.w, oy * g.stride - g.pad, ox * g.stride - g.pad, 0u, 0u};
+        for (int k = 0; k < g.kh; ++k) c.rows |= unsigned(c.iy0 + k >= 0 && c.iy0 + k < g.h) << k;
+        for (int k = 0; k < g.kw; ++k) c.cols |= unsigned(c.ix0 + k >= 0 && c.ix0 + k < g.w) << k;
+        return c;
+    }
+    // out[l] = element (q + l * stride, column) for l < N, 0 from q_end on.
+    // The first tap is divided out; each next one is a step (kx, then ky,
+    // then the channel) of the tap and of its offset in the sample, so a
+    // run of N costs two divisions and no multiplication per element.
+    template <int N, int stride>
+    __device__ void load_run(const Column& c, int q, int q_end, float* out) const {
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch);
+        int ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+        int offset = (ch * g.h + c.iy0 + ky) * g.w + c.ix0 + kx;  // int: one sample's c*h*w < 2^31
+#pragma unroll
+        for (int l = 0; l < N; ++l) {
+            const bool inside = q < q_end && ((c.rows >> ky) & (c.cols >> kx) & 1u);  // else padding, or past k
+            out[l] = inside ? c.image[offset] : 0.0f;
+#pragma unroll
+            for (int step = 0; step < stride; ++step) {
+                ++q, ++kx, ++offset;
+                if (kx == g.kw) {
+                    kx = 0, ++ky, offset += g.w - g.kw;
+                    if (ky == g.kh) ky = 0, offset += (g.h - g.kh) * g.w;
+                }
+            }
+        }
+    }
 };
 template <bool relu>
 struct StoreOutput {  // y (n, oc, oh, ow) = value + b[o], then ReLU

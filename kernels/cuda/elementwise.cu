@@ -88,6 +88,19 @@ __global__ void nonfinite(int32_t* first_bad, const float* x, size_t count, int3
     if (bad) atomicMin(first_bad, step);
 }
 
+// Both of the above in one pass: the update for i < count, the check for
+// i < checked (the check also covers the running statistics' slots).
+__global__ void sgd_checked(float* params, const float* grads, float scale, size_t count, int32_t* first_bad,
+                            size_t checked, int32_t step) {
+    bool bad = false;
+    FOR_EACH_INDEX(i, count > checked ? count : checked) {
+        const float g = grads[i];
+        if (i < checked) bad |= (__float_as_uint(g) & 0x7f800000u) == 0x7f800000u;
+        if (i < count) params[i] = __fmaf_rn(-scale, g, params[i]);
+    }
+    if (bad) atomicMin(first_bad, step);
+}
+
 #undef FOR_EACH_INDEX
 
 }  // namespace
@@ -136,6 +149,14 @@ void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStre
 void copy(float* dst, const float* src, size_t count, cudaStream_t stream) {
     if (count == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
+
+void sgd_update_checked(float* params, const float* grads, float scale, size_t count, int32_t* first_bad,
+                        size_t checked, int32_t step, cudaStream_t stream) {
+    const size_t most = count > checked ? count : checked;
+    if (most == 0) return;
+    launch::kernel("sgd_checked", sgd_checked, launch::grid_for(most), launch::threads, stream, params, grads, scale, count,
+                   first_bad, checked, step);
 }
 
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step, cudaStream_t stream) {

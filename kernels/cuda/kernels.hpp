@@ -91,6 +91,11 @@ void copy(float* dst, const float* src, size_t count, cudaStream_t stream);
 // When x holds a NaN or an infinity: *first_bad = min(*first_bad, step).
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step,
                     cudaStream_t stream);
+// note_nonfinite(first_bad, grads, checked, step), then sgd_update(params,
+// grads, scale, count): one pass over the gradients instead of two (the
+// update of the replica that watches for divergence).
+void sgd_update_checked(float* params, const float* grads, float scale, size_t count,
+                        int32_t* first_bad, size_t checked, int32_t step, cudaStream_t stream);
 // Holds `stream` until *counter, a count in mapped host memory that a CPU
 // thread raises, reaches `target` (a mixed run's GPU waiting for a CPU
 // device's mark): one thread polls, sleeping a microsecond between reads.

@@ -15,7 +15,7 @@ namespace dpt::cuda::launch {
 // Every kernel launch of dptrain goes through here: the one place where
 // <<<...>>> is written, which the emulated GPU's build replaces with its
 // own (src/cuda_emulation/). `name` is for messages (and names the update,
-// "sgd", by which the emulated GPU counts training steps). A bad launch
+// "sgd" or "sgd_checked", by which the emulated GPU counts training steps). A bad launch
 // configuration throws here, at its launch.
 template <class... Params, class... Args>
 void kernel(const char* name, void (*k)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {

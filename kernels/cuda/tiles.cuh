@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "check.hpp"
 #include "launch.cuh"
@@ -94,14 +95,25 @@ __global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int 
 // next k-step's elements are fetched from global memory into registers
 // before the products of this one, and stored to the other of two shared
 // buffers after them (double buffering: one barrier a step).
-template <int BM_, int BN_, int TM_, int TN_>
+template <int BM_, int BN_, int TM_, int TN_, int BK_ = 8>
 struct Tile {
-    static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = 8;
+    static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_;
     static constexpr int threads = (BM / TM) * (BN / TN);
 };
 using Tile128 = Tile<128, 128, 8, 8>;  // 256 threads
 using Tile64 = Tile<64, 128, 8, 8>;    // 128 threads
 using Tile32 = Tile<32, 128, 4, 8>;    // 128 threads
+
+// A right operand may split reading an element into what depends on its
+// column alone, worked out once per thread before the k loop (`column(j)`,
+// returning a `Column`), and a run of elements down that column
+// (`load_run<N, stride>(column, k, k_end, out)`: rows k, k + stride, ...).
+// Version 2 uses that where each thread's loads all fall in one column;
+// other operands are read as b(k, j).
+template <class L, class = void>
+struct SplitsColumns : std::false_type {};
+template <class L>
+struct SplitsColumns<L, std::void_t<typename L::Column>> : std::true_type {};
 
 // Four consecutive floats of shared memory, 16-byte aligned, as one load.
 __device__ inline void read4(float* to, const float* from) {
@@ -143,6 +155,14 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
         const int e = threadIdx.x + l * threads;
         j = B::k_fast ? e / BK : e % BN, kk = B::k_fast ? e % BK : e / BN;
     };
+    // Where each thread's B loads share a column (B not along k, a whole
+    // number of threads a row of the tile): that column's half, once.
+    constexpr bool one_column = !B::k_fast && threads % BN == 0 && SplitsColumns<B>::value;
+    const int my_column = threadIdx.x % BN;
+    [[maybe_unused]] const auto column = [&] {
+        if constexpr (one_column) return b.column(col0 + my_column);
+        else return 0;
+    }();
     float ra[a_loads], rb[b_loads];
     auto fetch = [&](int k0) {
 #pragma unroll
@@ -151,11 +171,20 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
             a_at(l, i, kk);
             ra[l] = row0 + i < m && k0 + kk < k_end ? a(row0 + i, k0 + kk) : 0.0f;
         }
+        if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
+            if (col0 + my_column < n) {
+                b.template load_run<b_loads, threads / BN>(column, k0 + int(threadIdx.x) / BN, k_end, rb);
+            } else {
 #pragma unroll
-        for (int l = 0; l < b_loads; ++l) {
-            int j, kk;
-            b_at(l, j, kk);
-            rb[l] = col0 + j < n && k0 + kk < k_end ? b(k0 + kk, col0 + j) : 0.0f;
+                for (int l = 0; l < b_loads; ++l) rb[l] = 0.0f;
+            }
+        } else {
+#pragma unroll
+            for (int l = 0; l < b_loads; ++l) {
+                int j, kk;
+                b_at(l, j, kk);
+                rb[l] = col0 + j < n && k0 + kk < k_end ? b(k0 + kk, col0 + j) : 0.0f;
+            }
         }
     };
     auto stash = [&](int buf) {

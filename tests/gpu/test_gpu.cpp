@@ -381,6 +381,25 @@ void test_elementwise() {
         Buffer<int32_t> mark(std::vector<int32_t>{100});
         cuda::note_nonfinite(mark.p, dx_.p, count, 5, nullptr);
         report(mark.download()[0] == 100, "note_nonfinite leaves finite data alone" + n);
+
+        // The fused pass: the update of the first `count - 3` floats and the
+        // check of all of them, as the two kernels above one after the other
+        // (same bits); a NaN in the checked tail only is still seen.
+        for (bool tail_bad : {false, true}) {
+            if (count <= 3) break;
+            std::vector<float> g = dy;
+            if (tail_bad) g[count - 1] = std::numeric_limits<float>::quiet_NaN();
+            const size_t updated = count - 3;
+            Buffer<float> p1(x), p2(x), dg(g);
+            Buffer<int32_t> m1(std::vector<int32_t>{100}), m2(std::vector<int32_t>{100});
+            cuda::note_nonfinite(m1.p, dg.p, count, 7, nullptr);
+            cuda::sgd_update(p1.p, dg.p, 0.37f, updated, nullptr);
+            cuda::sgd_update_checked(p2.p, dg.p, 0.37f, updated, m2.p, count, 7, nullptr);
+            compare(std::string("sgd_update_checked = note_nonfinite + sgd_update") + (tail_bad ? ", NaN in the tail" : "") + n,
+                    p2.download(), p1.download(), 0.0);
+            report(m2.download()[0] == m1.download()[0] && m1.download()[0] == (tail_bad ? 7 : 100),
+                   std::string("sgd_update_checked marks the step") + (tail_bad ? " (NaN in the checked tail)" : " (none)") + n);
+        }
     }
 
     // gather_samples: bytes to [0, 1] and labels, by index.

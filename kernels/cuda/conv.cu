@@ -153,6 +153,20 @@ struct OutputGrad {  // dy as (oc, n*oh*ow)
         const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
         return dy[(size_t(s) * oc + o) * by_pixels.divisor() + p];
     }
+    // In halves (tiles.cuh: SplitsAlongK): the channel's plane, and the
+    // pixel of a sample, once a k-step.
+    struct Fixed {
+        int offset;  // o * oh*ow
+    };
+    __device__ Fixed fixed(int o) const { return {o * by_pixels.divisor()}; }
+    struct Step {
+        const float* pixel;  // dy at channel 0 of the column's sample and pixel
+    };
+    __device__ Step step(int col) const {
+        const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
+        return {dy + size_t(s) * oc * by_pixels.divisor() + p};
+    }
+    __device__ float load(const Fixed& f, const Step& st) const { return st.pixel[f.offset]; }
 };
 // Version 2 of backward-data, in two passes with no product of a known
 // zero: dcol (c*kh*kw, n*oh*ow) = w^T (c*kh*kw, oc) . dy (oc, n*oh*ow), the
@@ -194,6 +208,32 @@ struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
     Geometry g;
     static constexpr bool k_fast = true;  // k runs along the output pixels
     __device__ float operator()(int col, int q) const { return unfolded(x, g, q, col); }
+    // The same in two halves (tiles.cuh: SplitsAlongK): a tap (column q),
+    // once per thread before the k loop; an output pixel (row col, along
+    // k), once a k-step; then an element is two adds, two compares and a
+    // load.
+    struct Fixed {
+        int offset;  // ch*h*w + ky*w + kx: the tap's place from its window's corner
+        int ky, kx;
+    };
+    __device__ Fixed fixed(int q) const {
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+        return {(ch * g.h + ky) * g.w + kx, ky, kx};
+    }
+    struct Step {
+        const float* corner;  // x at the window's corner (iy0, ix0) of the pixel's sample, maybe outside the image
+        int iy0, ix0;
+    };
+    __device__ Step step(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy), iy0 = oy * g.stride - g.pad, ix0 = ox * g.stride - g.pad;
+        return {x + size_t(s) * g.c * g.h * g.w + (iy0 * g.w + ix0), iy0, ix0};
+    }
+    __device__ float load(const Fixed& tap, const Step& pixel) const {
+        // (unsigned: a negative row or column is a large one, outside too)
+        const bool inside = unsigned(pixel.iy0 + tap.ky) < unsigned(g.h) && unsigned(pixel.ix0 + tap.kx) < unsigned(g.w);
+        return inside ? pixel.corner[tap.offset] : 0.0f;  // else padding
+    }
 };
 struct StorePartial {  // split z of (m, n) partial sums, or dw += value when unsplit
     float* out;

@@ -115,6 +115,16 @@ struct SplitsColumns : std::false_type {};
 template <class L>
 struct SplitsColumns<L, std::void_t<typename L::Column>> : std::true_type {};
 
+// An operand read along k may split reading an element into what depends
+// on its row of A (column of B) alone (`fixed(index)`, returning a `Fixed`,
+// once per thread before the k loop), what depends on k alone (`step(k)`,
+// a `Step`, once a k-step), and the rest (`load(fixed, step)`). Version 2
+// uses that where all of a thread's loads of the operand fall at one k.
+template <class L, class = void>
+struct SplitsAlongK : std::false_type {};
+template <class L>
+struct SplitsAlongK<L, std::void_t<typename L::Step>> : std::true_type {};
+
 // Four consecutive floats of shared memory, 16-byte aligned, as one load.
 __device__ inline void read4(float* to, const float* from) {
 #ifdef DPTRAIN_CUDA_EMULATION
@@ -131,6 +141,12 @@ template <int T, int extent>
 __device__ constexpr int spread_index(int slot, int r) {
     return (r / 4) * (extent / (T / 4)) + slot * 4 + r % 4;
 }
+
+// A thread's fixed parts of an operand (SplitsAlongK), one a load.
+template <class L, int N>
+struct FixedParts {
+    typename L::Fixed at[N];
+};
 
 template <class T, class A, class B, class Out>
 __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, int k, int k_per_split, A a, B b,
@@ -163,15 +179,58 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
         if constexpr (one_column) return b.column(col0 + my_column);
         else return 0;
     }();
-    float ra[a_loads], rb[b_loads];
-    auto fetch = [&](int k0) {
+    // Where each thread's loads of an operand read along k share one k (a
+    // whole number of threads a k-step's row of the tile): their fixed
+    // parts, once.
+    constexpr bool a_split = A::k_fast && threads % BK == 0 && SplitsAlongK<A>::value;
+    constexpr bool b_split = B::k_fast && threads % BK == 0 && SplitsAlongK<B>::value;
+    [[maybe_unused]] typename std::conditional<a_split, FixedParts<A, a_loads>, char>::type a_fixed{};
+    [[maybe_unused]] typename std::conditional<b_split, FixedParts<B, b_loads>, char>::type b_fixed{};
+    if constexpr (a_split) {
 #pragma unroll
         for (int l = 0; l < a_loads; ++l) {
             int i, kk;
             a_at(l, i, kk);
-            ra[l] = row0 + i < m && k0 + kk < k_end ? a(row0 + i, k0 + kk) : 0.0f;
+            a_fixed.at[l] = a.fixed(row0 + i);
         }
-        if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
+    }
+    if constexpr (b_split) {
+#pragma unroll
+        for (int l = 0; l < b_loads; ++l) {
+            int j, kk;
+            b_at(l, j, kk);
+            b_fixed.at[l] = b.fixed(col0 + j);
+        }
+    }
+    float ra[a_loads], rb[b_loads];
+    auto fetch = [&](int k0) {
+        if constexpr (a_split) {  // k0 + threadIdx.x % BK for every load
+            const int kk = int(threadIdx.x) % BK;
+            const auto step = a.step(k0 + kk);
+#pragma unroll
+            for (int l = 0; l < a_loads; ++l) {
+                int i, unused_kk;
+                a_at(l, i, unused_kk);
+                ra[l] = row0 + i < m && k0 + kk < k_end ? a.load(a_fixed.at[l], step) : 0.0f;
+            }
+        } else {
+#pragma unroll
+            for (int l = 0; l < a_loads; ++l) {
+                int i, kk;
+                a_at(l, i, kk);
+                ra[l] = row0 + i < m && k0 + kk < k_end ? a(row0 + i, k0 + kk) : 0.0f;
+            }
+        }
+        if constexpr (b_split) {  // k0 + threadIdx.x % BK for every load
+            const int kk = int(threadIdx.x) % BK;
+            const auto step = b.step(k0 + kk);
+#pragma unroll
+            for (int l = 0; l < b_loads; ++l) {
+                int j, unused_kk;
+                b_at(l, j, unused_kk);
+                rb[l] = col0 + j < n && k0 + kk < k_end ? b.load(b_fixed.at[l], step) : 0.0f;
+            }
+        } else if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
             if (col0 + my_column < n) {
                 b.template load_run<b_loads, threads / BN>(column, k0 + int(threadIdx.x) / BN, k_end, rb);
             } else {

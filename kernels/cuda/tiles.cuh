@@ -148,29 +148,86 @@ struct FixedParts {
     typename L::Fixed at[N];
 };
 
+// One operand of a version-2 tile: A(index, k) when `is_a`, else
+// B(k, index); `side` is the tile's extent along index (BM or BN). Where
+// each of a thread's loads falls (consecutive threads step along k where
+// the loader's addresses run along k), a k-step's loads into registers, and
+// the registers into the tile's shared memory.
+template <bool is_a, class L, int side, int BK, int threads>
+struct Operand {
+    static constexpr int loads = side * BK / threads;
+    // All of a thread's loads at one k (SplitsAlongK): their fixed parts, once.
+    static constexpr bool split = L::k_fast && threads % BK == 0 && SplitsAlongK<L>::value;
+    using Fixed = typename std::conditional<split, FixedParts<L, loads>, char>::type;
+
+    __device__ static void at(int l, int& index, int& kk) {
+        const int e = threadIdx.x + l * threads;
+        index = L::k_fast ? e / BK : e % side, kk = L::k_fast ? e % BK : e / side;
+    }
+    __device__ static float element(const L& op, int index, int k) {
+        if constexpr (is_a) return op(index, k);
+        else return op(k, index);
+    }
+    __device__ static Fixed fixed(const L& op, int origin) {
+        Fixed f{};
+        if constexpr (split) {
+#pragma unroll
+            for (int l = 0; l < loads; ++l) {
+                int index, kk;
+                at(l, index, kk);
+                f.at[l] = op.fixed(origin + index);
+            }
+        }
+        return f;
+    }
+    // r[l] = load l's element of the k-step at k0; 0 past `limit` or k_end.
+    __device__ static void fetch(const L& op, const Fixed& f, float* r, int origin, int limit, int k0, int k_end) {
+        if constexpr (split) {  // every load at k0 + threadIdx.x % BK: one step
+            const int kk = int(threadIdx.x) % BK;
+            const auto step = op.step(k0 + kk);
+#pragma unroll
+            for (int l = 0; l < loads; ++l) {
+                int index, unused;
+                at(l, index, unused);
+                r[l] = origin + index < limit && k0 + kk < k_end ? op.load(f.at[l], step) : 0.0f;
+            }
+        } else {
+#pragma unroll
+            for (int l = 0; l < loads; ++l) {
+                int index, kk;
+                at(l, index, kk);
+                r[l] = origin + index < limit && k0 + kk < k_end ? element(op, origin + index, k0 + kk) : 0.0f;
+            }
+        }
+    }
+    template <int stride>
+    __device__ static void stash(const float* r, float (*tile)[stride]) {
+#pragma unroll
+        for (int l = 0; l < loads; ++l) {
+            int index, kk;
+            at(l, index, kk);
+            tile[kk][index] = r[l];
+        }
+    }
+};
+
 template <class T, class A, class B, class Out>
 __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, int k, int k_per_split, A a, B b,
                                                               Out out) {  // (T: the tile, also by value, so
                                                                           // that a launch's signature names it)
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, threads = T::threads;
-    constexpr int a_loads = BM * BK / threads, b_loads = BN * BK / threads;
-    static_assert(a_loads * threads == BM * BK && b_loads * threads == BN * BK, "tile not a whole number of loads");
+    static_assert(BM * BK % threads == 0 && BN * BK % threads == 0, "tile not a whole number of loads");
     __shared__ __align__(16) float as[2][BK][BM];  // as[buf][kk][i] = A(row0 + i, k0 + kk)
     __shared__ __align__(16) float bs[2][BK][BN];  // bs[buf][kk][j] = B(k0 + kk, col0 + j)
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int k_begin = blockIdx.z * k_per_split, k_end = min(k, k_begin + k_per_split);
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
 
-    // Which element of a tile each of a thread's loads is: consecutive
-    // threads step along k where the loader's addresses run along k.
-    auto a_at = [](int l, int& i, int& kk) {
-        const int e = threadIdx.x + l * threads;
-        i = A::k_fast ? e / BK : e % BM, kk = A::k_fast ? e % BK : e / BM;
-    };
-    auto b_at = [](int l, int& j, int& kk) {
-        const int e = threadIdx.x + l * threads;
-        j = B::k_fast ? e / BK : e % BN, kk = B::k_fast ? e % BK : e / BN;
-    };
+    using OpA = Operand<true, A, BM, BK, threads>;
+    using OpB = Operand<false, B, BN, BK, threads>;
+    constexpr int a_loads = OpA::loads, b_loads = OpB::loads;
+    const typename OpA::Fixed a_fixed = OpA::fixed(a, row0);
+    const typename OpB::Fixed b_fixed = OpB::fixed(b, col0);
     // Where each thread's B loads share a column (B not along k, a whole
     // number of threads a row of the tile): that column's half, once.
     constexpr bool one_column = !B::k_fast && threads % BN == 0 && SplitsColumns<B>::value;
@@ -179,58 +236,10 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
         if constexpr (one_column) return b.column(col0 + my_column);
         else return 0;
     }();
-    // Where each thread's loads of an operand read along k share one k (a
-    // whole number of threads a k-step's row of the tile): their fixed
-    // parts, once.
-    constexpr bool a_split = A::k_fast && threads % BK == 0 && SplitsAlongK<A>::value;
-    constexpr bool b_split = B::k_fast && threads % BK == 0 && SplitsAlongK<B>::value;
-    [[maybe_unused]] typename std::conditional<a_split, FixedParts<A, a_loads>, char>::type a_fixed{};
-    [[maybe_unused]] typename std::conditional<b_split, FixedParts<B, b_loads>, char>::type b_fixed{};
-    if constexpr (a_split) {
-#pragma unroll
-        for (int l = 0; l < a_loads; ++l) {
-            int i, kk;
-            a_at(l, i, kk);
-            a_fixed.at[l] = a.fixed(row0 + i);
-        }
-    }
-    if constexpr (b_split) {
-#pragma unroll
-        for (int l = 0; l < b_loads; ++l) {
-            int j, kk;
-            b_at(l, j, kk);
-            b_fixed.at[l] = b.fixed(col0 + j);
-        }
-    }
     float ra[a_loads], rb[b_loads];
     auto fetch = [&](int k0) {
-        if constexpr (a_split) {  // k0 + threadIdx.x % BK for every load
-            const int kk = int(threadIdx.x) % BK;
-            const auto step = a.step(k0 + kk);
-#pragma unroll
-            for (int l = 0; l < a_loads; ++l) {
-                int i, unused_kk;
-                a_at(l, i, unused_kk);
-                ra[l] = row0 + i < m && k0 + kk < k_end ? a.load(a_fixed.at[l], step) : 0.0f;
-            }
-        } else {
-#pragma unroll
-            for (int l = 0; l < a_loads; ++l) {
-                int i, kk;
-                a_at(l, i, kk);
-                ra[l] = row0 + i < m && k0 + kk < k_end ? a(row0 + i, k0 + kk) : 0.0f;
-            }
-        }
-        if constexpr (b_split) {  // k0 + threadIdx.x % BK for every load
-            const int kk = int(threadIdx.x) % BK;
-            const auto step = b.step(k0 + kk);
-#pragma unroll
-            for (int l = 0; l < b_loads; ++l) {
-                int j, unused_kk;
-                b_at(l, j, unused_kk);
-                rb[l] = col0 + j < n && k0 + kk < k_end ? b.load(b_fixed.at[l], step) : 0.0f;
-            }
-        } else if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
+        OpA::fetch(a, a_fixed, ra, row0, m, k0, k_end);
+        if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
             if (col0 + my_column < n) {
                 b.template load_run<b_loads, threads / BN>(column, k0 + int(threadIdx.x) / BN, k_end, rb);
             } else {
@@ -238,27 +247,12 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
                 for (int l = 0; l < b_loads; ++l) rb[l] = 0.0f;
             }
         } else {
-#pragma unroll
-            for (int l = 0; l < b_loads; ++l) {
-                int j, kk;
-                b_at(l, j, kk);
-                rb[l] = col0 + j < n && k0 + kk < k_end ? b(k0 + kk, col0 + j) : 0.0f;
-            }
+            OpB::fetch(b, b_fixed, rb, col0, n, k0, k_end);
         }
     };
     auto stash = [&](int buf) {
-#pragma unroll
-        for (int l = 0; l < a_loads; ++l) {
-            int i, kk;
-            a_at(l, i, kk);
-            as[buf][kk][i] = ra[l];
-        }
-#pragma unroll
-        for (int l = 0; l < b_loads; ++l) {
-            int j, kk;
-            b_at(l, j, kk);
-            bs[buf][kk][j] = rb[l];
-        }
+        OpA::stash(ra, as[buf]);
+        OpB::stash(rb, bs[buf]);
     };
 
     float acc[TM][TN] = {};

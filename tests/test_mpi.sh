@@ -192,6 +192,7 @@ quick)
     # steps got 5% faster.)
     long=(--cpus 1 --batch 128 --lr 0.3 --limit-train 16384 --limit-test 256 --seed 6 --epochs 3)
     "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --save "$tmp/long.params" >/dev/null 2>&1 || fail "3 epochs failed"
+    rm -f "$tmp/int.jsonl"
     "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --checkpoint "$tmp/int.ck" --metrics "$tmp/int.jsonl" >"$tmp/out" 2>"$tmp/err" &
     job=$!
     wait_for_line "$tmp/int.jsonl" '"epoch": 1,' 60 || fail "no epoch 1 in the metrics file within 60 s"
@@ -204,33 +205,51 @@ quick)
         && echo "ok: mpirun stopped by SIGTERM ($(grep -o 'in epoch [0-9] after step [0-9]* of [0-9]*' "$tmp/err")), resumed == uninterrupted, byte for byte" \
         || fail "resume after SIGTERM differs"
 
+    # start_training NAME ARGS...: a 2-rank job in the background (`job`),
+    # its output in $tmp/NAME.out and .err, files of its own: the wait below
+    # must not find the epoch line of the job before, which a reused file
+    # holds until the new job's shell has truncated it (seen on a loaded
+    # machine: the rank was then stopped inside MPI_Init, where no timeout
+    # runs, and the job hung). Returns 1, with the job killed, when no epoch
+    # has ended within 120 s.
+    start_training() {
+        local name=$1
+        shift
+        rm -f "$tmp/$name.out" "$tmp/$name.err"
+        "${mpi[@]}" -np 2 "$dptrain" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+        job=$!
+        wait_for_line "$tmp/$name.out" "^epoch 1 " 120 && return 0
+        fail "$name: no epoch line within 120 s: $(cat "$tmp/$name.err")"
+        kill -9 $job 2>/dev/null
+        wait $job 2>/dev/null
+        return 1
+    }
+
     # A killed rank ends the job (mpirun notices), well within the timeout.
-    "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --epochs 50 --collective-timeout 20 >"$tmp/out" 2>"$tmp/err" &
-    job=$!
-    wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
-    killed=$(rank_pid $job 1)
-    [[ -n $killed ]] && kill -9 "$killed" || { fail "rank 1 not found to kill"; kill -9 $job; }
-    start=$SECONDS
-    wait $job
-    rc=$?
-    [[ $rc -ne 0 && $((SECONDS - start)) -le 20 ]] && echo "ok: rank 1 killed -> the job exited $rc within $((SECONDS - start)) s" \
-        || fail "killed rank: exit $rc after $((SECONDS - start)) s"
+    if start_training killed "${long[@]}" --epochs 50 --collective-timeout 20; then
+        killed=$(rank_pid $job 1)
+        [[ -n $killed ]] && kill -9 "$killed" || { fail "rank 1 not found to kill"; kill -9 $job; }
+        start=$SECONDS
+        wait $job
+        rc=$?
+        [[ $rc -ne 0 && $((SECONDS - start)) -le 20 ]] && echo "ok: rank 1 killed -> the job exited $rc within $((SECONDS - start)) s" \
+            || fail "killed rank: exit $rc after $((SECONDS - start)) s"
+    fi
 
     # A hung rank (stopped): the others give up after --collective-timeout,
     # naming themselves and the step.
-    "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --epochs 50 --collective-timeout 3 >"$tmp/out" 2>"$tmp/err" &
-    job=$!
-    wait_for_line "$tmp/out" "^epoch 1 " 60 || fail "no epoch line within 60 s"
-    hung=$(rank_pid $job 1)
-    [[ -n $hung ]] && kill -STOP "$hung" || { fail "rank 1 not found to stop"; kill -9 $job; }
-    start=$SECONDS
-    wait $job
-    rc=$?
-    kill -9 "$hung" 2>/dev/null
-    grep -q "rank 0 (.*): no answer from the other ranks within 3 s during the gradient sum of epoch [0-9]*, step [0-9]*" "$tmp/err" \
-        && [[ $rc -ne 0 && $((SECONDS - start)) -le 15 ]] \
-        && echo "ok: rank 1 hung -> exit $rc within $((SECONDS - start)) s: $(grep 'no answer' "$tmp/err")" \
-        || fail "hung rank: exit $rc after $((SECONDS - start)) s: $(cat "$tmp/err")"
+    if start_training hung "${long[@]}" --epochs 50 --collective-timeout 3; then
+        hung=$(rank_pid $job 1)
+        [[ -n $hung ]] && kill -STOP "$hung" || { fail "rank 1 not found to stop"; kill -9 $job; }
+        start=$SECONDS
+        wait $job
+        rc=$?
+        kill -9 "$hung" 2>/dev/null
+        grep -q "rank 0 (.*): no answer from the other ranks within 3 s during the gradient sum of epoch [0-9]*, step [0-9]*" "$tmp/hung.err" \
+            && [[ $rc -ne 0 && $((SECONDS - start)) -le 15 ]] \
+            && echo "ok: rank 1 hung -> exit $rc within $((SECONDS - start)) s: $(grep 'no answer' "$tmp/hung.err")" \
+            || fail "hung rank: exit $rc after $((SECONDS - start)) s: $(cat "$tmp/hung.err")"
+    fi
 
     # Bad input on one rank: exit 2 on every rank, one message naming it.
     quick=(--cpus 1 --epochs 1 --limit-train 512 --limit-test 128 --batch 64)

@@ -32,7 +32,6 @@ struct Geometry {
         : n(s.n), c(s.c), h(s.h), w(s.w), oc(s.oc), kh(s.kh), kw(s.kw), stride(s.stride), pad(s.pad),
           oh(s.oh()), ow(s.ow()), by_taps(s.kh * s.kw), by_kw(s.kw), by_out_pixels(s.oh() * s.ow()), by_ow(s.ow()),
           by_in_pixels(s.h * s.w), by_w(s.w) {}
-    __device__ int taps() const { return kh * kw; }
 };
 
 // unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
@@ -149,10 +148,7 @@ struct OutputGrad {  // dy as (oc, n*oh*ow)
     int oc;
     FastDiv by_pixels;  // oh * ow
     static constexpr bool k_fast = true;
-    __device__ float operator()(int o, int col) const {
-        const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
-        return dy[(size_t(s) * oc + o) * by_pixels.divisor() + p];
-    }
+    __device__ float operator()(int o, int col) const { return load(fixed(o), step(col)); }
     // In halves (tiles.cuh: SplitsAlongK): the channel's plane, and the
     // pixel of a sample, once a k-step.
     struct Fixed {
@@ -373,12 +369,11 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
         tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits);
     }
     if (conv2d_backward_weight_version >= 2) {
-        if (s.n == 0 && splits == 1) return;
+        if (s.n == 0) return;  // (no samples: k is 0, so the product was not split either)
         float* b_partial = scratch + (splits > 1 ? size_t(splits) * s.weight_size() : 0);
-        const int b_splits = s.n > 0 ? bias_grad_splits(s) : 0;
-        if (b_splits > 0)
-            launch::kernel("bias_grad_partials", bias_grad_partials, dim3(unsigned(s.oc), unsigned(b_splits)),
-                           launch::threads, stream, b_partial, dy, s.n, s.oc, s.col_cols(), b_splits);
+        const int b_splits = bias_grad_splits(s);
+        launch::kernel("bias_grad_partials", bias_grad_partials, dim3(unsigned(s.oc), unsigned(b_splits)),
+                       launch::threads, stream, b_partial, dy, s.n, s.oc, s.col_cols(), b_splits);
         const size_t count = (splits > 1 ? s.weight_size() : 0) + size_t(s.oc);
         launch::kernel("finish_weight_grad", finish_weight_grad, launch::grid_for(count), launch::threads, stream,
                        dw, scratch, splits, s.weight_size(), db, b_partial, b_splits, s.oc);

@@ -8,6 +8,10 @@ advantage PyTorch offers a model this small:
     a batch is one indexing operation (no DataLoader, no host copies);
   - --compile wraps the step in torch.compile(mode="reduce-overhead"), which
     replays each step as a CUDA graph on a GPU.
+On a GPU the arithmetic is FP32 unless --tf32 is given: PyTorch lets cuDNN's
+convolutions use TF32 tensor cores by default, which would compare dptrain's
+FP32 with PyTorch's TF32. --tf32 turns TF32 on for convolutions and matrix
+products alike, the peer of dptrain --tf32.
 
 The model is dptrain's: LeNet (conv 20@3x3, ReLU, 2x2 pool, conv 50@5x5,
 ReLU, 2x2 pool, dense 128, ReLU, dense 10) or, with --model resnet18, the
@@ -116,6 +120,8 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
     p.add_argument("--compile", action="store_true", help='torch.compile(mode="reduce-overhead")')
     p.add_argument("--data", default="", help="directory of the IDX files")
+    p.add_argument("--tf32", action="store_true",
+                   help="TF32 tensor cores for convolutions and matrix products (default: FP32 throughout)")
     a = p.parse_args()
     if a.epochs < 1 or a.batch < 1 or a.lr <= 0:
         sys.exit("pytorch_lenet.py: --epochs and --batch must be at least 1, --lr positive")
@@ -124,6 +130,8 @@ def main():
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("pytorch_lenet.py: --device cuda, but torch sees no CUDA GPU")
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.manual_seed(a.seed)
 
     data = find_data(a.data)
@@ -159,7 +167,8 @@ def main():
 
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
           f"{' with torch.compile(mode=reduce-overhead)' if a.compile else ', eager'}; {a.model}, "
-          f"batch {a.batch}, lr {a.lr}, {a.pool + ' pool, ' if a.model == 'lenet' else ''}{a.init} init", flush=True)
+          f"batch {a.batch}, lr {a.lr}, {a.pool + ' pool, ' if a.model == 'lenet' else ''}{a.init} init, "
+          f"{'TF32' if a.tf32 else 'FP32'}", flush=True)
     for epoch in range(1, a.epochs + 1):
         model.train()
         order = torch.randperm(count, device=device, generator=order_rng)

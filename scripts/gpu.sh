@@ -358,11 +358,13 @@ stage_bench() {
         cat "$work/pt.log" >>"$log"
         sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first
     }
-    local t_graph t_eager t_pt t_ptc t_r2 t_r4 t_o2 t_o4 t_o2b0
+    local t_graph t_eager t_pt t_ptc t_pt32 t_ptc32 t_r2 t_r4 t_o2 t_o4 t_o2b0
     echo "== dptrain --gpus 1" >>"$log"; t_graph=$(dptrain_epoch --gpus 1)
     echo "== dptrain --gpus 1 --no-graphs" >>"$log"; t_eager=$(dptrain_epoch --gpus 1 --no-graphs)
     echo "== PyTorch eager" >>"$log"; t_pt=$(pytorch_epoch)
     echo "== PyTorch torch.compile" >>"$log"; t_ptc=$(pytorch_epoch --compile)
+    echo "== PyTorch eager --tf32" >>"$log"; t_pt32=$(pytorch_epoch --tf32)
+    echo "== PyTorch torch.compile --tf32" >>"$log"; t_ptc32=$(pytorch_epoch --compile --tf32)
     echo "== dptrain --gpus 2" >>"$log"; t_r2=$(dptrain_epoch --gpus 2)
     echo "== dptrain --gpus 4" >>"$log"; t_r4=$(dptrain_epoch --gpus 4)
     echo "== dptrain --gpus 2 --overlap" >>"$log"; t_o2=$(dptrain_epoch --gpus 2 --overlap)
@@ -371,7 +373,7 @@ stage_bench() {
     [[ -z $python ]] && note "skip  PyTorch peer: no python3 with torch here"
 
     row() {
-        awk -v name="$1" -v t="$2" -v ref="${3:-nan}" -v refname="$4" 'BEGIN {
+        awk -v name="$1" -v t="$2" -v ref="${3:-nan}" -v refname="${4:-}" 'BEGIN {
             if (t == "nan") { printf "%-34s %10s\n", name, "failed"; exit }
             printf "%-34s %10.1f %12.0f", name, t * 1000, 60000 / t
             if (ref != "nan" && ref > 0) printf "  %6.2fx %s", t / ref, refname
@@ -383,8 +385,10 @@ stage_bench() {
         printf '%-34s %10s %12s  %s\n' "run" "epoch (ms)" "samples/s" "epoch time relative to"
         row "dptrain --gpus 1 (CUDA graph)" "$t_graph" "$t_pt" "PyTorch eager"
         row "dptrain --gpus 1 --no-graphs" "$t_eager" "$t_pt" "PyTorch eager"
-        row "PyTorch eager" "$t_pt"
-        row "PyTorch torch.compile" "$t_ptc" "$t_pt" "PyTorch eager"
+        row "PyTorch eager, FP32" "$t_pt"
+        row "PyTorch torch.compile, FP32" "$t_ptc" "$t_pt" "PyTorch eager"
+        row "PyTorch eager, TF32" "$t_pt32" "$t_pt" "PyTorch eager"
+        row "PyTorch torch.compile, TF32" "$t_ptc32" "$t_pt" "PyTorch eager"
         row "dptrain vs torch.compile" "$t_graph" "$t_ptc" "torch.compile"
         echo
         echo "Replicas sharing the GPU, global batch 256"

@@ -16,11 +16,11 @@ struct Dataset {
 
 // One blank sample of Fashion-MNIST's 28x28: devices need a data set to exist, and the
 // commands that only move gradients (demo allreduce, bench-allreduce) have none.
-inline Dataset blank_dataset() {
+inline Dataset blank_dataset(size_t count = 1) {
     Dataset blank;
-    blank.images.assign(28 * 28, 0);
-    blank.labels.assign(1, 0);
-    blank.count = 1;
+    blank.images.assign(count * 28 * 28, 0);
+    blank.labels.assign(count, 0);
+    blank.count = count;
     blank.rows = blank.cols = 28;
     return blank;
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 
 #include "allreduce.hpp"
@@ -178,12 +179,15 @@ double time_on(Device& device, F&& work) {
 // One device of `kind`: load + forward + backward of each part size
 // ceil(batch / n), n = 1..max, and one update.
 void measure_compute(DeviceKind kind, const Model& model, SimulationInput& in) {
-    const Dataset blank = blank_dataset();
+    // A batch of blank samples: a device's order holds at most the data
+    // set's count, and the batch is loaded through it.
+    const Dataset blank = blank_dataset(size_t(in.batch));
     const auto owned = make_devices(DeviceChoice::of(kind, 1), {&blank, &blank, in.batch, PoolKind::avg, 0, {}, &model},
                                     allreduce_named("naive"));
     Device& d = *owned[0];
     d.write_params(init_params(InitKind::xavier, 0, model));
-    const std::vector<uint32_t> order(size_t(in.batch), 0);  // the one blank sample, again and again
+    std::vector<uint32_t> order(size_t(in.batch));
+    std::iota(order.begin(), order.end(), 0u);
     d.set_order(order.data(), order.size());
     for (int n = 1; n <= in.max_devices; ++n) {
         const int part = (in.batch + n - 1) / n;

@@ -615,6 +615,11 @@ gpu)
     "$dptrain" --gpus 2 --overlap --epochs 1 "${timed[@]}" --limit-test 256 --breakdown >"$tmp/out" 2>&1 \
         && grep -q "^  allreduce stream on gpu:0 (--overlap)" "$tmp/out" && echo "ok: $(grep -m1 '^  allreduce stream' "$tmp/out")" \
         || fail "--gpus 2 --overlap --breakdown: $(cat "$tmp/out")"
+    # simulate measures a GPU replica's step on blank samples: its sample
+    # order must fit the device's buffer (a real GPU refuses the copy).
+    "$dptrain" simulate --gpus 2 --batch 32 --out "$tmp/sim" >"$tmp/out" 2>&1 \
+        && [[ $(grep -cE '^ +2 +(naive|ring) ' "$tmp/out") -eq 4 ]] && echo "ok: dptrain simulate --gpus 2 measured a GPU replica" \
+        || fail "dptrain simulate --gpus 2: $(cat "$tmp/out")"
     if [[ $emulated == yes ]]; then
         # A GPU that fails mid-run, as an illegal address would (made on
         # purpose: GPU 1's first kernel of step 6, in epoch 2 of 4-step

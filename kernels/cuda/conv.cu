@@ -314,6 +314,85 @@ __global__ void finish_weight_grad(float* dw, const float* w_partial, int w_spli
     }
 }
 
+// Version 3 of the weight gradient, for a small filter bank (LeNet's conv1:
+// 20 x 9 weights; ResNet-18's first: 64 x 9). As a GEMM its 180 results
+// fill 4% of a tile, and each block walks a long k one dependent load after
+// another. Here a block takes whole samples; it stages `small_pixels`
+// output pixels at a time in shared memory (dy of every channel, and the
+// unfolded input of every tap), and each thread sums the products of up to
+// `small_per_thread` weights and biases over them, in pixel order. Each
+// block writes its sums to partial[block][weight or bias]; finish_small
+// adds the blocks' sums, one block an element, in block_sum's fixed order.
+constexpr int small_pixels = 64, small_max_oc = 64, small_max_taps = 64, small_per_thread = 4;
+
+bool small_weight_grad(const ConvShape& s) {
+    return conv2d_backward_weight_version >= 3 && s.n > 0 && s.oc <= small_max_oc && s.col_rows() <= small_max_taps &&
+           s.weight_size() + size_t(s.oc) <= size_t(small_per_thread) * launch::threads;
+}
+// A block per sample, up to a block_sum's width (finish_small adds one
+// block's worth per thread).
+int small_weight_grad_blocks(const ConvShape& s) { return std::min(s.n, launch::threads); }
+
+__global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, const float* dy,
+                                                                              const float* x, Geometry g) {
+    __shared__ float dys[small_max_oc][small_pixels + 1];     // dys[o][p]: +1, so that rows fall in other banks
+    __shared__ float cols[small_max_taps][small_pixels + 1];  // cols[q][p] = unfold(x)[q][pixel p]
+    const int taps = g.c * g.kh * g.kw, weights = g.oc * taps, outputs = weights + g.oc;
+    const int pixels = g.oh * g.ow;
+    const int first = int(long(g.n) * blockIdx.x / gridDim.x), last = int(long(g.n) * (blockIdx.x + 1) / gridDim.x);
+    const int count = (last - first) * pixels;  // this block's output pixels, sample by sample
+    // A thread's outputs j = threadIdx.x + u * threads: weight (o, q), or bias o - weights.
+    int row[small_per_thread], tap[small_per_thread];
+#pragma unroll
+    for (int u = 0; u < small_per_thread; ++u) {
+        const int j = int(threadIdx.x) + u * launch::threads;
+        row[u] = j < weights ? j / taps : j - weights;
+        tap[u] = j < weights ? j % taps : -1;  // -1: a bias, whose "input" is 1
+    }
+    float acc[small_per_thread] = {};
+    for (int p0 = 0; p0 < count; p0 += small_pixels) {
+        for (int e = threadIdx.x; e < g.oc * small_pixels; e += launch::threads) {
+            const int o = e / small_pixels, p = e % small_pixels, at = p0 + p;
+            const int s = first + at / pixels, pp = at % pixels;
+            dys[o][p] = at < count ? dy[(size_t(s) * g.oc + o) * pixels + pp] : 0.0f;
+        }
+        for (int e = threadIdx.x; e < taps * small_pixels; e += launch::threads) {
+            const int q = e / small_pixels, p = e % small_pixels, at = p0 + p;
+            cols[q][p] = at < count ? unfolded(x, g, q, (first + at / pixels) * pixels + at % pixels) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < small_per_thread; ++u) {
+            if (int(threadIdx.x) + u * launch::threads >= outputs) break;
+            float sum = 0.0f;
+            if (tap[u] >= 0) {
+                for (int p = 0; p < small_pixels; ++p) sum += dys[row[u]][p] * cols[tap[u]][p];
+            } else {
+                for (int p = 0; p < small_pixels; ++p) sum += dys[row[u]][p];
+            }
+            acc[u] += sum;
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int u = 0; u < small_per_thread; ++u) {
+        const int j = int(threadIdx.x) + u * launch::threads;
+        if (j < outputs) partial[size_t(blockIdx.x) * outputs + j] = acc[u];
+    }
+}
+
+// dw[j] (or db[j - weights]) += the `blocks` partial sums of element j (a
+// block an element; blocks <= threads).
+__global__ void finish_small(float* dw, float* db, const float* partial, int blocks, int weights, int outputs) {
+    const int j = blockIdx.x;
+    float v = int(threadIdx.x) < blocks ? partial[size_t(threadIdx.x) * outputs + j] : 0.0f;
+    v = launch::block_sum(v);
+    if (threadIdx.x == 0) {
+        if (j < weights) dw[j] += v;
+        else db[j - weights] += v;
+    }
+}
+
 template <bool relu>
 void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, cudaStream_t stream) {
     const Geometry g(s);
@@ -329,7 +408,10 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     const int splits = weight_grad_splits(s);
     const size_t weight_grad = (splits > 1 ? size_t(splits) * s.weight_size() : 0) + size_t(bias_grad_splits(s)) * s.oc;
     const size_t input_grad = size_t(s.col_rows()) * s.n * s.col_cols();  // dcol, version 2 of backward-data
-    return std::max(weight_grad, input_grad);
+    // Version 3's partial sums, a block's for each weight and bias (whether
+    // or not it is selected now: the benchmark switches versions).
+    const size_t small = size_t(std::min(s.n, launch::threads)) * (s.weight_size() + size_t(s.oc));
+    return std::max({weight_grad, input_grad, small});
 }
 
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float*,
@@ -360,6 +442,14 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             float* scratch, cudaStream_t stream) {
     const Geometry g(s);
+    if (small_weight_grad(s)) {
+        const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
+        launch::kernel("small_weight_grad_partials", small_weight_grad_partials, unsigned(blocks), launch::threads,
+                       stream, scratch, dy, x, g);
+        launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
+                       static_cast<const float*>(scratch), blocks, weights, outputs);
+        return;
+    }
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};

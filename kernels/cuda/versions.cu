@@ -23,6 +23,8 @@ const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
     "the bias gradient split along the batch too (at least 4,096 values a block, summed in a fixed order), "
     "its partial sums added by the same kernel as the weight gradient's",
+    "version 2, but a filter bank of at most 1,024 weights and biases (64 channels, 64 taps) is summed "
+    "directly: a block a sample, 64 pixels at a time staged in shared memory, the blocks' sums added in a fixed order",
 };
 
 }  // namespace

@@ -148,6 +148,9 @@ void test_conv() {
         // Its 3x3 convs on 12x12 and 6x6 maps.
         {4, 64, 12, 12, 64, 3, 3, 1, 1},
         {4, 128, 6, 6, 128, 3, 3, 1, 1},
+        // Its first conv: 64 x 9 weights, small enough for the direct
+        // weight gradient (version 3).
+        {4, 1, 28, 28, 64, 3, 3, 1, 0},
     };
     // LeNet's own, at 7 samples and at 64 (large enough that the weight gradient splits k).
     for (int n : {7, 64})

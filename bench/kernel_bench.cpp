@@ -1,7 +1,7 @@
 // kernel_bench: every version of the CUDA launchers that have versions
 // (kernels/cuda/versions.hpp), side by side, at the real shapes of LeNet's
-// and ResNet-18's convolution layers (the GEMM core, "gemm", through each
-// convolution launcher). For each launcher, layer and version it first
+// and ResNet-18's convolution and dense layers (the GEMM core, "gemm",
+// through each of their launchers). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -99,7 +99,7 @@ struct ConvCase {
     explicit ConvCase(const ConvShape& shape) : s(shape) {}
 
     // Multiply-adds count two; the same for the three launchers.
-    double flops() const { return 2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols(); }
+    double flops(const std::string&) const { return 2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols(); }
 
     void run(const std::string& launcher, cudaStream_t stream) {
         if (launcher == "conv2d_forward") cuda::conv2d_forward_relu(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
@@ -135,8 +135,48 @@ struct ConvCase {
     }
 };
 
+// One dense layer's products, forward (with ReLU) or backward, likewise.
+struct DenseCase {
+    DenseShape s;
+    std::vector<float> x = random_floats(size_t(s.n) * s.in, 1), w = random_floats(size_t(s.out) * s.in, 2),
+                       b = random_floats(size_t(s.out), 3), dy = random_floats(size_t(s.n) * s.out, 4),
+                       dw0 = random_floats(size_t(s.out) * s.in, 5), db0 = random_floats(size_t(s.out), 6);
+    Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out)};
+    Gpu y{size_t(s.n) * s.out}, dx{size_t(s.n) * s.in}, dw{dw0}, db{db0};
+
+    explicit DenseCase(const DenseShape& shape) : s(shape) {}
+
+    // Forward: one product; backward: two (dw and dx).
+    double flops(const std::string& run) const {
+        return (run == "dense_forward" ? 2.0 : 4.0) * double(s.n) * s.in * s.out;
+    }
+    void run(const std::string& run, cudaStream_t stream) {
+        if (run == "dense_forward") cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, scratch.p, stream);
+        else cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, scratch.p, stream);
+    }
+    double check(const std::string& run) {
+        scratch.poison();
+        if (run == "dense_forward") {
+            std::vector<float> want(size_t(s.n) * s.out);
+            cpu::dense_forward_relu(want.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out);
+            y.poison();
+            this->run(run, nullptr);
+            return error(y.get(), want);
+        }
+        std::vector<float> want_dx(size_t(s.n) * s.in), want_dw = dw0, want_db = db0;
+        cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), s.n, s.in,
+                            s.out);
+        dw.put(dw0);
+        db.put(db0);
+        dx.poison();
+        this->run(run, nullptr);
+        return std::max({error(dx.get(), want_dx), error(dw.get(), want_dw), error(db.get(), want_db)});
+    }
+};
+
 // Median milliseconds of one launch.
-double time_ms(ConvCase& c, const std::string& launcher, int repeats) {
+template <class Case>
+double time_ms(Case& c, const std::string& launcher, int repeats) {
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreate(&stream));
     for (int i = 0; i < 3; ++i) c.run(launcher, stream);
@@ -165,6 +205,7 @@ std::string describe(const ConvShape& s) {
     std::snprintf(text, sizeof text, "%d->%d %dx%d k%d s%d p%d", s.c, s.oc, s.h, s.w, s.kh, s.stride, s.pad);
     return text;
 }
+std::string describe(const DenseShape& s) { return "dense " + std::to_string(s.in) + "->" + std::to_string(s.out); }
 
 [[noreturn]] void usage_error(const std::string& message) {
     std::fprintf(stderr, "kernel_bench: %s (see the opening comment of bench/kernel_bench.cpp, or --list)\n",
@@ -244,44 +285,55 @@ int main(int argc, char** argv) {
                 "vs v1");
 
     int failed = 0;
+    // Every wanted launcher and version on one layer's case; `runs(l)` says
+    // what each launcher runs there (none: not this kind of layer).
+    auto bench = [&](auto& c, ModelKind kind, const std::string& layer, auto&& runs) {
+        for (const auto& l : cuda::launcher_versions()) {
+            if (!wanted.empty() && !wanted.contains(l.launcher)) continue;
+            const int latest = *l.selected;
+            for (const std::string& run : runs(std::string(l.launcher))) {
+                const std::string label = run == l.launcher ? run : std::string(l.launcher) + ": " + run;
+                double v1_ms = 0;
+                for (int v = 1; v <= int(l.versions.size()); ++v) {
+                    if (!wanted.empty() && !wanted[l.launcher].empty() && !wanted[l.launcher].contains(v)) continue;
+                    cuda::select_version(l.launcher, v);
+                    const double err = c.check(run);
+                    const bool ok = err <= tolerance;
+                    char check[16];
+                    std::snprintf(check, sizeof check, "%s %.0e", ok ? "ok" : "FAIL", err);
+                    std::printf("%-36s %-8s %-26s %3d  %-9s", label.c_str(), to_string(kind), layer.c_str(), v, check);
+                    if (!ok) ++failed;
+                    if (ok && !check_only) {
+                        const double ms = time_ms(c, run, repeats);
+                        if (v == 1) v1_ms = ms;
+                        std::printf(" %10.4f %10.1f", ms, c.flops(run) / (ms * 1e6));
+                        if (v > 1 && v1_ms > 0) std::printf(" %7.2fx", v1_ms / ms);
+                    }
+                    std::printf("\n");
+                    std::fflush(stdout);
+                }
+                cuda::select_version(l.launcher, latest);
+            }
+        }
+    };
     for (ModelKind kind : models) {
         std::set<std::string> seen;
         for (const ConvShape& s : model_of(kind).conv_shapes(batch)) {
             if (!seen.insert(describe(s)).second) continue;  // ResNet repeats its shapes
             ConvCase c(s);
-            for (const auto& l : cuda::launcher_versions()) {
-                if (!wanted.empty() && !wanted.contains(l.launcher)) continue;
+            bench(c, kind, describe(s), [](const std::string& launcher) {
                 // The GEMM core is run through each convolution launcher.
-                const std::vector<std::string> runs =
-                    std::string(l.launcher) == "gemm"
-                        ? std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"}
-                        : std::vector<std::string>{l.launcher};
-                const int latest = *l.selected;
-                for (const std::string& run : runs) {
-                    const std::string label = run == l.launcher ? run : std::string(l.launcher) + ": " + run;
-                    double v1_ms = 0;
-                    for (int v = 1; v <= int(l.versions.size()); ++v) {
-                        if (!wanted.empty() && !wanted[l.launcher].empty() && !wanted[l.launcher].contains(v)) continue;
-                        cuda::select_version(l.launcher, v);
-                        const double err = c.check(run);
-                        const bool ok = err <= tolerance;
-                        char check[16];
-                        std::snprintf(check, sizeof check, "%s %.0e", ok ? "ok" : "FAIL", err);
-                        std::printf("%-36s %-8s %-26s %3d  %-9s", label.c_str(), to_string(kind), describe(s).c_str(), v,
-                                    check);
-                        if (!ok) ++failed;
-                        if (ok && !check_only) {
-                            const double ms = time_ms(c, run, repeats);
-                            if (v == 1) v1_ms = ms;
-                            std::printf(" %10.4f %10.1f", ms, c.flops() / (ms * 1e6));
-                            if (v > 1 && v1_ms > 0) std::printf(" %7.2fx", v1_ms / ms);
-                        }
-                        std::printf("\n");
-                        std::fflush(stdout);
-                    }
-                    cuda::select_version(l.launcher, latest);
-                }
-            }
+                if (launcher == "gemm") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
+                if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};
+                return std::vector<std::string>{};
+            });
+        }
+        for (const DenseShape& s : model_of(kind).dense_shapes(batch)) {
+            DenseCase c(s);
+            bench(c, kind, describe(s), [](const std::string& launcher) {
+                if (launcher == "gemm" || launcher == "dense") return std::vector<std::string>{"dense_forward", "dense_backward"};
+                return std::vector<std::string>{};
+            });
         }
     }
     if (failed) std::printf("FAIL: %d version(s) differ from the CPU twin by more than %.0e of the largest value\n", failed, tolerance);

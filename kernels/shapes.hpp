@@ -23,6 +23,11 @@ struct ConvShape {
     size_t weight_size() const { return size_t(oc) * c * kh * kw; }
 };
 
+// A fully connected layer over n samples: x (n, in) -> y (n, out).
+struct DenseShape {
+    int n, in, out;
+};
+
 enum class PoolKind { avg, max };
 
 // Pooling over windows of k x k taken every `stride` pixels, NCHW; a window

@@ -196,6 +196,13 @@ std::vector<ConvShape> Model::conv_shapes(int n) const {
     return shapes;
 }
 
+std::vector<DenseShape> Model::dense_shapes(int n) const {
+    std::vector<DenseShape> shapes;
+    for (const Planned& p : plan_)
+        if (p.layer.kind == LayerKind::dense) shapes.push_back({n, int(p.in.size()), p.layer.out});
+    return shapes;
+}
+
 // Layout: input, labels, the outputs in buffer order, their gradients in
 // reverse buffer order (the logits' first), the spare gradient, batch
 // norm's saved statistics, scratch.

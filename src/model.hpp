@@ -175,12 +175,14 @@ class Model {
     PoolShape pool_shape(size_t layer, int n) const;
     NormShape norm_shape(size_t layer, int n) const;
     std::vector<ConvShape> conv_shapes(int n) const;
+    std::vector<DenseShape> dense_shapes(int n) const;
 
     // Scratch floats kernel set K needs for every conv layer at this capacity.
     template <class K>
     size_t scratch_floats(int capacity) const {
         size_t most = 0;
         for (const ConvShape& s : conv_shapes(capacity)) most = std::max(most, K::conv2d_scratch_floats(s));
+        for (const DenseShape& s : dense_shapes(capacity)) most = std::max(most, K::dense_scratch_floats(s.n, s.in, s.out));
         return most;
     }
     // Floats of one allocation holding the activations (labels counted as floats).
@@ -264,8 +266,8 @@ void Model::forward_layer(K& k, size_t i, const Activations& a, const float* par
         }
         case LayerKind::dense: {
             const float *w = tensor_at(params, p.weight), *b = tensor_at(params, p.bias);
-            if (p.relu_after) k.dense_forward_relu(out, in, w, b, n, int(p.in.size()), p.layer.out);
-            else k.dense_forward(out, in, w, b, n, int(p.in.size()), p.layer.out);
+            if (p.relu_after) k.dense_forward_relu(out, in, w, b, n, int(p.in.size()), p.layer.out, a.scratch);
+            else k.dense_forward(out, in, w, b, n, int(p.in.size()), p.layer.out, a.scratch);
             break;
         }
         case LayerKind::pool:
@@ -307,7 +309,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
         case LayerKind::dense:
             assert(d_in && "a dense first layer needs a backward without the input's gradient");
             k.dense_backward(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                             tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out);
+                             tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch);
             done(tensors_[size_t(p.weight)].offset);
             break;
         case LayerKind::pool: {

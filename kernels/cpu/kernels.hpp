@@ -63,13 +63,15 @@ void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s)
 void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
                      PoolKind kind, const PoolShape& s);
 
-// y (n, out) = x (n, in) . w^T + b, with w (out, in) and b (out).
+// y (n, out) = x (n, in) . w^T + b, with w (out, in) and b (out). The
+// scratch, which the CUDA twin uses, is unused here (none is needed).
 void dense_forward(float* y, const float* x, const float* w, const float* b,
-                   int n, int in, int out);
+                   int n, int in, int out, float* scratch = nullptr);
 // dw (out, in) += dy^T . x; db (out) += column sums of dy;
 // dx (n, in) = dy . w, overwritten; skipped when dx is null (first layer).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
-                    const float* x, const float* w, int n, int in, int out);
+                    const float* x, const float* w, int n, int in, int out, float* scratch = nullptr);
+inline size_t dense_scratch_floats(int, int, int) { return 0; }
 
 // Batch normalisation in training, in two halves around what --bn sync
 // sums across devices (per-channel sums, so that a part's statistics add up
@@ -137,8 +139,8 @@ inline void conv2d_forward_relu(float* y, const float* x, const float* w, const 
     relu_forward(y, y, s.out_size());
 }
 inline void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
-                               int n, int in, int out) {
-    dense_forward(y, x, w, b, n, in, out);
+                               int n, int in, int out, float* scratch = nullptr) {
+    dense_forward(y, x, w, b, n, in, out, scratch);
     relu_forward(y, y, size_t(n) * out);
 }
 // x is the ReLU output that was pooled: dx = 0 where x <= 0.
@@ -160,6 +162,7 @@ struct KernelSet {
     static constexpr auto pool2d_forward = &cpu::pool2d_forward;
     static constexpr auto pool2d_backward = &cpu::pool2d_backward;
     static constexpr auto pool2d_backward_relu = &cpu::pool2d_backward_relu;
+    static constexpr auto dense_scratch_floats = &cpu::dense_scratch_floats;
     static constexpr auto dense_forward = &cpu::dense_forward;
     static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;
     static constexpr auto dense_backward = &cpu::dense_backward;

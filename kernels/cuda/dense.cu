@@ -4,6 +4,9 @@
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "tiles.cuh"
+#include "versions.hpp"
+
+#include <algorithm>
 
 namespace dpt::cuda {
 namespace {
@@ -53,32 +56,48 @@ __global__ void dense_bias_grad(float* db, const float* dy, int n, int out) {
     if (threadIdx.x == 0) db[o] += sum;
 }
 
+// Version 2 (versions.hpp: "dense") splits each product along k through
+// scratch where that fills the GPU better (tiles.cuh: gemm_split).
+template <class A, class B, class Out>
+void product(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream) {
+    if (dense_version >= 2) tiled::gemm_split(m, n, k, a, b, out, scratch, stream);
+    else tiled::gemm(m, n, k, a, b, out, stream);
+}
+
 template <bool relu>
-void forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, cudaStream_t stream) {
+void forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, float* scratch,
+             cudaStream_t stream) {
     // y (n, out) = x (n, in) . w^T (in, out)
-    tiled::gemm(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, stream);
+    product(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, scratch, stream);
 }
 
 }  // namespace
 
-void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out,
+// The three products' scratch, the most any of them needs (they run one
+// after another on a stream).
+size_t dense_scratch_floats(int n, int in, int out) {
+    return std::max({tiled::split_scratch_floats(n, out, in), tiled::split_scratch_floats(out, in, n),
+                     tiled::split_scratch_floats(n, in, out)});
+}
+
+void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, float* scratch,
                    cudaStream_t stream) {
-    forward<false>(y, x, w, b, n, in, out, stream);
+    forward<false>(y, x, w, b, n, in, out, scratch, stream);
 }
 
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n, int in, int out,
-                        cudaStream_t stream) {
-    forward<true>(y, x, w, b, n, in, out, stream);
+                        float* scratch, cudaStream_t stream) {
+    forward<true>(y, x, w, b, n, in, out, scratch, stream);
 }
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                    int in, int out, cudaStream_t stream) {
+                    int in, int out, float* scratch, cudaStream_t stream) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
     // dw (out, in) += dy^T (out, n) . x (n, in)
-    tiled::gemm(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, stream);
+    product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, scratch, stream);
     launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
     // dx (n, in) = dy (n, out) . w (out, in)
-    if (dx) tiled::gemm(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, stream);
+    if (dx) product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, scratch, stream);
 }
 
 }  // namespace dpt::cuda

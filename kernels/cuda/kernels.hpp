@@ -59,15 +59,18 @@ void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
 void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
                           PoolKind kind, const PoolShape& s, cudaStream_t stream);
 
+// Scratch floats the dense launchers need at n samples (their products,
+// split along k, keep partial sums there).
+size_t dense_scratch_floats(int n, int in, int out);
 // y (n, out) = x (n, in) . w^T + b; the _relu form stores max(., 0).
 void dense_forward(float* y, const float* x, const float* w, const float* b,
-                   int n, int in, int out, cudaStream_t stream);
+                   int n, int in, int out, float* scratch, cudaStream_t stream);
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
-                        int n, int in, int out, cudaStream_t stream);
+                        int n, int in, int out, float* scratch, cudaStream_t stream);
 // dw += dy^T . x; db += column sums of dy; dx = dy . w (skipped when null).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out,
-                    cudaStream_t stream);
+                    float* scratch, cudaStream_t stream);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -147,17 +150,18 @@ struct KernelSet {
                               PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_backward_relu(dx, dy, x, y, kind, s, stream);
     }
+    static size_t dense_scratch_floats(int n, int in, int out) { return cuda::dense_scratch_floats(n, in, out); }
     void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
-                       int out) const {
-        cuda::dense_forward(y, x, w, b, n, in, out, stream);
+                       int out, float* scratch) const {
+        cuda::dense_forward(y, x, w, b, n, in, out, scratch, stream);
     }
     void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n,
-                            int in, int out) const {
-        cuda::dense_forward_relu(y, x, w, b, n, in, out, stream);
+                            int in, int out, float* scratch) const {
+        cuda::dense_forward_relu(y, x, w, b, n, in, out, scratch, stream);
     }
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, int n, int in, int out) const {
-        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, stream);
+                        const float* w, int n, int in, int out, float* scratch) const {
+        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, stream);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

@@ -21,6 +21,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -303,9 +305,9 @@ void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int sp
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each
 // split at least `min_k` long. Never fewer for a larger k, so scratch sized
 // for the largest k suffices for smaller ones.
-inline int splits_for(int m, int n, int k, int min_k = 256) {
+inline int splits_for(int m, int n, int k, int min_k = 256, int target = target_blocks) {
     const int tiles = ceil_div(m, BM) * ceil_div(n, BN);
-    int splits = target_blocks / tiles;
+    int splits = target / tiles;
     splits = splits < k / min_k ? splits : k / min_k;
     return splits > 1 ? splits : 1;
 }
@@ -329,6 +331,60 @@ void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int split
     const int k_per_split = ceil_div(ceil_div(k, splits), BK) * BK;
     const dim3 grid(unsigned(ceil_div(n, BN)), unsigned(ceil_div(m, BM)), unsigned(splits));
     launch::kernel("gemm_kernel", gemm_kernel<A, B, Out>, grid, threads, stream, m, n, k, k_per_split, a, b, out);
+}
+
+// ---- A product split along k through scratch, for any epilogue ----
+//
+// A product with few tiles and a long k (the dense layers: 8 tiles over
+// k = 800 for LeNet's dense1 forward) leaves most multiprocessors idle and
+// each block waiting on one k-step's loads after another. Split along k,
+// the splits' partial sums go to scratch, and finish_splits hands each
+// result's sum, its splits added in order, to the product's own epilogue.
+
+// Splits of k that bring a product's smallest tiles (32 x 128) to about two
+// blocks a multiprocessor of an H100, each split at least split_min_k long,
+// at most split_most. The same on every GPU, so every GPU rounds alike.
+constexpr int split_min_k = 32, split_most = 16;
+inline int splits_to_fill(int m, int n, int k) {
+    const long tiles = long(ceil_div(m, 32)) * ceil_div(n, 128);
+    long splits = std::min<long>((2 * 132 + tiles - 1) / tiles, std::min<long>(k / split_min_k, split_most));
+    return int(std::max<long>(splits, 1));
+}
+// The scratch gemm_split needs for an (m, n, k) product.
+inline size_t split_scratch_floats(int m, int n, int k) {
+    const int splits = splits_to_fill(m, n, k);
+    return splits > 1 ? size_t(splits) * size_t(m) * size_t(n) : 0;
+}
+
+struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
+    float* scratch;
+    size_t size;  // m * n
+    int n;
+    __device__ void operator()(int z, int i, int j, float v) const { scratch[size_t(z) * size + size_t(i) * n + j] = v; }
+};
+
+template <class Out>
+__global__ void finish_splits(Out out, const float* scratch, int splits, int m, int n) {
+    const size_t size = size_t(m) * n;
+    for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < size; e += size_t(gridDim.x) * blockDim.x) {
+        float sum = 0.0f;
+        for (int z = 0; z < splits; ++z) sum += scratch[size_t(z) * size + e];
+        out(0, int(e / unsigned(n)), int(e % unsigned(n)), sum);
+    }
+}
+
+// C (m, n) through `out` = A (m, k) . B (k, n), split along k where that
+// fills the GPU better (scratch: split_scratch_floats(m, n, k) floats).
+template <class A, class B, class Out>
+void gemm_split(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream) {
+    const int splits = splits_to_fill(m, n, k);
+    if (splits == 1 || m <= 0 || n <= 0) {
+        gemm(m, n, k, a, b, out, stream, 1);
+        return;
+    }
+    gemm(m, n, k, a, b, StoreSplit{scratch, size_t(m) * n, n}, stream, splits);
+    launch::kernel("finish_splits", finish_splits<Out>, launch::grid_for(size_t(m) * n), launch::threads, stream,
+                   out, static_cast<const float*>(scratch), splits, m, n);
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

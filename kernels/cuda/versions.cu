@@ -23,8 +23,14 @@ const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
     "the bias gradient split along the batch too (at least 4,096 values a block, summed in a fixed order), "
     "its partial sums added by the same kernel as the weight gradient's",
-    "version 2, but a filter bank of at most 1,024 weights and biases (64 channels, 64 taps) is summed "
-    "directly: a block a sample, 64 pixels at a time staged in shared memory, the blocks' sums added in a fixed order",
+    "version 2 with twice the splits along the batch (about 4 blocks a multiprocessor); a filter bank of at most "
+    "1,024 weights and biases (64 channels, 64 taps) summed directly: a block a sample, 64 pixels at a time staged "
+    "in shared memory, the blocks' sums added in a fixed order",
+};
+
+const char* const dense_versions[] = {
+    "three products on the GEMM core, unsplit",
+    "each product split along k through scratch where its tiles would leave the GPU idle, the splits added in order",
 };
 
 }  // namespace
@@ -33,6 +39,7 @@ int gemm_version = int(std::size(gemm_versions));
 int conv2d_forward_version = int(std::size(conv2d_forward_versions));
 int conv2d_backward_data_version = int(std::size(conv2d_backward_data_versions));
 int conv2d_backward_weight_version = int(std::size(conv2d_backward_weight_versions));
+int dense_version = int(std::size(dense_versions));
 
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
@@ -44,6 +51,7 @@ const std::vector<LauncherVersions>& launcher_versions() {
         {"conv2d_backward_weight",
          {std::begin(conv2d_backward_weight_versions), std::end(conv2d_backward_weight_versions)},
          &conv2d_backward_weight_version},
+        {"dense", {std::begin(dense_versions), std::end(dense_versions)}, &dense_version},
     };
     return all;
 }

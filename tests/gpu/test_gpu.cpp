@@ -258,31 +258,44 @@ void test_pool() {
 
 void test_dense() {
     struct Size { int n, in, out; };
+    // The larger two split every product along k (version 2).
     for (const Size z : {Size{1, 1, 1}, Size{5, 17, 3}, Size{67, 800, 128}, Size{256, 128, 10}}) {
         char name[80];
         std::snprintf(name, sizeof name, "n%d in%d out%d", z.n, z.in, z.out);
         const auto x = random(size_t(z.n) * z.in, 30), w = random(size_t(z.out) * z.in, 31), b = random(size_t(z.out), 32);
         const auto dy = random(size_t(z.n) * z.out, 33), dw0 = random(w.size(), 34), db0 = random(b.size(), 35);
         Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), y(size_t(z.n) * z.out), dx(x.size()), gw(dw0), gb(db0);
+        Buffer<float> scratch(std::max<size_t>(cuda::dense_scratch_floats(z.n, z.in, z.out), 1));
 
-        std::vector<float> want(size_t(z.n) * z.out);
+        std::vector<float> want(size_t(z.n) * z.out), want_relu;
         cpu::dense_forward(want.data(), x.data(), w.data(), b.data(), z.n, z.in, z.out);
-        y.poison();
-        cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, nullptr);
-        compare(std::string("dense_forward ") + name, y.download(), want, gemm_tol);
-        cpu::relu_forward(want.data(), want.data(), want.size());
-        y.poison();
-        cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, nullptr);
-        compare(std::string("dense_forward_relu (fused) ") + name, y.download(), want, gemm_tol);
-
+        want_relu = want;
+        cpu::relu_forward(want_relu.data(), want_relu.data(), want_relu.size());
         std::vector<float> want_dx(x.size()), want_dw = dw0, want_db = db0;
         cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), z.n, z.in,
                             z.out);
-        dx.poison();
-        cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, nullptr);
-        compare(std::string("dense_backward dx ") + name, dx.download(), want_dx, gemm_tol);
-        compare(std::string("dense_backward dw ") + name, gw.download(), want_dw, gemm_tol);
-        compare(std::string("dense_backward db ") + name, gb.download(), want_db, gemm_tol);
+        // Every version (kernels/cuda/versions.hpp), the one trained with last.
+        for (int v = 1; v <= cuda::version_count("dense"); ++v) {
+            cuda::select_version("dense", v);
+            const std::string version = std::string(name) + " (version " + std::to_string(v) + ")";
+            y.poison();
+            scratch.poison();
+            cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, scratch.p, nullptr);
+            compare("dense_forward " + version, y.download(), want, gemm_tol);
+            y.poison();
+            scratch.poison();
+            cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, scratch.p, nullptr);
+            compare("dense_forward_relu (fused) " + version, y.download(), want_relu, gemm_tol);
+
+            dx.poison();
+            scratch.poison();
+            gw.upload(dw0);
+            gb.upload(db0);
+            cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr);
+            compare("dense_backward dx " + version, dx.download(), want_dx, gemm_tol);
+            compare("dense_backward dw " + version, gw.download(), want_dw, gemm_tol);
+            compare("dense_backward db " + version, gb.download(), want_db, gemm_tol);
+        }
     }
 }
 

@@ -19,6 +19,8 @@
 #include "versions.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace dpt::cuda {
 namespace {
@@ -27,11 +29,11 @@ namespace {
 // divisions the loaders make by them as multiplies (fastdiv.cuh).
 struct Geometry {
     int n, c, h, w, oc, kh, kw, stride, pad, oh, ow;
-    FastDiv by_taps, by_kw, by_out_pixels, by_ow, by_in_pixels, by_w;
+    FastDiv by_taps, by_kw, by_out_pixels, by_ow, by_in_pixels, by_w, by_h, by_c;
     explicit Geometry(const ConvShape& s)
         : n(s.n), c(s.c), h(s.h), w(s.w), oc(s.oc), kh(s.kh), kw(s.kw), stride(s.stride), pad(s.pad),
           oh(s.oh()), ow(s.ow()), by_taps(s.kh * s.kw), by_kw(s.kw), by_out_pixels(s.oh() * s.ow()), by_ow(s.ow()),
-          by_in_pixels(s.h * s.w), by_w(s.w) {}
+          by_in_pixels(s.h * s.w), by_w(s.w), by_h(s.h), by_c(s.c) {}
 };
 
 // unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
@@ -178,12 +180,14 @@ struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the pro
     static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
 };
 
+// (int indices split by multiplication: dx has fewer than 2^31 elements,
+// which conv2d_backward_data checks.)
 __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
-    const size_t count = size_t(g.n) * g.c * g.h * g.w, cols = size_t(g.n) * g.oh * g.ow;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-        const int ix = int(i % unsigned(g.w)), iy = int(i / unsigned(g.w) % unsigned(g.h));
-        const size_t plane = i / (size_t(g.h) * g.w);
-        const int ch = int(plane % unsigned(g.c)), s = int(plane / unsigned(g.c));
+    const int count = g.n * g.c * g.h * g.w;
+    const size_t cols = size_t(g.n) * g.oh * g.ow;
+    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
+        const int row = g.by_w.div(i), ix = g.by_w.rest(i, row), plane = g.by_h.div(row), iy = g.by_h.rest(row, plane);
+        const int s = g.by_c.div(plane), ch = g.by_c.rest(plane, s);
         float sum = 0.0f;
         for (int ky = 0; ky < g.kh; ++ky) {
             const int ty = iy + g.pad - ky;
@@ -433,6 +437,9 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                           cudaStream_t stream) {
     const Geometry g(s);
     if (conv2d_backward_data_version >= 2) {
+        if (s.in_size() >= (size_t(1) << 31))
+            throw std::length_error("a convolution's input of " + std::to_string(s.in_size()) +
+                                    " values: its gradient's gather indexes at most 2^31 (use a smaller batch per device)");
         const int cols = s.n * s.col_cols();
         tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
                     tiled::StoreMatrix{scratch, cols, false}, stream);

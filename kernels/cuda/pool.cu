@@ -4,26 +4,38 @@
 // which gathers from every window that covers it (in the order the CPU
 // scatters them), so each dx element is written once, with no atomics, and
 // pooling backward gives the same bits as the CPU.
+#include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
+
+#include <stdexcept>
+#include <string>
 
 namespace dpt::cuda {
 namespace {
 
+// Indices are ints, split into (plane, row, column) by multiplication
+// (fastdiv.cuh): 64-bit division, which size_t indices cost, is a long
+// subroutine on a GPU, and ran for every element.
 struct Geometry {
     int planes, h, w, k, stride, oh, ow;
+    FastDiv by_w, by_h, by_ow, by_oh;
     explicit Geometry(const PoolShape& s)
-        : planes(s.n * s.c), h(s.h), w(s.w), k(s.k), stride(s.stride), oh(s.oh()), ow(s.ow()) {}
+        : planes(s.n * s.c), h(s.h), w(s.w), k(s.k), stride(s.stride), oh(s.oh()), ow(s.ow()), by_w(s.w),
+          by_h(s.h), by_ow(s.ow()), by_oh(s.oh()) {
+        if (s.in_size() >= (size_t(1) << 31))
+            throw std::length_error("pooling over " + std::to_string(s.in_size()) +
+                                    " values: a launch indexes at most 2^31 (use a smaller batch per device)");
+    }
 };
 
 template <PoolKind kind>
 __global__ void pool_forward(float* y, const float* x, Geometry g) {
-    const size_t count = size_t(g.planes) * g.oh * g.ow;
+    const int count = g.planes * g.oh * g.ow;
     const float inv_area = 1.0f / float(g.k * g.k);
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-        const int ox = int(i % g.ow), oy = int(i / g.ow % g.oh);
-        const size_t plane = i / (size_t(g.oh) * g.ow);
-        const float* win = x + plane * g.h * g.w + size_t(oy) * g.stride * g.w + size_t(ox) * g.stride;
+    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
+        const int row = g.by_ow.div(i), ox = g.by_ow.rest(i, row), plane = g.by_oh.div(row), oy = g.by_oh.rest(row, plane);
+        const float* win = x + size_t(plane) * g.h * g.w + oy * g.stride * g.w + ox * g.stride;
         float acc = kind == PoolKind::max ? win[0] : 0.0f;
         for (int r = 0; r < g.k; ++r)
             for (int c = 0; c < g.k; ++c) {
@@ -38,19 +50,18 @@ __global__ void pool_forward(float* y, const float* x, Geometry g) {
 // relu_mask: also apply ReLU's backward, dx = 0 where x <= 0 (x being the ReLU output).
 template <PoolKind kind, bool relu_mask>
 __global__ void pool_backward(float* dx, const float* dy, const float* x, const float* y, Geometry g) {
-    const size_t count = size_t(g.planes) * g.h * g.w;
+    const int count = g.planes * g.h * g.w;
     const float inv_area = 1.0f / float(g.k * g.k);
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-        const int ix = int(i % g.w), iy = int(i / g.w % g.h);
-        const size_t plane = i / (size_t(g.h) * g.w);
-        const float* xp = x + plane * g.h * g.w;
+    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
+        const int row = g.by_w.div(i), ix = g.by_w.rest(i, row), plane = g.by_h.div(row), iy = g.by_h.rest(row, plane);
+        const float* xp = x + size_t(plane) * g.h * g.w;
         // Windows (oy, ox) with oy * stride <= iy < oy * stride + k, likewise ox.
         const int oy_lo = iy >= g.k ? (iy - g.k) / g.stride + 1 : 0, oy_hi = min(iy / g.stride, g.oh - 1);
         const int ox_lo = ix >= g.k ? (ix - g.k) / g.stride + 1 : 0, ox_hi = min(ix / g.stride, g.ow - 1);
         float grad = 0.0f;
         for (int oy = oy_lo; oy <= oy_hi; ++oy)
             for (int ox = ox_lo; ox <= ox_hi; ++ox) {
-                const size_t out = (plane * g.oh + oy) * g.ow + ox;
+                const size_t out = (size_t(plane) * g.oh + oy) * g.ow + ox;
                 if (kind == PoolKind::avg) {
                     grad += dy[out] * inv_area;
                 } else {

@@ -181,22 +181,36 @@ struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the pro
 };
 
 // (int indices split by multiplication: dx has fewer than 2^31 elements,
-// which conv2d_backward_data checks.)
+// which conv2d_backward_data checks.) With stride 1 the taps that reach an
+// output pixel are a range of ky and of kx, found once; otherwise each tap
+// is tested. Either way the taps are added in the same order (ky, then kx).
+template <bool unit_stride>
 __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
     const int count = g.n * g.c * g.h * g.w;
     const size_t cols = size_t(g.n) * g.oh * g.ow;
     for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
         const int row = g.by_w.div(i), ix = g.by_w.rest(i, row), plane = g.by_h.div(row), iy = g.by_h.rest(row, plane);
         const int s = g.by_c.div(plane), ch = g.by_c.rest(plane, s);
+        const float* sample = dcol + size_t(s) * g.oh * g.ow;  // column (s, 0, 0) of row 0
         float sum = 0.0f;
-        for (int ky = 0; ky < g.kh; ++ky) {
-            const int ty = iy + g.pad - ky;
-            if (ty < 0 || ty % g.stride != 0 || ty / g.stride >= g.oh) continue;
-            for (int kx = 0; kx < g.kw; ++kx) {
-                const int tx = ix + g.pad - kx;
-                if (tx < 0 || tx % g.stride != 0 || tx / g.stride >= g.ow) continue;
-                const size_t row = size_t((ch * g.kh + ky) * g.kw + kx);
-                sum += dcol[row * cols + (size_t(s) * g.oh + ty / g.stride) * g.ow + tx / g.stride];
+        if constexpr (unit_stride) {
+            // Output (iy + pad - ky, ix + pad - kx) must lie in the output.
+            const int ky_lo = max(0, iy + g.pad - g.oh + 1), ky_hi = min(g.kh - 1, iy + g.pad);
+            const int kx_lo = max(0, ix + g.pad - g.ow + 1), kx_hi = min(g.kw - 1, ix + g.pad);
+            for (int ky = ky_lo; ky <= ky_hi; ++ky) {
+                const float* tap_row = sample + size_t((ch * g.kh + ky) * g.kw) * cols + (iy + g.pad - ky) * g.ow + ix + g.pad;
+                for (int kx = kx_lo; kx <= kx_hi; ++kx) sum += tap_row[size_t(kx) * cols - kx];
+            }
+        } else {
+            for (int ky = 0; ky < g.kh; ++ky) {
+                const int ty = iy + g.pad - ky;
+                if (ty < 0 || ty % g.stride != 0 || ty / g.stride >= g.oh) continue;
+                for (int kx = 0; kx < g.kw; ++kx) {
+                    const int tx = ix + g.pad - kx;
+                    if (tx < 0 || tx % g.stride != 0 || tx / g.stride >= g.ow) continue;
+                    const size_t r = size_t((ch * g.kh + ky) * g.kw + kx);
+                    sum += sample[r * cols + (ty / g.stride) * g.ow + tx / g.stride];
+                }
             }
         }
         dx[i] = sum;
@@ -443,8 +457,12 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
         const int cols = s.n * s.col_cols();
         tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
                     tiled::StoreMatrix{scratch, cols, false}, stream);
-        launch::kernel("gather_input_grad", gather_input_grad, launch::grid_for(s.in_size()), launch::threads, stream,
-                       dx, scratch, g);
+        if (s.stride == 1)
+            launch::kernel("gather_input_grad", gather_input_grad<true>, launch::grid_for(s.in_size()), launch::threads,
+                           stream, dx, scratch, g);
+        else
+            launch::kernel("gather_input_grad", gather_input_grad<false>, launch::grid_for(s.in_size()), launch::threads,
+                           stream, dx, scratch, g);
         return;
     }
     tiled::gemm(s.c, s.n * s.h * s.w, s.oc * s.kh * s.kw, WeightsTransposed{w, s.c, FastDiv(s.kh * s.kw)}, Spread{dy, g},

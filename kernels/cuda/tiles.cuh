@@ -28,6 +28,7 @@
 
 #include "check.hpp"
 #include "launch.cuh"
+#include "splits.hpp"
 #include "versions.hpp"
 
 namespace dpt::cuda::tiled {
@@ -292,7 +293,6 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
         }
 }
 
-inline int ceil_div(long a, long b) { return int((a + b - 1) / b); }
 
 template <class T, class A, class B, class Out>
 void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits) {
@@ -340,21 +340,6 @@ void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int split
 // each block waiting on one k-step's loads after another. Split along k,
 // the splits' partial sums go to scratch, and finish_splits hands each
 // result's sum, its splits added in order, to the product's own epilogue.
-
-// Splits of k that bring a product's smallest tiles (32 x 128) to about two
-// blocks a multiprocessor of an H100, each split at least split_min_k long,
-// at most split_most. The same on every GPU, so every GPU rounds alike.
-constexpr int split_min_k = 32, split_most = 16;
-inline int splits_to_fill(int m, int n, int k) {
-    const long tiles = long(ceil_div(m, 32)) * ceil_div(n, 128);
-    long splits = std::min<long>((2 * 132 + tiles - 1) / tiles, std::min<long>(k / split_min_k, split_most));
-    return int(std::max<long>(splits, 1));
-}
-// The scratch gemm_split needs for an (m, n, k) product.
-inline size_t split_scratch_floats(int m, int n, int k) {
-    const int splits = splits_to_fill(m, n, k);
-    return splits > 1 ? size_t(splits) * size_t(m) * size_t(n) : 0;
-}
 
 struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
     float* scratch;

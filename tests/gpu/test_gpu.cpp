@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "cuda/check.hpp"
 #include "cuda/fastdiv.cuh"
 #include "cuda/kernels.hpp"
+#include "cuda/splits.hpp"
 #include "cuda/versions.hpp"
 #include "device_factory.hpp"
 #include "gpu.hpp"
@@ -221,6 +223,39 @@ void test_fastdiv() {
     for (int d : {65536, 65537, 1 << 20, 3 << 20, 1 << 30, 2147483647})
         for (int n : {0, d - 1, d, 2147483646, 2147483647}) check(d, n);
     report(wrong == 0, "FastDiv divides as / does", std::to_string(wrong) + " wrong of " + std::to_string(tried));
+}
+
+// splits.hpp: the scratch sized for a product at a device's capacity holds
+// the partial sums of that product at every smaller batch too (a batch's
+// last part is smaller, and fewer rows can mean more splits). Products of
+// every orientation of LeNet's and ResNet-18's dense layers, at capacities
+// up to 8,448, where a smaller part leaves fewer tiles than 132.
+void test_split_scratch() {
+    long wrong = 0, tried = 0;
+    std::string first;
+    for (int capacity : {1, 7, 64, 256, 1000, 4224, 8448})
+        for (const auto& [in, out] : {std::pair{800, 128}, std::pair{128, 10}, std::pair{256, 10}}) {
+            // (m, n, k) of the forward, weight-gradient and data-gradient products at batch b.
+            auto products = [&](int b) {
+                return std::vector<std::array<int, 3>>{{b, out, in}, {out, in, b}, {b, in, out}};
+            };
+            const auto at_capacity = products(capacity);
+            for (int b = 1; b <= capacity; b += std::max(1, capacity / 997)) {
+                const auto here = products(b);
+                for (size_t p = 0; p < here.size(); ++p) {
+                    const auto [m, n, k] = here[p];
+                    const int splits = cuda::tiled::splits_to_fill(m, n, k);
+                    const size_t need = splits > 1 ? size_t(splits) * size_t(m) * size_t(n) : 0;
+                    const auto [cm, cn, ck] = at_capacity[p];
+                    ++tried;
+                    if (need > cuda::tiled::split_scratch_floats(cm, cn, ck) && wrong++ == 0)
+                        first = "capacity " + std::to_string(capacity) + ", batch " + std::to_string(b) + ", product " +
+                                std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+                }
+            }
+        }
+    report(wrong == 0, "split scratch at a device's capacity suffices for every smaller batch",
+           std::to_string(wrong) + " short of " + std::to_string(tried) + (first.empty() ? "" : ", first: " + first));
 }
 
 void test_pool() {
@@ -831,6 +866,7 @@ int main(int argc, char** argv) {
         else if (what == "streams") test_streams();
         else if (what != "replicas") {
             test_fastdiv();
+            test_split_scratch();
             // The layers on every version of the GEMM core they run on
             // (versions.hpp), the one trained with last.
             const int cores = cuda::version_count("gemm");

@@ -7,6 +7,13 @@
 // __syncthreads) then gets different values from one order to the next,
 // which the comparisons with the CPU twins catch.
 //
+// __syncwarp() is the same barrier for the 32 threads of one warp (threads
+// numbered x fastest, as on a GPU): a warp whose every running thread waits
+// there goes on while the others stay where they are, so warp-collective
+// operations (mma.h's) can exchange values through the warp's own memory.
+// A kernel that breaks a rule of the GPU's (a misaligned tensor-core load)
+// ends its block with a launch failure, as an illegal instruction would.
+//
 // A fiber switch saves and restores only what the calling convention asks
 // a function to keep (x86-64: six registers, and the floating-point control
 // words), so it costs a few nanoseconds; elsewhere <ucontext.h> does it,
@@ -102,7 +109,7 @@ dpt_emulation_fiber_start:
 // Big enough for any kernel here, and for the frames sanitizers add.
 constexpr size_t stack_bytes = 256 * 1024;
 
-enum class State { ready, at_barrier, done };
+enum class State { ready, at_barrier, at_warp_barrier, done };
 
 struct Fiber;
 void fiber_main(Fiber* fiber);
@@ -154,6 +161,7 @@ struct Scheduler {
     std::vector<std::unique_ptr<Fiber>> fibers;  // grown to the largest block seen, reused
     Fiber* running = nullptr;
     const std::function<void()>* body = nullptr;
+    std::string failure;  // what a thread of the block did wrong (fail()), or ""
 #if defined(__x86_64__)
     void* sp = nullptr;
 #else
@@ -202,27 +210,60 @@ std::string where(dim3 d) {
 std::string run_block(const KernelLaunch& k, std::mt19937_64& rng) {
     const unsigned threads = k.block.x * k.block.y * k.block.z;
     while (scheduler.fibers.size() < threads) scheduler.fibers.push_back(std::make_unique<Fiber>());
+    scheduler.failure.clear();
     std::vector<unsigned> order(threads);
     std::iota(order.begin(), order.end(), 0u);
     for (unsigned t = 0; t < threads; ++t)
         scheduler.fibers[t]->start(dim3(t % k.block.x, t / k.block.x % k.block.y, t / (k.block.x * k.block.y)));
+    const auto fiber = [&](unsigned t) -> Fiber& { return *scheduler.fibers[t]; };
+    // Lets the warp of thread t go on when each of its threads that has not
+    // ended waits at __syncwarp(): its threads join the rest of the pass.
+    const auto release_warp = [&](unsigned t, std::vector<unsigned>& queue, size_t from) {
+        const unsigned w0 = t / 32 * 32, w1 = std::min(threads, w0 + 32);
+        for (unsigned u = w0; u < w1; ++u)
+            if (fiber(u).state != State::at_warp_barrier && fiber(u).state != State::done) return;
+        bool released = false;
+        for (unsigned u = w0; u < w1; ++u)
+            if (fiber(u).state == State::at_warp_barrier) {
+                fiber(u).state = State::ready;
+                queue.push_back(u);
+                released = true;
+            }
+        if (released) std::shuffle(queue.begin() + std::ptrdiff_t(from), queue.end(), rng);
+    };
     for (;;) {
         std::shuffle(order.begin(), order.end(), rng);
-        for (unsigned t : order) scheduler.switch_to(*scheduler.fibers[t]);
-        // Every fiber has reached the barrier, or ended.
+        for (size_t q = 0; q < order.size(); ++q) {
+            const unsigned t = order[q];
+            scheduler.switch_to(fiber(t));
+            if (!scheduler.failure.empty())
+                return std::string("kernel ") + k.name + ", block " + where(blockIdx) + ", thread " +
+                       where(fiber(t).index) + ": " + scheduler.failure;
+            if (fiber(t).state == State::at_warp_barrier || fiber(t).state == State::done)
+                release_warp(t, order, q + 1);  // (an ending thread may be the one its warp waits for)
+        }
+        // Every fiber waits at __syncthreads(), or at a __syncwarp() that
+        // not all of its warp reaches, or has ended.
         std::vector<unsigned> waiting;
         const Fiber* ended = nullptr;
-        for (unsigned t : order) {
-            Fiber& f = *scheduler.fibers[t];
+        const Fiber* at_warp = nullptr;
+        for (unsigned t = 0; t < threads; ++t) {
+            Fiber& f = fiber(t);
             if (f.state == State::at_barrier) waiting.push_back(t);
+            else if (f.state == State::at_warp_barrier) at_warp = at_warp ? at_warp : &f;
             else if (!ended) ended = &f;
         }
+        if (at_warp)
+            return std::string("kernel ") + k.name + ", block " + where(blockIdx) + ": thread " +
+                   where(at_warp->index) +
+                   " waits at __syncwarp() while a thread of its warp waits at __syncthreads() or has ended: "
+                   "a warp barrier that not every thread of the warp reaches";
         if (waiting.empty()) return "";
         if (ended)
             return std::string("kernel ") + k.name + ", block " + where(blockIdx) + ": thread " + where(ended->index) +
-                   " ended while thread " + where(scheduler.fibers[waiting[0]]->index) +
+                   " ended while thread " + where(fiber(waiting[0]).index) +
                    " waits at __syncthreads(): a barrier that not every thread of the block reaches";
-        for (unsigned t : waiting) scheduler.fibers[t]->state = State::ready;
+        for (unsigned t : waiting) fiber(t).state = State::ready;
         order = std::move(waiting);
     }
 }
@@ -243,6 +284,25 @@ DPT_NO_SWITCH_RECORD void barrier() {
     f->state = State::at_barrier;
     scheduler.back(*f);
     threadIdx = f->index;
+}
+
+DPT_NO_SWITCH_RECORD void warp_barrier() {
+    Fiber* f = scheduler.running;
+    f->state = State::at_warp_barrier;
+    scheduler.back(*f);
+    threadIdx = f->index;
+}
+
+unsigned lane() { return linear_thread() % 32; }
+unsigned warp() { return linear_thread() / 32; }
+unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+
+DPT_NO_SWITCH_RECORD void fail(const char* why) {
+    Fiber* f = scheduler.running;
+    scheduler.failure = why;
+    f->state = State::done;
+    scheduler.back(*f);  // never switched to again: the launch has failed
+    __builtin_trap();
 }
 
 std::string run_blocks(const KernelLaunch& k, std::mt19937_64& rng) {

@@ -40,6 +40,16 @@ namespace dpt::cuda_emulation {
 
 // The block's other fibers run until each has reached this barrier too.
 void barrier();
+// The same for the 32 threads of the running thread's warp.
+void warp_barrier();
+// The running thread: its number in the block (x fastest), its warp, and
+// its lane in the warp.
+unsigned linear_thread();
+unsigned warp();
+unsigned lane();
+// Ends the running thread's block with a launch failure that says `why`
+// (a sticky error of the device, as an illegal instruction is on a GPU).
+[[noreturn]] void fail(const char* why);
 
 // An acquire of what another host thread released through the atomic at
 // `address` (launch::acquire_from_host), told to ThreadSanitizer too.
@@ -62,6 +72,12 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
 }  // namespace dpt::cuda_emulation
 
 inline void __syncthreads() { dpt::cuda_emulation::barrier(); }
+// Every thread of the warp takes part (the kernels here pass the full mask).
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    if (mask != 0xffffffffu) dpt::cuda_emulation::fail("__syncwarp with a partial mask, which the emulation does not model");
+    dpt::cuda_emulation::warp_barrier();
+}
+[[noreturn]] inline void __trap() { dpt::cuda_emulation::fail("__trap()"); }
 
 // Intrinsics the kernels use, with CUDA's results (CUDA's own expf and logf
 // round differently from the C library's: kernels are compared with their

@@ -5,10 +5,16 @@
 // refuses during capture is refused; a graph's nodes run in an order that
 // only their dependencies fix; threads and blocks run in a random order
 // around barriers, with shared memory a block's own; a barrier that not
-// every thread reaches fails the launch and sticks to its device.
+// every thread reaches fails the launch and sticks to its device; a warp
+// meets at __syncwarp() without the rest of its block; the warp matrix
+// operations (mma.h) compute A . B + C and refuse a misaligned matrix.
 #include <cuda_runtime.h>
+#include <mma.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -250,6 +256,128 @@ void threads_and_blocks() {
     for (int* p : {before, after, counter, wrong}) cudaFree(p);
 }
 
+// Each thread takes a ticket before and after __syncwarp(); warp 1 then
+// waits at __syncthreads() for warp 0, which meets at __syncwarp() twice.
+__global__ void warp_tickets(int* before, int* after, int* counter) {
+    const int t = int(threadIdx.x);
+    before[t] = atomicAdd(counter, 1);
+    __syncwarp();
+    after[t] = atomicAdd(counter, 1);
+    if (t < 32) {
+        __syncwarp();
+        __syncwarp();
+    }
+    __syncthreads();
+}
+
+// A warp's 16 x 16 product of A (16 x 8, row-major) and B (8 x 16,
+// column-major) added to C (16 x 16, row-major), into D (row-major).
+__global__ void warp_product(float* d, const float* a, const float* b, const float* c) {
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+    wmma::load_matrix_sync(fa, a, 8);
+    wmma::load_matrix_sync(fb, b, 8);
+    wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+    for (int t = 0; t < fa.num_elements; ++t) fa.x[t] = wmma::__float_to_tf32(fa.x[t]);
+    for (int t = 0; t < fb.num_elements; ++t) fb.x[t] = wmma::__float_to_tf32(fb.x[t]);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d, fc, 16, wmma::mem_row_major);
+}
+
+__global__ void misaligned_load(const float* a) {
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32, nvcuda::wmma::row_major> fa;
+    nvcuda::wmma::load_matrix_sync(fa, a + 1, 8);
+}
+
+float tf32(float x) {  // the CPU's rounding to TF32, written apart from mma.h's
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u = (u + 0x1000u) & 0xffffe000u;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+
+void warps() {
+    int *before = nullptr, *after = nullptr, *counter = nullptr;
+    cudaMalloc(reinterpret_cast<void**>(&before), 64 * sizeof(int));
+    cudaMalloc(reinterpret_cast<void**>(&after), 64 * sizeof(int));
+    cudaMalloc(reinterpret_cast<void**>(&counter), sizeof(int));
+    bool warp_meets = true, warps_apart = false;
+    for (int run = 0; run < 4; ++run) {
+        cudaMemset(counter, 0, sizeof(int));
+        dpt::cuda::launch::kernel("warp_tickets", warp_tickets, 1, 64, nullptr, before, after, counter);
+        std::vector<int> b(64), a(64);
+        cudaMemcpy(b.data(), before, 64 * sizeof(int), cudaMemcpyDeviceToHost);
+        cudaMemcpy(a.data(), after, 64 * sizeof(int), cudaMemcpyDeviceToHost);
+        for (int w = 0; w < 2; ++w) {
+            int last_before = -1, first_after = 1 << 30;
+            for (int t = 32 * w; t < 32 * w + 32; ++t) {
+                last_before = std::max(last_before, b[size_t(t)]);
+                first_after = std::min(first_after, a[size_t(t)]);
+            }
+            warp_meets = warp_meets && last_before < first_after;
+        }
+        // Some thread of one warp went past __syncwarp() before a thread of the other arrived.
+        int last_before = -1, first_after = 1 << 30;
+        for (int t = 0; t < 64; ++t) {
+            last_before = std::max(last_before, b[size_t(t)]);
+            first_after = std::min(first_after, a[size_t(t)]);
+        }
+        warps_apart = warps_apart || first_after < last_before;
+    }
+    report(warp_meets, "every thread of a warp reaches __syncwarp() before any of the warp goes past it");
+    report(warps_apart, "and the block's other warps do not wait for it");
+    for (int* p : {before, after, counter}) cudaFree(p);
+
+    std::vector<float> a(128), b(128), c(256), d(256);
+    uint32_t state = 7;
+    auto draw = [&] {
+        state = state * 1664525u + 1013904223u;
+        return float(int(state >> 9) - (1 << 22)) / float(1 << 22);
+    };
+    for (float& v : a) v = draw();
+    for (float& v : b) v = draw();
+    for (float& v : c) v = draw();
+    float *da = nullptr, *db = nullptr, *dc = nullptr, *dd = nullptr;
+    for (float** p : {&da, &db, &dc, &dd}) cudaMalloc(reinterpret_cast<void**>(p), 256 * sizeof(float));
+    cudaMemcpy(da, a.data(), 128 * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b.data(), 128 * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dc, c.data(), 256 * sizeof(float), cudaMemcpyHostToDevice);
+    dpt::cuda::launch::kernel("warp_product", warp_product, 1, 32, nullptr, dd, static_cast<const float*>(da),
+                              static_cast<const float*>(db), static_cast<const float*>(dc));
+    cudaMemcpy(d.data(), dd, 256 * sizeof(float), cudaMemcpyDeviceToHost);
+    double worst = 0, worst_unrounded = 0;
+    for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 16; ++j) {
+            double want = c[size_t(i * 16 + j)], unrounded = want;
+            for (int k = 0; k < 8; ++k) {
+                want += double(tf32(a[size_t(i * 8 + k)])) * tf32(b[size_t(j * 8 + k)]);
+                unrounded += double(a[size_t(i * 8 + k)]) * b[size_t(j * 8 + k)];
+            }
+            worst = std::max(worst, std::fabs(d[size_t(i * 16 + j)] - want));
+            worst_unrounded = std::max(worst_unrounded, std::fabs(d[size_t(i * 16 + j)] - unrounded));
+        }
+    report(worst < 4e-6, "mma_sync: D = A . B + C of TF32-rounded A and B, to FP32's rounding",
+           "largest difference " + std::to_string(worst));
+    report(worst_unrounded > 1e-4, "(and the rounding to TF32 shows: the unrounded product differs)",
+           "largest difference " + std::to_string(worst_unrounded));
+    for (float* p : {da, db, dc, dd}) cudaFree(p);
+}
+
+// A misaligned matrix fails the launch (and leaves its device failed).
+void misaligned_matrix_fails(float* on_device, cudaStream_t s) {
+    cudaError_t reported = cudaSuccess;
+    try {
+        dpt::cuda::launch::kernel("misaligned_load", misaligned_load, 1, 32, s, static_cast<const float*>(on_device));
+        reported = cudaStreamSynchronize(s);
+    } catch (const dpt::cuda::CudaError& e) {
+        reported = e.code;
+    }
+    report(reported == cudaErrorLaunchFailure, "a warp matrix load from a misaligned pointer fails the launch");
+}
+
 __global__ void early_return(int* x) {
     if (threadIdx.x == 0) return;  // thread 0 never reaches the barrier
     __syncthreads();
@@ -286,6 +414,7 @@ void divergent_barrier_is_a_sticky_error() {
 }  // namespace
 
 int main() {
+    setenv("DPTRAIN_EMULATED_GPUS", "3", 0);  // (unless set) a third device for the second sticky error
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 2) {
         std::printf("SKIP: the emulation tests need 2 emulated GPUs (DPTRAIN_EMULATED_GPUS=%d)\n", devices);
@@ -298,6 +427,16 @@ int main() {
         capture_follows_cudas_rules();
         graph_order_is_only_what_dependencies_fix();
         threads_and_blocks();
+        warps();
+        if (devices >= 3) {
+            cudaSetDevice(2);
+            float* p = nullptr;
+            cudaMalloc(reinterpret_cast<void**>(&p), 64 * sizeof(float));
+            misaligned_matrix_fails(p, new_stream());
+            cudaSetDevice(0);
+        } else {
+            std::printf("(the misaligned matrix check needs a third device; DPTRAIN_EMULATED_GPUS=%d)\n", devices);
+        }
         divergent_barrier_is_a_sticky_error();
     } catch (const std::exception& e) {
         report(false, "no exception", e.what());

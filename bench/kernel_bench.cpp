@@ -12,6 +12,8 @@
 //   kernel_bench conv2d_backward_weight:1        one version
 //   kernel_bench --model lenet --batch 128
 //   kernel_bench --check --batch 8               checks only (CI runs this on the emulated GPU)
+//   kernel_bench --tf32                          the conv and dense launchers on the tensor cores (--tf32),
+//                                                checked against the CPU twin's TF32-rounded operands
 //   kernel_bench --list                          the launchers and what each version is
 //
 // On the emulated GPU the times are the CPU's and are labelled so: they say
@@ -51,6 +53,12 @@ constexpr bool emulated = false;
 // A GEMM of depth k sums in another order on each side (FMAs on the GPU):
 // 1e-5 of the largest value is about 80 ulps, as the GPU tests allow.
 constexpr double tolerance = 1e-5;
+
+// The operands as a product sees them in `math`: rounded to TF32, or as they are.
+std::vector<float> operand(std::vector<float> v, Math math) {
+    if (math == Math::tf32) cpu::round_to_tf32(v.data(), v.data(), v.size());
+    return v;
+}
 
 std::vector<float> random_floats(size_t n, uint64_t seed) {
     Rng rng(seed, 7);
@@ -107,12 +115,17 @@ struct ConvCase {
         else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, scratch.p, stream);
     }
 
-    // The worst error of one run against the CPU twin (outputs poisoned first).
+    // The worst error of one run against the CPU twin (outputs poisoned
+    // first): the implicit GEMM (the sums the GPU makes, unlike Winograd's),
+    // on the operands rounded to TF32 with --tf32, the bias from dy as it is.
     double check(const std::string& launcher) {
-        std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s));
+        ConvShape fp = s;
+        fp.math = Math::fp32;
+        std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
+        const auto x = operand(this->x, s.math), w = operand(this->w, s.math), dy = operand(this->dy, s.math);
         if (launcher == "conv2d_forward") {
             std::vector<float> want(s.out_size());
-            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
             cpu::relu_forward(want.data(), want.data(), want.size());
             y.poison();
             run(launcher, nullptr);
@@ -120,13 +133,15 @@ struct ConvCase {
         }
         if (launcher == "conv2d_backward_data") {
             std::vector<float> want(s.in_size());
-            cpu::conv2d_backward_data_gemm(want.data(), dy.data(), w.data(), s, cpu_scratch.data());
+            cpu::conv2d_backward_data_gemm(want.data(), dy.data(), w.data(), fp, cpu_scratch.data());
             dx.poison();
             run(launcher, nullptr);
             return error(dx.get(), want);
         }
-        std::vector<float> want_dw = dw0, want_db = db0;  // backward-weight adds to what is there
-        cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+        std::vector<float> want_dw = dw0, want_db = db0, unused = dw0;  // backward-weight adds to what is there
+        cpu::conv2d_backward_weight_gemm(want_dw.data(), unused.data(), dy.data(), x.data(), fp, cpu_scratch.data());
+        cpu::conv2d_backward_weight_gemm(unused.data(), want_db.data(), this->dy.data(), this->x.data(), fp,
+                                         cpu_scratch.data());
         dw.put(dw0);
         db.put(db0);
         scratch.poison();
@@ -141,7 +156,7 @@ struct DenseCase {
     std::vector<float> x = random_floats(size_t(s.n) * s.in, 1), w = random_floats(size_t(s.out) * s.in, 2),
                        b = random_floats(size_t(s.out), 3), dy = random_floats(size_t(s.n) * s.out, 4),
                        dw0 = random_floats(size_t(s.out) * s.in, 5), db0 = random_floats(size_t(s.out), 6);
-    Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out)};
+    Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out, s.math)};
     Gpu y{size_t(s.n) * s.out}, dx{size_t(s.n) * s.in}, dw{dw0}, db{db0};
 
     explicit DenseCase(const DenseShape& shape) : s(shape) {}
@@ -151,21 +166,25 @@ struct DenseCase {
         return (run == "dense_forward" ? 2.0 : 4.0) * double(s.n) * s.in * s.out;
     }
     void run(const std::string& run, cudaStream_t stream) {
-        if (run == "dense_forward") cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, scratch.p, stream);
-        else cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, scratch.p, stream);
+        if (run == "dense_forward")
+            cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, scratch.p, stream, s.math);
+        else cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, scratch.p, stream, s.math);
     }
+    // (The CPU twin rounds the operands itself with Math::tf32.)
     double check(const std::string& run) {
         scratch.poison();
+        std::vector<float> cpu_scratch(cpu::dense_scratch_floats(s.n, s.in, s.out, s.math));
         if (run == "dense_forward") {
             std::vector<float> want(size_t(s.n) * s.out);
-            cpu::dense_forward_relu(want.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out);
+            cpu::dense_forward_relu(want.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, cpu_scratch.data(),
+                                    s.math);
             y.poison();
             this->run(run, nullptr);
             return error(y.get(), want);
         }
         std::vector<float> want_dx(size_t(s.n) * s.in), want_dw = dw0, want_db = db0;
         cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), s.n, s.in,
-                            s.out);
+                            s.out, cpu_scratch.data(), s.math);
         dw.put(dw0);
         db.put(db0);
         dx.poison();
@@ -227,6 +246,7 @@ int main(int argc, char** argv) {
     std::vector<ModelKind> models = {ModelKind::lenet, ModelKind::resnet18};
     int batch = 256, repeats = 20;
     bool check_only = false, list = false;
+    Math math = Math::fp32;
     std::map<std::string, std::set<int>> wanted;  // launcher -> versions (empty: all)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -236,6 +256,7 @@ int main(int argc, char** argv) {
         };
         if (a == "--check") check_only = true;
         else if (a == "--list") list = true;
+        else if (a == "--tf32") math = Math::tf32;
         else if (a == "--batch") batch = number(value(), "--batch", 1);
         else if (a == "--repeats") repeats = number(value(), "--repeats", 1);
         else if (a == "--model") {
@@ -279,8 +300,15 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("GPU 0: %s%s; batch %d; %s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
-                check_only ? "checks only" : ("median of " + std::to_string(repeats) + " launches").c_str());
+    if (math == Math::tf32 && prop.major < 8) {
+        std::printf("SKIP: --tf32 needs compute capability 8.0 or later (GPU 0 has %d.%d)\n", prop.major, prop.minor);
+        return 77;
+    }
+    std::printf("GPU 0: %s%s; batch %d; %s%s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
+                check_only ? "checks only" : ("median of " + std::to_string(repeats) + " launches").c_str(),
+                math == Math::tf32 ? "; --tf32: conv and dense products on the tensor cores (every GEMM version runs "
+                                     "version 2's tiles)"
+                                   : "");
     std::printf("%-36s %-8s %-26s %3s  %-9s %10s %10s %8s\n", "launcher", "model", "layer", "v", "check", "ms", "GFLOP/s",
                 "vs v1");
 
@@ -318,7 +346,7 @@ int main(int argc, char** argv) {
     };
     for (ModelKind kind : models) {
         std::set<std::string> seen;
-        for (const ConvShape& s : model_of(kind).conv_shapes(batch)) {
+        for (const ConvShape& s : model_of(kind).conv_shapes(batch, math)) {
             if (!seen.insert(describe(s)).second) continue;  // ResNet repeats its shapes
             ConvCase c(s);
             bench(c, kind, describe(s), [](const std::string& launcher) {
@@ -328,7 +356,7 @@ int main(int argc, char** argv) {
                 return std::vector<std::string>{};
             });
         }
-        for (const DenseShape& s : model_of(kind).dense_shapes(batch)) {
+        for (const DenseShape& s : model_of(kind).dense_shapes(batch, math)) {
             DenseCase c(s);
             bench(c, kind, describe(s), [](const std::string& launcher) {
                 if (launcher == "gemm" || launcher == "dense") return std::vector<std::string>{"dense_forward", "dense_backward"};

@@ -6,12 +6,21 @@
 
 namespace dpt {
 
+// The arithmetic of a layer's products: FP32 throughout, or TF32 operands
+// (FP32 rounded to 10 bits of fraction, to nearest, ties away from zero)
+// with FP32 products and sums: what tensor cores compute with --tf32. The
+// CPU kernels round the operands the same way and then compute in FP32, so
+// the two sides still agree to FP32's rounding. Sums that are not products
+// (bias gradients) stay FP32 either way.
+enum class Math : unsigned char { fp32, tf32 };
+
 // A 2-D convolution over a batch in NCHW layout: x (n, c, h, w) -> y (n, oc, oh, ow),
 // weights (oc, c, kh, kw), bias (oc).
 struct ConvShape {
     int n, c, h, w;      // input
     int oc, kh, kw;      // filters
     int stride = 1, pad = 0;
+    Math math = Math::fp32;
 
     int oh() const { return (h + 2 * pad - kh) / stride + 1; }
     int ow() const { return (w + 2 * pad - kw) / stride + 1; }
@@ -26,6 +35,7 @@ struct ConvShape {
 // A fully connected layer over n samples: x (n, in) -> y (n, out).
 struct DenseShape {
     int n, in, out;
+    Math math = Math::fp32;
 };
 
 enum class PoolKind { avg, max };

@@ -27,7 +27,7 @@ static_assert(std::endian::native == std::endian::little, "checkpoints store lit
 namespace {
 
 constexpr std::string_view magic = "dptrain-checkpoint ";
-constexpr int format_version = 5;  // 5: the processes line; 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
+constexpr int format_version = 6;  // 6: the math line; 5: the processes line; 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
 constexpr size_t max_header_bytes = 16384;   // ours is under 600
 constexpr size_t max_file_bytes = 64 << 20;  // ours: LeNet's 517 KB, ResNet-18's 11.1 MB
 constexpr std::string_view crc_key = "crc32 ";
@@ -179,6 +179,7 @@ std::string encode_checkpoint(const Checkpoint& k) {
     line("split", split);
     line("model", to_string(c.model));
     line("bn", to_string(c.bn));
+    line("math", c.math == Math::tf32 ? "tf32" : "fp32");
     line("batch", text_of(c.batch));
     line("lr", text_of(c.lr));
     line("warmup", text_of(c.warmup));
@@ -281,6 +282,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
         if (h.next("model") != to_string(*model)) h.fail("model line does not name the model of its tensors");
         c.bn = h.word("bn", "local", "sync") == "sync" ? BatchNormMode::sync : BatchNormMode::local;
     }
+    if (version >= 6) c.math = h.word("math", "fp32", "tf32") == "tf32" ? Math::tf32 : Math::fp32;
     const int max_int = std::numeric_limits<int>::max();
     const int64_t devices_in_all = int64_t(c.devices.count()) * c.processes;  // a sample for each, at least
     c.batch = h.number<int>("batch", int(std::min<int64_t>(devices_in_all, max_int)), max_int);

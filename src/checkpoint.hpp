@@ -2,7 +2,7 @@
 // to go on as if it had never stopped. A text header, the flat parameter
 // buffer, and a CRC-32 of all that precedes it:
 //
-//   dptrain-checkpoint 5
+//   dptrain-checkpoint 6
 //   conv1.weight 20 1 3 3          the model's tensors, as in the params file
 //   ...
 //   devices cpu 2                  the run's settings (the devices of each process)
@@ -12,6 +12,7 @@
 //                                  of a full batch once known; earlier files read as even)
 //   model lenet                    (version 4 on; lenet or resnet18, the model its tensors
 //   bn local                       are; --bn; earlier files read as lenet, local)
+//   math fp32                      (version 6 on; tf32 with --tf32; earlier files read as fp32)
 //   batch 256
 //   lr 0.3
 //   warmup 0                       (version 2 on, as the allreduce line)
@@ -35,7 +36,8 @@
 // words need storing. Numbers are written in their shortest exact form, so
 // lr and loss-sum read back bit for bit. There is no time or path inside:
 // the same run gives the same bytes. Version 1 files (before --allreduce),
-// 2 (before --split), 3 (before --model) and 4 (before mpirun) still read.
+// 2 (before --split), 3 (before --model), 4 (before mpirun) and 5 (before
+// --tf32) still read.
 #pragma once
 #include <cstdint>
 #include <span>

@@ -93,6 +93,9 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     keep("seed", c.seed == saved.seed, std::to_string(saved.seed));
     keep("model", c.model == saved.model, to_string(saved.model));
     keep("bn", c.bn == saved.bn, to_string(saved.bn));
+    if (r.count("tf32") && saved.math != Math::tf32)
+        throw InputError("--tf32 differs from the checkpoint's FP32 arithmetic: a resumed run keeps the settings it "
+                         "started with (start a new run, perhaps with --load, to change them)");
     keep("pool", c.pool == saved.pool, saved.pool == PoolKind::avg ? "avg" : "max");
     keep("init", c.init == saved.init, saved.init == InitKind::xavier ? "xavier" : "normal");
     keep("limit-train", c.limit_train == saved.limit_train, std::to_string(saved.limit_train));
@@ -103,6 +106,7 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
     c.seed = saved.seed;
     c.model = saved.model;
     c.bn = saved.bn;
+    c.math = saved.math;
     c.pool = saved.pool;
     c.init = saved.init;
     c.limit_train = saved.limit_train;
@@ -190,6 +194,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
     options.add_options("Training")
         ("model", "the network: lenet (the tutorial's from scratch) or resnet18 (the gluon tutorials' ResNet-18 for 28x28 images, with batch norm)", cxxopts::value<std::string>()->default_value("lenet"), "NAME")
         ("bn", "resnet18's batch norm on N devices: local (each device normalises over its own part, as gluon and the tutorial) or sync (over the whole batch: per-channel sums allreduced in forward and backward, so N devices follow 1 device)", cxxopts::value<std::string>()->default_value("local"), "local|sync")
+        ("tf32", "the convolutions' and dense layers' products with TF32 operands (10 bits of fraction, rounded to nearest) and FP32 sums: on a GPU's tensor cores (compute capability 8.0 or later), as PyTorch's allow_tf32; CPU devices round the same operands and compute in FP32, so every device does the same arithmetic (default: FP32 throughout)")
         ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
         ("warmup", "raise the rate linearly from lr/W to lr over the first E epochs (W steps; fractions allowed), as the linear scaling rule's gradual warm-up; default 0: constant", cxxopts::value<std::string>()->default_value("0"), "E")
@@ -251,6 +256,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
                                     "a whole number from 0");
     c.model = parse_model(r["model"].as<std::string>());
     c.bn = parse_batch_norm(r["bn"].as<std::string>());
+    c.math = r.count("tf32") ? Math::tf32 : Math::fp32;
     c.pool = parse_pool(r["pool"].as<std::string>());
     c.init = parse_init(r["init"].as<std::string>());
 

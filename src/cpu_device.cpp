@@ -321,7 +321,7 @@ class CpuDevice final : public Device {
                 outputs_.data() + size_t(first) * model_.classes()};
     }
 
-    size_t scratch_floats(int capacity) const { return model_.scratch_floats<cpu::KernelSet>(capacity); }
+    size_t scratch_floats(int capacity) const { return model_.scratch_floats<cpu::KernelSet>(capacity, setup_.math); }
 
     CpuStream<CpuTask>& allreduce_stream() { return allreduce_stream_ ? *allreduce_stream_ : stream_; }
     // Waits for every task queued on either stream.
@@ -425,7 +425,7 @@ class CpuDevice final : public Device {
     std::vector<float> outputs_;         // (capacity, 10): the logits of the last forward
     std::vector<float> activation_memory_;
     Activations act_;                    // for chunk_ samples; input, labels and logits are per chunk (chunk_of)
-    cpu::KernelSet kernels_;
+    cpu::KernelSet kernels_{setup_.math};
     std::vector<uint32_t> eval_index_;  // 0, 1, 2, ... for gathering test samples in order
 
     // Touched only by the worker thread; the host reads them after synchronize().
@@ -487,7 +487,7 @@ std::vector<std::unique_ptr<Device>> make_cpu_devices(const ReplicaSetup& setup,
         const double input = double(setup.capacity) * (setup.train->pixels() + 1) / mb;
         const double replica = 2.0 * double(model.param_count()) / mb;
         const double activations =
-            double(model.activation_floats(chunk, model.scratch_floats<cpu::KernelSet>(chunk))) / mb;
+            double(model.activation_floats(chunk, model.scratch_floats<cpu::KernelSet>(chunk, setup.math))) / mb;
         char message[400];
         std::snprintf(message, sizeof message,
                       "out of memory creating CPU device %zu of %d: each needs %.1f MB (input for %d samples "

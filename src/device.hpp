@@ -121,6 +121,9 @@ struct ReplicaSetup {
     // A multi-process run: device 0 sums gradients across the processes
     // (Device::sum_across; a GPU keeps pinned host memory for it).
     bool across_processes = false;
+    // --tf32: the conv and dense products on the GPUs' tensor cores; CPU
+    // devices round the operands the same way (shapes.hpp: Math).
+    Math math = Math::fp32;
 
     // Floats of each replica's gradient buffer.
     size_t grad_floats() const { return std::max(model->gradient_floats(), gradient_floats); }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cuda/check.hpp"
+#include "errors.hpp"
 #include "cuda/kernels.hpp"
 #include "gpu.hpp"
 #include "gpu_internal.hpp"
@@ -147,12 +148,13 @@ class GpuDevice final : public Device {
         timelines_[0].stream = stream_;
         timelines_[1].stream = allreduce_stream();
         kernels_.stream = stream_;
+        kernels_.math = setup_.math;
         const size_t p = model_.param_count();
         params_ = device_alloc<float>(p, gpu_, "parameters");
         grads_ = device_alloc<float>(grad_floats_, gpu_, "gradients");
         if (staging_floats_ > 0)
             staging_ = device_alloc<float>(staging_floats_, gpu_, "the allreduce's staging memory");
-        const size_t scratch = model_.scratch_floats<cuda::KernelSet>(setup.capacity);
+        const size_t scratch = model_.scratch_floats<cuda::KernelSet>(setup.capacity, setup.math);
         activations_ = device_alloc<float>(model_.activation_floats(setup.capacity, scratch), gpu_,
                                            "activations (lower --batch, or use more devices)");
         act_ = model_.carve(activations_, setup.capacity, scratch);
@@ -598,6 +600,10 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
             throw std::runtime_error("GPU " + std::to_string(g) + " (" + prop.name + ") has compute capability " +
                                      std::to_string(prop.major) + "." + std::to_string(prop.minor) +
                                      "; this dptrain has code for 7.5 and newer: use --cpus N");
+        if (setup.math == Math::tf32 && prop.major < 8)
+            throw InputError("--tf32 needs tensor cores that take TF32 (compute capability 8.0 or later); GPU " +
+                             std::to_string(g) + " (" + prop.name + ") has " + std::to_string(prop.major) + "." +
+                             std::to_string(prop.minor) + ": leave out --tf32");
     }
     enable_peer_access(gpus);
     std::map<int, std::shared_ptr<GpuData>> data;  // per GPU used

@@ -174,9 +174,9 @@ const ParamTensor& Model::tensor(const std::string& name) const {
     return tensors_.front();
 }
 
-ConvShape Model::conv_shape(size_t layer, int n) const {
+ConvShape Model::conv_shape(size_t layer, int n, Math math) const {
     const Planned& p = plan_[layer];
-    return {n, p.in.c, p.in.h, p.in.w, p.layer.out, p.layer.k, p.layer.k, p.layer.stride, p.layer.pad};
+    return {n, p.in.c, p.in.h, p.in.w, p.layer.out, p.layer.k, p.layer.k, p.layer.stride, p.layer.pad, math};
 }
 
 PoolShape Model::pool_shape(size_t layer, int n) const {
@@ -189,17 +189,17 @@ NormShape Model::norm_shape(size_t layer, int n) const {
     return {n, p.in.c, p.in.h * p.in.w};
 }
 
-std::vector<ConvShape> Model::conv_shapes(int n) const {
+std::vector<ConvShape> Model::conv_shapes(int n, Math math) const {
     std::vector<ConvShape> shapes;
     for (size_t i = 0; i < plan_.size(); ++i)
-        if (plan_[i].layer.kind == LayerKind::conv) shapes.push_back(conv_shape(i, n));
+        if (plan_[i].layer.kind == LayerKind::conv) shapes.push_back(conv_shape(i, n, math));
     return shapes;
 }
 
-std::vector<DenseShape> Model::dense_shapes(int n) const {
+std::vector<DenseShape> Model::dense_shapes(int n, Math math) const {
     std::vector<DenseShape> shapes;
     for (const Planned& p : plan_)
-        if (p.layer.kind == LayerKind::dense) shapes.push_back({n, int(p.in.size()), p.layer.out});
+        if (p.layer.kind == LayerKind::dense) shapes.push_back({n, int(p.in.size()), p.layer.out, math});
     return shapes;
 }
 

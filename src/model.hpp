@@ -170,19 +170,22 @@ class Model {
     // The tensor called `name` (an assert when there is none).
     const ParamTensor& tensor(const std::string& name) const;
 
-    // Each layer's shapes for a part of n samples.
-    ConvShape conv_shape(size_t layer, int n) const;
+    // Each layer's shapes for a part of n samples; `math`, the arithmetic
+    // of the products (a kernel set's: K::math, set by --tf32).
+    ConvShape conv_shape(size_t layer, int n, Math math = Math::fp32) const;
     PoolShape pool_shape(size_t layer, int n) const;
     NormShape norm_shape(size_t layer, int n) const;
-    std::vector<ConvShape> conv_shapes(int n) const;
-    std::vector<DenseShape> dense_shapes(int n) const;
+    std::vector<ConvShape> conv_shapes(int n, Math math = Math::fp32) const;
+    std::vector<DenseShape> dense_shapes(int n, Math math = Math::fp32) const;
 
-    // Scratch floats kernel set K needs for every conv layer at this capacity.
+    // Scratch floats kernel set K needs for every conv and dense layer at
+    // this capacity, in arithmetic `math`.
     template <class K>
-    size_t scratch_floats(int capacity) const {
+    size_t scratch_floats(int capacity, Math math = Math::fp32) const {
         size_t most = 0;
-        for (const ConvShape& s : conv_shapes(capacity)) most = std::max(most, K::conv2d_scratch_floats(s));
-        for (const DenseShape& s : dense_shapes(capacity)) most = std::max(most, K::dense_scratch_floats(s.n, s.in, s.out));
+        for (const ConvShape& s : conv_shapes(capacity, math)) most = std::max(most, K::conv2d_scratch_floats(s));
+        for (const DenseShape& s : dense_shapes(capacity, math))
+            most = std::max(most, K::dense_scratch_floats(s.n, s.in, s.out, s.math));
         return most;
     }
     // Floats of one allocation holding the activations (labels counted as floats).
@@ -260,14 +263,14 @@ void Model::forward_layer(K& k, size_t i, const Activations& a, const float* par
     switch (p.layer.kind) {
         case LayerKind::conv: {
             const float *w = tensor_at(params, p.weight), *b = tensor_at(params, p.bias);
-            if (p.relu_after) k.conv2d_forward_relu(out, in, w, b, conv_shape(i, n), a.scratch);
-            else k.conv2d_forward(out, in, w, b, conv_shape(i, n), a.scratch);
+            if (p.relu_after) k.conv2d_forward_relu(out, in, w, b, conv_shape(i, n, k.math), a.scratch);
+            else k.conv2d_forward(out, in, w, b, conv_shape(i, n, k.math), a.scratch);
             break;
         }
         case LayerKind::dense: {
             const float *w = tensor_at(params, p.weight), *b = tensor_at(params, p.bias);
-            if (p.relu_after) k.dense_forward_relu(out, in, w, b, n, int(p.in.size()), p.layer.out, a.scratch);
-            else k.dense_forward(out, in, w, b, n, int(p.in.size()), p.layer.out, a.scratch);
+            if (p.relu_after) k.dense_forward_relu(out, in, w, b, n, int(p.in.size()), p.layer.out, a.scratch, k.math);
+            else k.dense_forward(out, in, w, b, n, int(p.in.size()), p.layer.out, a.scratch, k.math);
             break;
         }
         case LayerKind::pool:
@@ -294,7 +297,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
     float* d_out = a.grad[size_t(p.buffer)];
     switch (p.layer.kind) {
         case LayerKind::conv: {
-            const ConvShape s = conv_shape(i, n);
+            const ConvShape s = conv_shape(i, n, k.math);
             k.conv2d_backward_weight(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s, a.scratch);
             done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
             if (!d_in) break;
@@ -309,7 +312,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
         case LayerKind::dense:
             assert(d_in && "a dense first layer needs a backward without the input's gradient");
             k.dense_backward(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                             tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch);
+                             tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
             done(tensors_[size_t(p.weight)].offset);
             break;
         case LayerKind::pool: {

@@ -94,6 +94,11 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                     "proportion to its samples/s\n",
                     w.from + 1, w.end, w.end + 1);
     }
+    if (c.math == Math::tf32)
+        std::printf("tf32: the conv and dense products take TF32 operands (10 bits of fraction) and sum in FP32%s\n",
+                    c.devices.gpus == 0   ? "; CPU devices round the operands and compute in FP32 (no speed gained)"
+                    : c.devices.mixed() ? ": tensor cores on the GPUs; the CPU devices round the same operands"
+                                        : ", on the GPUs' tensor cores");
     for (const TrainConfig::Slowdown& s : c.slowdowns)
         std::printf("slowdown: %s computes each part %d times over (--slowdown: the same result, %dx the time)\n",
                     s.device.c_str(), s.factor, s.factor);
@@ -286,7 +291,8 @@ void MetricsFile::write(const EpochReport& s) {
                            c.processes, to_string(c.across));
     n += std::snprintf(line + n, sizeof line - size_t(n), ", \"model\": \"%s\"", to_string(c.model));
     if (model_of(c.model).batch_norms() > 0)
-        std::snprintf(line + n, sizeof line - size_t(n), ", \"bn\": \"%s\"", to_string(c.bn));
+        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"bn\": \"%s\"", to_string(c.bn));
+    if (c.math == Math::tf32) std::snprintf(line + n, sizeof line - size_t(n), ", \"math\": \"tf32\"");
     out_ << line << "}\n" << std::flush;
 }
 

@@ -39,6 +39,7 @@ struct TrainConfig {
     std::string metrics_path, save_path, load_path;
     ModelKind model = ModelKind::lenet;
     BatchNormMode bn = BatchNormMode::local;  // --bn: for a model with batch norm
+    Math math = Math::fp32;                   // --tf32: Math::tf32
     PoolKind pool = PoolKind::avg;            // LeNet's pooling (ResNet's are fixed)
     InitKind init = InitKind::xavier;
     bool graphs = true;        // GPU: record the epoch's steps as a CUDA graph and replay it

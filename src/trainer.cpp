@@ -115,12 +115,12 @@ std::string trajectory_options(const TrainConfig& c) {
     std::snprintf(text, sizeof text,
                   "--model %s\n--bn %s\n--pool %s\n--init %s\n--batch %d\n--lr %g\n--warmup %g\n--epochs %d\n"
                   "--seed %llu\n--limit-train %zu\n--limit-test %zu\n--cpus %d\n--gpus %d\n--allreduce %s\n"
-                  "--overlap %d\n--bucket-kb %d\n--across %s\n--collective-timeout %g\n--resume %s\n",
+                  "--overlap %d\n--bucket-kb %d\n--across %s\n--collective-timeout %g\n--resume %s\n--tf32 %d\n",
                   to_string(c.model), to_string(c.bn), c.pool == PoolKind::avg ? "avg" : "max",
                   c.init == InitKind::xavier ? "xavier" : "normal", c.batch, double(c.lr), c.warmup, c.epochs,
                   (unsigned long long)c.seed, c.limit_train, c.limit_test, c.devices.cpus, c.devices.gpus,
                   c.allreduce.c_str(), int(c.overlap), c.bucket_kb, to_string(c.across), c.collective_timeout,
-                  c.resume_path.empty() ? "no" : "yes");
+                  c.resume_path.empty() ? "no" : "yes", int(c.math == Math::tf32));
     return text;
 }
 
@@ -324,7 +324,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                     c.devices.gpu_ids.push_back((cluster.local_rank() * c.devices.gpus + i) % present);
         owned = make_devices(c.devices,
                              {&data.train, &data.test, capacity, c.pool, 0, buckets, &model_of(c.model), c.bn,
-                              c.processes > 1},
+                              c.processes > 1, c.math},
                              within);
         apply_slowdowns(c, pointers(owned));
     }, "the run's set-up");

@@ -146,23 +146,39 @@ TEST_CASE("a changed byte anywhere in a checkpoint is caught", "[checkpoint]") {
 TEST_CASE("a checkpoint of another format version, model or kind of file is named as such", "[checkpoint]") {
     const std::string bytes = encode_checkpoint(example());
     const std::string split_line = "split auto 300 200 11\n", model_lines = "model lenet\nbn local\n";
+    const std::string math_line = "math fp32\n";
     const size_t split_at = bytes.find(split_line);
     REQUIRE(split_at != std::string::npos);
     REQUIRE(bytes.find(model_lines) == split_at + split_line.size());
     const std::string processes_line = "processes 2\n";
     REQUIRE(bytes.find("devices cpu 3\n" + processes_line) != std::string::npos);
+    REQUIRE(bytes.find(model_lines + math_line) == split_at + split_line.size());
     // The bytes as version `v` (before 5) wrote them, but for the lines
-    // versions 1 to 4 added, which each section removes: no processes line.
+    // versions 1 to 4 added, which each section removes: no processes or
+    // math line.
     const auto older = [&](int v) {
         std::string old = bytes;
-        old.replace(0, std::strlen("dptrain-checkpoint 5"), "dptrain-checkpoint " + std::to_string(v));
+        old.replace(0, std::strlen("dptrain-checkpoint 6"), "dptrain-checkpoint " + std::to_string(v));
         old.erase(old.find(processes_line), processes_line.size());
+        old.erase(old.find(math_line), math_line.size());
         return old;
     };
     SECTION("another version") {
-        std::string v6 = bytes;
-        v6.replace(0, std::strlen("dptrain-checkpoint 5"), "dptrain-checkpoint 6");
-        CHECK(rejection(resealed(v6)) == "ck: checkpoint format version 6; this dptrain reads versions 1 to 5");
+        std::string v7 = bytes;
+        v7.replace(0, std::strlen("dptrain-checkpoint 6"), "dptrain-checkpoint 7");
+        CHECK(rejection(resealed(v7)) == "ck: checkpoint format version 7; this dptrain reads versions 1 to 6");
+    }
+    SECTION("version 5, written before --tf32, reads as FP32; version 6's math line is fp32 or tf32") {
+        std::string v5 = bytes;
+        v5.replace(0, std::strlen("dptrain-checkpoint 6"), "dptrain-checkpoint 5");
+        v5.erase(v5.find(math_line), math_line.size());
+        CHECK(decode_checkpoint(bytes_of(resealed(v5)), "ck").settings.math == Math::fp32);
+        std::string tf32 = bytes;
+        tf32.replace(tf32.find(math_line), math_line.size(), "math tf32\n");
+        CHECK(decode_checkpoint(bytes_of(resealed(tf32)), "ck").settings.math == Math::tf32);
+        std::string bad = bytes;
+        bad.replace(bad.find(math_line), math_line.size(), "math fp16\n");
+        CHECK(rejection(resealed(bad)).find("ck: corrupted header") == 0);
     }
     SECTION("version 4, written before mpirun, reads as one process") {
         std::string v4 = older(4);

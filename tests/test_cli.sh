@@ -170,6 +170,17 @@ checkpoints)
         cmp "$tmp/ring-whole.params" "$tmp/ring-overlap.params" \
             && echo "ok: --allreduce ring --overlap --bucket-kb $bucket == without --overlap, byte for byte" || fail "--overlap --bucket-kb $bucket changes the parameters"
     done
+    # --tf32: recorded, kept on resume (given or not), and another
+    # trajectory than FP32's.
+    "$dptrain" "${ring[@]}" --tf32 --epochs 2 --save "$tmp/tf32-whole.params" >"$tmp/out" || fail "--tf32 run failed"
+    grep -q "^tf32: the conv and dense products take TF32 operands" "$tmp/out" || fail "--tf32 is not in the banner: $(cat "$tmp/out")"
+    "$dptrain" "${ring[@]}" --tf32 --epochs 1 --checkpoint "$tmp/tf32.ck" >/dev/null || fail "--tf32 1-epoch run failed"
+    grep -aq "^math tf32$" "$tmp/tf32.ck" || fail "the checkpoint does not record --tf32"
+    "$dptrain" --resume "$tmp/tf32.ck" --epochs 2 --save "$tmp/tf32-resumed.params" >/dev/null || fail "--tf32 resume failed"
+    cmp "$tmp/tf32-whole.params" "$tmp/tf32-resumed.params" \
+        && echo "ok: --tf32: 1 epoch + resume to 2 (without repeating --tf32) == 2 epochs, byte for byte" || fail "--tf32 resumed parameters differ"
+    cmp -s "$tmp/tf32-whole.params" "$tmp/ring-whole.params" && fail "--tf32 gave the FP32 run's parameters"
+    expect_error "--tf32 differs from the checkpoint's FP32 arithmetic" --resume "$tmp/one.saved" --tf32
     cp "$tmp/one.saved" "$tmp/one.ck"
     "$dptrain" --resume "$tmp/one.ck" --overlap --epochs 3 --save "$tmp/resumed-overlap.params" >/dev/null || fail "resume --overlap failed"
     cmp "$tmp/whole.params" "$tmp/resumed-overlap.params" && echo "ok: 1 epoch + resume to 3 with --overlap == 3 epochs without, byte for byte" \
@@ -193,8 +204,8 @@ checkpoints)
     cp "$tmp/one.saved" "$tmp/flip.ck"
     printf '\x55' | dd of="$tmp/flip.ck" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
     expect_error "corrupted (its CRC-32 does not match" --resume "$tmp/flip.ck"
-    sed '1s/^dptrain-checkpoint 5$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
-    expect_error "checkpoint format version 7; this dptrain reads versions 1 to 5" --resume "$tmp/v7.ck"
+    sed '1s/^dptrain-checkpoint 6$/dptrain-checkpoint 7/' "$tmp/one.saved" >"$tmp/v7.ck"
+    expect_error "checkpoint format version 7; this dptrain reads versions 1 to 6" --resume "$tmp/v7.ck"
     # Another model, checksum made right.
     python3 - "$tmp/one.saved" "$tmp/model.ck" <<'PY'
 import sys, zlib

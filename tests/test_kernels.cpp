@@ -87,6 +87,75 @@ TEST_CASE("conv2d backward matches finite differences for stride, padding and od
     }
 }
 
+TEST_CASE("round_to_tf32 keeps 10 bits of fraction, to nearest, ties away from zero", "[conv][dense]") {
+    const float one = 1.0f, ulp = std::ldexp(1.0f, -10);  // TF32's step at 1
+    const float in[] = {one + ulp / 2, -(one + ulp / 2), one + ulp / 2 - std::ldexp(1.0f, -23), one + ulp / 4,
+                        0.0f, std::numeric_limits<float>::infinity(), 3.0f};
+    const float want[] = {one + ulp, -(one + ulp), one, one, 0.0f, std::numeric_limits<float>::infinity(), 3.0f};
+    float out[7];
+    cpu::round_to_tf32(out, in, 7);
+    for (int i = 0; i < 7; ++i) CHECK(out[i] == want[i]);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    cpu::round_to_tf32(out, &nan, 1);
+    CHECK(std::isnan(out[0]));
+}
+
+// Math::tf32 on the CPU is the FP32 kernel on operands rounded first
+// (bit for bit); the bias gradient is the FP32 sum of the unrounded dy.
+TEST_CASE("conv2d and dense with Math::tf32 compute on rounded operands, the bias from the unrounded gradient",
+          "[conv][dense]") {
+    const auto rounded = [](std::vector<float> v) {
+        cpu::round_to_tf32(v.data(), v.data(), v.size());
+        return v;
+    };
+    for (ConvShape s : {ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}, ConvShape{3, 4, 12, 12, 6, 3, 3, 1, 1},
+                        ConvShape{2, 3, 9, 9, 5, 5, 5, 2, 1}}) {
+        CAPTURE(s.n, s.c, s.h, s.oc, s.kh, s.stride, s.pad);
+        const ConvShape fp = s;
+        s.math = Math::tf32;
+        const auto x = testing::random_vector(s.in_size(), 1), w = testing::random_vector(s.weight_size(), 2);
+        const auto b = testing::random_vector(size_t(s.oc), 3), dy = testing::random_vector(s.out_size(), 4);
+        std::vector<float> scratch(cpu::conv2d_scratch_floats(s)), y(s.out_size()), want(s.out_size());
+        REQUIRE(scratch.size() > cpu::conv2d_scratch_floats(fp));
+        cpu::conv2d_forward(y.data(), x.data(), w.data(), b.data(), s, scratch.data());
+        cpu::conv2d_forward(want.data(), rounded(x).data(), rounded(w).data(), b.data(), fp, scratch.data());
+        CHECK(y == want);
+        std::vector<float> dx(s.in_size()), want_dx(s.in_size());
+        cpu::conv2d_backward_data(dx.data(), dy.data(), w.data(), s, scratch.data());
+        cpu::conv2d_backward_data(want_dx.data(), rounded(dy).data(), rounded(w).data(), fp, scratch.data());
+        CHECK(dx == want_dx);
+        std::vector<float> dw(s.weight_size(), 0.5f), db(size_t(s.oc), 0.25f), want_dw = dw, want_db = db, unrounded = db;
+        cpu::conv2d_backward_weight(dw.data(), db.data(), dy.data(), x.data(), s, scratch.data());
+        cpu::conv2d_backward_weight(want_dw.data(), want_db.data(), rounded(dy).data(), rounded(x).data(), fp,
+                                    scratch.data());
+        CHECK(dw == want_dw);
+        std::vector<float> unused(s.weight_size());
+        cpu::conv2d_backward_weight(unused.data(), unrounded.data(), dy.data(), x.data(), fp, scratch.data());
+        for (int o = 0; o < s.oc; ++o)  // (another order of the same sum)
+            CHECK(db[size_t(o)] == Approx(unrounded[size_t(o)]).margin(1e-4));
+        CHECK(db != want_db);  // (the rounded dy would have given another bias gradient)
+    }
+    const int n = 5, in = 33, out = 7;
+    const auto x = testing::random_vector(size_t(n) * in, 5), w = testing::random_vector(size_t(out) * in, 6);
+    const auto b = testing::random_vector(size_t(out), 7), dy = testing::random_vector(size_t(n) * out, 8);
+    std::vector<float> scratch(cpu::dense_scratch_floats(n, in, out, Math::tf32)), y(size_t(n) * out), want = y;
+    cpu::dense_forward(y.data(), x.data(), w.data(), b.data(), n, in, out, scratch.data(), Math::tf32);
+    cpu::dense_forward(want.data(), rounded(x).data(), rounded(w).data(), b.data(), n, in, out);
+    CHECK(y == want);
+    std::vector<float> dx(x.size()), dw(w.size(), 0.5f), db(size_t(out), 0.25f), want_dx = dx, want_dw = dw,
+                                                                                   want_db = db, rounded_db = db;
+    cpu::dense_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), n, in, out, scratch.data(),
+                        Math::tf32);
+    cpu::dense_backward(want_dx.data(), want_dw.data(), rounded_db.data(), rounded(dy).data(), rounded(x).data(),
+                        rounded(w).data(), n, in, out);
+    std::vector<float> unused_dx(x.size()), unused_dw(w.size());
+    cpu::dense_backward(unused_dx.data(), unused_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), n, in, out);
+    CHECK(dx == want_dx);
+    CHECK(dw == want_dw);
+    CHECK(db == want_db);
+    CHECK(db != rounded_db);
+}
+
 TEST_CASE("pool2d backward matches finite differences, avg and max, edges dropped or overlapping", "[pool]") {
     const PoolShape s = GENERATE(PoolShape{2, 3, 9, 9, 2, 2},   // LeNet pool2: odd side, last row dropped
                                  PoolShape{1, 2, 26, 26, 2, 2}, // LeNet pool1

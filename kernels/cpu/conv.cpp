@@ -238,6 +238,11 @@ void conv2d_backward_weight_gemm(float* dw, float* db, const float* dy, const fl
     });
 }
 
+namespace {
+// Math::tf32: the rounded operands' room, after the FP32 kernels' scratch.
+size_t tf32_operand_floats(const ConvShape& s) { return s.in_size() + s.out_size() + s.weight_size() + size_t(s.oc); }
+}  // namespace
+
 // The three kernels take Winograd's F(m x m, 3x3) where it fits, with the
 // largest tile that does (winograd.cpp), direct sums over a one-channel
 // input (conv_direct.cpp), the implicit GEMM elsewhere. The
@@ -248,16 +253,45 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     if (direct_conv_fits(s)) floats = std::max(floats, direct_conv_scratch_floats(s));
     for (int tile : {2, 3, 4})
         if (winograd_tile_fits(s, tile)) floats = std::max(floats, winograd_scratch_floats(s, tile));
+    if (s.math == Math::tf32) floats += tf32_operand_floats(s);
     return floats;
 }
 
+// Math::tf32 (kernels.hpp): the operands rounded into the end of scratch,
+// the FP32 kernel on them, its own scratch first.
+namespace {
+struct Tf32Operands {
+    ConvShape fp32;
+    float *x, *dy, *w, *bias;  // rounded x, rounded dy, rounded w, a bias gradient to discard
+    Tf32Operands(const ConvShape& s, float* scratch) : fp32(s) {
+        fp32.math = Math::fp32;
+        x = scratch + conv2d_scratch_floats(fp32);
+        dy = x + s.in_size();
+        w = dy + s.out_size();
+        bias = w + s.weight_size();
+    }
+};
+}  // namespace
+
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
+    if (s.math == Math::tf32) {
+        const Tf32Operands r(s, scratch);
+        round_to_tf32(r.x, x, s.in_size());
+        round_to_tf32(r.w, w, s.weight_size());
+        return conv2d_forward(y, r.x, r.w, b, r.fp32, scratch);
+    }
     if (const int tile = winograd_tile(s)) return winograd_forward(y, x, w, b, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_forward(y, x, w, b, s);
     conv2d_forward_gemm(y, x, w, b, s, scratch);
 }
 
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
+    if (s.math == Math::tf32) {
+        const Tf32Operands r(s, scratch);
+        round_to_tf32(r.dy, dy, s.out_size());
+        round_to_tf32(r.w, w, s.weight_size());
+        return conv2d_backward_data(dx, r.dy, r.w, r.fp32, scratch);
+    }
     if (const int tile = winograd_tile(s)) return winograd_backward_data(dx, dy, w, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_backward_data(dx, dy, w, s, scratch);
     conv2d_backward_data_gemm(dx, dy, w, s, scratch);
@@ -265,6 +299,23 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             float* scratch) {
+    if (s.math == Math::tf32) {
+        const Tf32Operands r(s, scratch);
+        round_to_tf32(r.dy, dy, s.out_size());
+        round_to_tf32(r.x, x, s.in_size());
+        std::fill(r.bias, r.bias + s.oc, 0.0f);
+        conv2d_backward_weight(dw, r.bias, r.dy, r.x, r.fp32, scratch);
+        const size_t pixels = size_t(s.oh()) * s.ow();
+        for (int o = 0; o < s.oc; ++o) {  // the bias from the unrounded dy, sample by sample
+            float sum = 0.0f;
+            for (int i = 0; i < s.n; ++i) {
+                const float* row = dy + (size_t(i) * s.oc + o) * pixels;
+                for (size_t p = 0; p < pixels; ++p) sum += row[p];
+            }
+            db[o] += sum;
+        }
+        return;
+    }
     if (const int tile = winograd_tile(s)) return winograd_backward_weight(dw, db, dy, x, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_backward_weight(dw, db, dy, x, s);
     conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);

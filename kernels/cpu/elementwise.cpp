@@ -10,6 +10,15 @@
 
 namespace dpt::cpu {
 
+void round_to_tf32(float* dst, const float* src, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+        uint32_t u;
+        std::memcpy(&u, src + i, 4);
+        if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+        std::memcpy(dst + i, &u, 4);
+    }
+}
+
 void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
                     const uint8_t* labels, const uint32_t* index, int count,
                     int pixels) {

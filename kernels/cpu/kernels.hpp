@@ -33,6 +33,10 @@ void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
 // The scratch floats the three conv2d kernels need for shape s (no more for
 // a smaller s.n).
 size_t conv2d_scratch_floats(const ConvShape& s);
+// With s.math == Math::tf32 (and the dense kernels' `math`), the kernels
+// below round each product's operands to TF32 into the end of their
+// scratch, then compute in FP32 as usual: the twin of the tensor cores'
+// arithmetic (shapes.hpp). Bias gradients sum the unrounded gradient.
 
 // y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc).
 void conv2d_forward(float* y, const float* x, const float* w, const float* b,
@@ -64,14 +68,21 @@ void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
                      PoolKind kind, const PoolShape& s);
 
 // y (n, out) = x (n, in) . w^T + b, with w (out, in) and b (out). The
-// scratch, which the CUDA twin uses, is unused here (none is needed).
+// scratch holds the rounded operands with Math::tf32 (dense_scratch_floats);
+// in FP32 none is needed.
 void dense_forward(float* y, const float* x, const float* w, const float* b,
-                   int n, int in, int out, float* scratch = nullptr);
+                   int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32);
 // dw (out, in) += dy^T . x; db (out) += column sums of dy;
 // dx (n, in) = dy . w, overwritten; skipped when dx is null (first layer).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
-                    const float* x, const float* w, int n, int in, int out, float* scratch = nullptr);
-inline size_t dense_scratch_floats(int, int, int) { return 0; }
+                    const float* x, const float* w, int n, int in, int out, float* scratch = nullptr,
+                    Math math = Math::fp32);
+inline size_t dense_scratch_floats(int n, int in, int out, Math math = Math::fp32) {
+    return math == Math::tf32 ? size_t(n) * in + size_t(in) * out + size_t(n) * out : 0;
+}
+// dst = src rounded to TF32 (to nearest, ties away from zero, as the GPU's
+// cvt.rna.tf32.f32); NaN and infinity unchanged. dst may be src.
+void round_to_tf32(float* dst, const float* src, size_t count);
 
 // Batch normalisation in training, in two halves around what --bn sync
 // sums across devices (per-channel sums, so that a part's statistics add up
@@ -139,8 +150,8 @@ inline void conv2d_forward_relu(float* y, const float* x, const float* w, const 
     relu_forward(y, y, s.out_size());
 }
 inline void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
-                               int n, int in, int out, float* scratch = nullptr) {
-    dense_forward(y, x, w, b, n, in, out, scratch);
+                               int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32) {
+    dense_forward(y, x, w, b, n, in, out, scratch, math);
     relu_forward(y, y, size_t(n) * out);
 }
 // x is the ReLU output that was pooled: dx = 0 where x <= 0.
@@ -154,6 +165,7 @@ inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, con
 // backend (src/model.hpp: Model::forward / Model::backward). The CUDA set
 // (kernels/cuda/kernels.hpp) has the same members, bound to a stream.
 struct KernelSet {
+    Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;
     static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;

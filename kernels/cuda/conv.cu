@@ -347,8 +347,9 @@ __global__ void finish_weight_grad(float* dw, const float* w_partial, int w_spli
 // adds the blocks' sums, one block an element, in block_sum's fixed order.
 constexpr int small_pixels = 64, small_max_oc = 64, small_max_taps = 64, small_per_thread = 4;
 
+// (Not with --tf32: its bias sums would then be of rounded gradients.)
 bool small_weight_grad(const ConvShape& s) {
-    return conv2d_backward_weight_version >= 3 && s.n > 0 && s.oc <= small_max_oc && s.col_rows() <= small_max_taps &&
+    return conv2d_backward_weight_version >= 3 && s.math == Math::fp32 && s.n > 0 && s.oc <= small_max_oc && s.col_rows() <= small_max_taps &&
            s.weight_size() + size_t(s.oc) <= size_t(small_per_thread) * launch::threads;
 }
 // A block per sample, up to a block_sum's width (finish_small adds one
@@ -419,7 +420,7 @@ template <bool relu>
 void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, cudaStream_t stream) {
     const Geometry g(s);
     tiled::gemm(s.oc, s.n * s.col_cols(), s.col_rows(), Weights{w, s.col_rows()}, Unfold{x, g},
-                StoreOutput<relu>{y, b, s.oc, FastDiv(s.col_cols())}, stream);
+                StoreOutput<relu>{y, b, s.oc, FastDiv(s.col_cols())}, stream, 1, s.math);
 }
 
 }  // namespace
@@ -456,7 +457,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                                     " values: its gradient's gather indexes at most 2^31 (use a smaller batch per device)");
         const int cols = s.n * s.col_cols();
         tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
-                    tiled::StoreMatrix{scratch, cols, false}, stream);
+                    tiled::StoreMatrix{scratch, cols, false}, stream, 1, s.math);
         if (s.stride == 1)
             launch::kernel("gather_input_grad", gather_input_grad<true>, launch::grid_for(s.in_size()), launch::threads,
                            stream, dx, scratch, g);
@@ -466,7 +467,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
         return;
     }
     tiled::gemm(s.c, s.n * s.h * s.w, s.oc * s.kh * s.kw, WeightsTransposed{w, s.c, FastDiv(s.kh * s.kw)}, Spread{dy, g},
-                StoreInputGrad{dx, s.c, s.h * s.w}, stream);
+                StoreInputGrad{dx, s.c, s.h * s.w}, stream, 1, s.math);
 }
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
@@ -484,9 +485,9 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};
     if (splits == 1) {
-        tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream);
+        tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream, 1, s.math);
     } else {
-        tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits);
+        tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits, s.math);
     }
     if (conv2d_backward_weight_version >= 2) {
         if (s.n == 0) return;  // (no samples: k is 0, so the product was not split either)

@@ -59,45 +59,45 @@ __global__ void dense_bias_grad(float* db, const float* dy, int n, int out) {
 // Version 2 (versions.hpp: "dense") splits each product along k through
 // scratch where that fills the GPU better (tiles.cuh: gemm_split).
 template <class A, class B, class Out>
-void product(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream) {
-    if (dense_version >= 2) tiled::gemm_split(m, n, k, a, b, out, scratch, stream);
-    else tiled::gemm(m, n, k, a, b, out, stream);
+void product(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream, Math math) {
+    if (dense_version >= 2) tiled::gemm_split(m, n, k, a, b, out, scratch, stream, math);
+    else tiled::gemm(m, n, k, a, b, out, stream, 1, math);
 }
 
 template <bool relu>
 void forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, float* scratch,
-             cudaStream_t stream) {
+             cudaStream_t stream, Math math) {
     // y (n, out) = x (n, in) . w^T (in, out)
-    product(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, scratch, stream);
+    product(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, scratch, stream, math);
 }
 
 }  // namespace
 
 // The three products' scratch, the most any of them needs (they run one
 // after another on a stream).
-size_t dense_scratch_floats(int n, int in, int out) {
+size_t dense_scratch_floats(int n, int in, int out, Math) {
     return std::max({tiled::split_scratch_floats(n, out, in), tiled::split_scratch_floats(out, in, n),
                      tiled::split_scratch_floats(n, in, out)});
 }
 
 void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, float* scratch,
-                   cudaStream_t stream) {
-    forward<false>(y, x, w, b, n, in, out, scratch, stream);
+                   cudaStream_t stream, Math math) {
+    forward<false>(y, x, w, b, n, in, out, scratch, stream, math);
 }
 
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n, int in, int out,
-                        float* scratch, cudaStream_t stream) {
-    forward<true>(y, x, w, b, n, in, out, scratch, stream);
+                        float* scratch, cudaStream_t stream, Math math) {
+    forward<true>(y, x, w, b, n, in, out, scratch, stream, math);
 }
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                    int in, int out, float* scratch, cudaStream_t stream) {
+                    int in, int out, float* scratch, cudaStream_t stream, Math math) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
     // dw (out, in) += dy^T (out, n) . x (n, in)
-    product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, scratch, stream);
+    product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, scratch, stream, math);
     launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
     // dx (n, in) = dy (n, out) . w (out, in)
-    if (dx) product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, scratch, stream);
+    if (dx) product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, scratch, stream, math);
 }
 
 }  // namespace dpt::cuda

@@ -61,16 +61,19 @@ void pool2d_backward_relu(float* dx, const float* dy, const float* x, const floa
 
 // Scratch floats the dense launchers need at n samples (their products,
 // split along k, keep partial sums there).
-size_t dense_scratch_floats(int n, int in, int out);
+size_t dense_scratch_floats(int n, int in, int out, Math math = Math::fp32);
 // y (n, out) = x (n, in) . w^T + b; the _relu form stores max(., 0).
+// `math`: the products' arithmetic (shapes.hpp), on every dense launcher.
 void dense_forward(float* y, const float* x, const float* w, const float* b,
-                   int n, int in, int out, float* scratch, cudaStream_t stream);
+                   int n, int in, int out, float* scratch, cudaStream_t stream,
+                   Math math = Math::fp32);
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
-                        int n, int in, int out, float* scratch, cudaStream_t stream);
+                        int n, int in, int out, float* scratch, cudaStream_t stream,
+                        Math math = Math::fp32);
 // dw += dy^T . x; db += column sums of dy; dx = dy . w (skipped when null).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out,
-                    float* scratch, cudaStream_t stream);
+                    float* scratch, cudaStream_t stream, Math math = Math::fp32);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -121,6 +124,7 @@ void batch_norm_update_running(float* running, const float* stats, double count,
 // The layer kernels bound to one stream, for the model's passes (src/model.hpp).
 struct KernelSet {
     cudaStream_t stream;
+    Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)
 
     static size_t conv2d_scratch_floats(const ConvShape& s) { return cuda::conv2d_scratch_floats(s); }
     void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
@@ -150,18 +154,20 @@ struct KernelSet {
                               PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_backward_relu(dx, dy, x, y, kind, s, stream);
     }
-    static size_t dense_scratch_floats(int n, int in, int out) { return cuda::dense_scratch_floats(n, in, out); }
+    static size_t dense_scratch_floats(int n, int in, int out, Math math) {
+        return cuda::dense_scratch_floats(n, in, out, math);
+    }
     void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
-                       int out, float* scratch) const {
-        cuda::dense_forward(y, x, w, b, n, in, out, scratch, stream);
+                       int out, float* scratch, Math math) const {
+        cuda::dense_forward(y, x, w, b, n, in, out, scratch, stream, math);
     }
     void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n,
-                            int in, int out, float* scratch) const {
-        cuda::dense_forward_relu(y, x, w, b, n, in, out, scratch, stream);
+                            int in, int out, float* scratch, Math math) const {
+        cuda::dense_forward_relu(y, x, w, b, n, in, out, scratch, stream, math);
     }
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, int n, int in, int out, float* scratch) const {
-        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, stream);
+                        const float* w, int n, int in, int out, float* scratch, Math math) const {
+        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

@@ -28,8 +28,14 @@
 
 #include "check.hpp"
 #include "launch.cuh"
+#include "shapes.hpp"
 #include "splits.hpp"
 #include "versions.hpp"
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#include <mma.h>
+#define DPTRAIN_TENSOR_CORES 1  // TF32 warp matrix operations (compute capability 8.0 and later)
+#endif
 
 namespace dpt::cuda::tiled {
 
@@ -214,17 +220,123 @@ struct Operand {
     }
 };
 
-template <class T, class A, class B, class Out>
+// Version 2's arithmetic, FP32 on the CUDA cores: each thread's TM x TN
+// results in registers, from 4-float shared-memory reads.
+template <class T>
+struct FmaCore {
+    static constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
+    static constexpr int a_stride = BM, b_stride = BN;  // shared-memory rows: packed
+    float acc[TM][TN] = {};
+
+    __device__ static void round(float*, int) {}
+    __device__ void step(const float (*as)[a_stride], const float (*bs)[b_stride]) {
+        const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float av[TM], bv[TN];
+#pragma unroll
+            for (int r = 0; r < TM; r += 4) read4(av + r, &as[kk][spread_index<TM, BM>(ty, r)]);
+#pragma unroll
+            for (int c = 0; c < TN; c += 4) read4(bv + c, &bs[kk][spread_index<TN, BN>(tx, c)]);
+#pragma unroll
+            for (int r = 0; r < TM; ++r)
+#pragma unroll
+                for (int c = 0; c < TN; ++c) acc[r][c] += av[r] * bv[c];
+        }
+    }
+    template <class Out>
+    __device__ void finish(const Out& out, int m, int n, int row0, int col0) {
+        const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
+#pragma unroll
+        for (int r = 0; r < TM; ++r)
+#pragma unroll
+            for (int c = 0; c < TN; ++c) {
+                const int i = row0 + spread_index<TM, BM>(ty, r), j = col0 + spread_index<TN, BN>(tx, c);
+                if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
+            }
+    }
+};
+
+// --tf32's arithmetic on the tensor cores, through CUDA's warp matrix API
+// (nvcuda::wmma, m16n16k8: FP32 accumulators; the operands rounded to TF32
+// as they are stashed in shared memory, once for all the warps that read
+// them). The block's warps tile it 32 rows by BN / (warps / (BM / 32))
+// columns each, in 16 x 16 fragments. Shared-memory rows are padded by 4
+// floats so that a fragment's 8 rows of k start in different banks. A
+// warp hands each result fragment to the epilogue through 16 x 16 floats
+// of shared memory of its own. On a GPU before compute capability 8.0 the
+// kernel traps (the launcher refuses --tf32 there first).
+template <class T>
+struct Tf32Core {
+    static constexpr int BM = T::BM, BN = T::BN, BK = T::BK;
+    static constexpr int a_stride = BM + 4, b_stride = BN + 4;
+    static constexpr int warps = T::threads / 32, warp_rows = BM / 32, warp_cols = warps / warp_rows;
+    static constexpr int WN = BN / warp_cols, FR = 2, FC = WN / 16;  // a warp's 32 x WN: FR x FC fragments
+    static_assert(BK == 8 && BM % 32 == 0 && warps % warp_rows == 0 && WN % 16 == 0, "a tile the warps cannot share");
+#ifdef DPTRAIN_TENSOR_CORES
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> acc[FR][FC];
+
+    __device__ Tf32Core() {
+#pragma unroll
+        for (int r = 0; r < FR; ++r)
+#pragma unroll
+            for (int c = 0; c < FC; ++c) nvcuda::wmma::fill_fragment(acc[r][c], 0.0f);
+    }
+    __device__ static void round(float* r, int count) {
+        for (int l = 0; l < count; ++l) r[l] = nvcuda::wmma::__float_to_tf32(r[l]);
+    }
+    __device__ void step(const float (*as)[a_stride], const float (*bs)[b_stride]) {
+        using namespace nvcuda;
+        const int warp = int(threadIdx.x) / 32, wr = warp / warp_cols, wc = warp % warp_cols;
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fa[FR];
+        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb;
+#pragma unroll
+        for (int r = 0; r < FR; ++r) wmma::load_matrix_sync(fa[r], &as[0][wr * 32 + r * 16], a_stride);
+#pragma unroll
+        for (int c = 0; c < FC; ++c) {
+            wmma::load_matrix_sync(fb, &bs[0][wc * WN + c * 16], b_stride);
+#pragma unroll
+            for (int r = 0; r < FR; ++r) wmma::mma_sync(acc[r][c], fa[r], fb, acc[r][c]);
+        }
+    }
+    template <class Out>
+    __device__ void finish(const Out& out, int m, int n, int row0, int col0) {
+        using namespace nvcuda;
+        __shared__ __align__(32) float staged[warps][16 * 16];
+        const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, wr = warp / warp_cols,
+                  wc = warp % warp_cols;
+#pragma unroll
+        for (int r = 0; r < FR; ++r)
+#pragma unroll
+            for (int c = 0; c < FC; ++c) {
+                wmma::store_matrix_sync(staged[warp], acc[r][c], 16, wmma::mem_row_major);
+                __syncwarp();
+#pragma unroll
+                for (int e = lane; e < 16 * 16; e += 32) {
+                    const int i = row0 + wr * 32 + r * 16 + e / 16, j = col0 + wc * WN + c * 16 + e % 16;
+                    if (i < m && j < n) out(int(blockIdx.z), i, j, staged[warp][e]);
+                }
+                __syncwarp();  // every lane has read the fragment before the next one is stored
+            }
+    }
+#else
+    __device__ static void round(float*, int) { __trap(); }
+    __device__ void step(const float (*)[a_stride], const float (*)[b_stride]) { __trap(); }
+    template <class Out>
+    __device__ void finish(const Out&, int, int, int, int) { __trap(); }
+#endif
+};
+
+template <class T, class A, class B, class Out, class Core = FmaCore<T>>
 __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, int k, int k_per_split, A a, B b,
                                                               Out out) {  // (T: the tile, also by value, so
                                                                           // that a launch's signature names it)
-    constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, threads = T::threads;
+    constexpr int BM = T::BM, BN = T::BN, BK = T::BK, threads = T::threads;
     static_assert(BM * BK % threads == 0 && BN * BK % threads == 0, "tile not a whole number of loads");
-    __shared__ __align__(16) float as[2][BK][BM];  // as[buf][kk][i] = A(row0 + i, k0 + kk)
-    __shared__ __align__(16) float bs[2][BK][BN];  // bs[buf][kk][j] = B(k0 + kk, col0 + j)
+    __shared__ __align__(32) float as[2][BK][Core::a_stride];  // as[buf][kk][i] = A(row0 + i, k0 + kk)
+    __shared__ __align__(32) float bs[2][BK][Core::b_stride];  // bs[buf][kk][j] = B(k0 + kk, col0 + j)
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int k_begin = blockIdx.z * k_per_split, k_end = min(k, k_begin + k_per_split);
-    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
 
     using OpA = Operand<true, A, BM, BK, threads>;
     using OpB = Operand<false, B, BN, BK, threads>;
@@ -254,11 +366,13 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
         }
     };
     auto stash = [&](int buf) {
+        Core::round(ra, a_loads);
+        Core::round(rb, b_loads);
         OpA::stash(ra, as[buf]);
         OpB::stash(rb, bs[buf]);
     };
 
-    float acc[TM][TN] = {};
+    Core core;
     int buf = 0;
     if (k_begin < k_end) {
         fetch(k_begin);
@@ -268,38 +382,24 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, in
     for (int k0 = k_begin; k0 < k_end; k0 += BK) {
         const bool more = k0 + BK < k_end;
         if (more) fetch(k0 + BK);  // in flight while the products below run
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float av[TM], bv[TN];
-#pragma unroll
-            for (int r = 0; r < TM; r += 4) read4(av + r, &as[buf][kk][spread_index<TM, BM>(ty, r)]);
-#pragma unroll
-            for (int c = 0; c < TN; c += 4) read4(bv + c, &bs[buf][kk][spread_index<TN, BN>(tx, c)]);
-#pragma unroll
-            for (int r = 0; r < TM; ++r)
-#pragma unroll
-                for (int c = 0; c < TN; ++c) acc[r][c] += av[r] * bv[c];
-        }
+        core.step(as[buf], bs[buf]);
         if (more) stash(buf ^ 1);
         __syncthreads();
         buf ^= 1;
     }
-#pragma unroll
-    for (int r = 0; r < TM; ++r)
-#pragma unroll
-        for (int c = 0; c < TN; ++c) {
-            const int i = row0 + spread_index<TM, BM>(ty, r), j = col0 + spread_index<TN, BN>(tx, c);
-            if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
-        }
+    core.finish(out, m, n, row0, col0);
 }
 
-
 template <class T, class A, class B, class Out>
-void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits) {
+void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits, Math math) {
     const int k_per_split = ceil_div(ceil_div(k, splits), T::BK) * T::BK;
     const dim3 grid(unsigned(ceil_div(n, T::BN)), unsigned(ceil_div(m, T::BM)), unsigned(splits));
-    launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out>, grid, T::threads, stream, T{}, m, n, k,
-                   k_per_split, a, b, out);
+    if (math == Math::tf32)
+        launch::kernel("gemm_kernel_tf32", gemm_kernel_v2<T, A, B, Out, Tf32Core<T>>, grid, T::threads, stream, T{}, m,
+                       n, k, k_per_split, a, b, out);
+    else
+        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out>, grid, T::threads, stream, T{}, m, n, k,
+                       k_per_split, a, b, out);
 }
 
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each
@@ -312,19 +412,21 @@ inline int splits_for(int m, int n, int k, int min_k = 256, int target = target_
     return splits > 1 ? splits : 1;
 }
 
-// C (m, n) through `out` = A (m, k) . B (k, n), in `splits` parts along k.
+// C (m, n) through `out` = A (m, k) . B (k, n), in `splits` parts along k;
+// with Math::tf32 on the tensor cores, on version 2's tiles whatever the
+// version selected.
 template <class A, class B, class Out>
-void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1) {
+void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1, Math math = Math::fp32) {
     if (m <= 0 || n <= 0) return;
-    if (gemm_version >= 2) {
+    if (gemm_version >= 2 || math == Math::tf32) {
         // The tile by m: the fewest rows that hold it, up to 128; fewer rows
         // when that leaves an H100's 132 multiprocessors without a block
         // each. (Every tile sums each result along k in the same order.)
         const long blocks128 = long(ceil_div(m, 128)) * ceil_div(n, 128) * splits;
         const long blocks64 = long(ceil_div(m, 64)) * ceil_div(n, 128) * splits;
-        if (m <= 32 || blocks64 < 132) gemm_v2<Tile32>(m, n, k, a, b, out, stream, splits);
-        else if (m <= 64 || blocks128 < 132) gemm_v2<Tile64>(m, n, k, a, b, out, stream, splits);
-        else gemm_v2<Tile128>(m, n, k, a, b, out, stream, splits);
+        if (m <= 32 || blocks64 < 132) gemm_v2<Tile32>(m, n, k, a, b, out, stream, splits, math);
+        else if (m <= 64 || blocks128 < 132) gemm_v2<Tile64>(m, n, k, a, b, out, stream, splits, math);
+        else gemm_v2<Tile128>(m, n, k, a, b, out, stream, splits, math);
         return;
     }
     // Each split covers whole BK-wide steps, so only the last one is ragged.
@@ -361,13 +463,13 @@ __global__ void finish_splits(Out out, const float* scratch, int splits, int m, 
 // C (m, n) through `out` = A (m, k) . B (k, n), split along k where that
 // fills the GPU better (scratch: split_scratch_floats(m, n, k) floats).
 template <class A, class B, class Out>
-void gemm_split(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream) {
+void gemm_split(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream, Math math = Math::fp32) {
     const int splits = splits_to_fill(m, n, k);
     if (splits == 1 || m <= 0 || n <= 0) {
-        gemm(m, n, k, a, b, out, stream, 1);
+        gemm(m, n, k, a, b, out, stream, 1, math);
         return;
     }
-    gemm(m, n, k, a, b, StoreSplit{scratch, size_t(m) * n, n}, stream, splits);
+    gemm(m, n, k, a, b, StoreSplit{scratch, size_t(m) * n, n}, stream, splits, math);
     launch::kernel("finish_splits", finish_splits<Out>, launch::grid_for(size_t(m) * n), launch::threads, stream,
                    out, static_cast<const float*>(scratch), splits, m, n);
 }

@@ -4,7 +4,10 @@
 // with the same arguments, and a fragment's elements are spread over the
 // warp's 32 threads in a layout that code must not rely on. Here element e
 // of a fragment (its matrix in row-major order: 16 x 8 for A, 8 x 16 for B,
-// 16 x 16 for C) is x[e / 32] of lane e % 32.
+// 16 x 16 for C) is x[e % num_elements] of lane e / num_elements: a lane
+// holds neighbours, as on a GPU, so a lane that reads a stored fragment back
+// reads what other lanes wrote, and needs the warp to meet at __syncwarp()
+// first.
 //
 // load_matrix_sync and store_matrix_sync read and write only the calling
 // lane's elements, and check CUDA's rules: a 256-bit aligned pointer, a
@@ -90,20 +93,21 @@ void load_matrix_sync(fragment<Use, 16, 16, 8, precision::tf32, Layout>& f, cons
     detail::check(p, ldm);
     const int lane = int(dpt::cuda_emulation::lane());
     for (int t = 0; t < f.num_elements; ++t)
-        f.x[t] = *detail::at(p, t * 32 + lane, f.cols, ldm, std::is_same_v<Layout, row_major>);
+        f.x[t] = *detail::at(p, lane * f.num_elements + t, f.cols, ldm, std::is_same_v<Layout, row_major>);
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 8, float>& f, const float* p, unsigned ldm,
                              layout_t layout) {
     detail::check(p, ldm);
     const int lane = int(dpt::cuda_emulation::lane());
-    for (int t = 0; t < f.num_elements; ++t) f.x[t] = *detail::at(p, t * 32 + lane, 16, ldm, layout == mem_row_major);
+    for (int t = 0; t < f.num_elements; ++t)
+        f.x[t] = *detail::at(p, lane * f.num_elements + t, 16, ldm, layout == mem_row_major);
 }
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 8, float>& f, unsigned ldm,
                               layout_t layout) {
     detail::check(p, ldm);
     const int lane = int(dpt::cuda_emulation::lane());
     for (int t = 0; t < f.num_elements; ++t)
-        *const_cast<float*>(detail::at(p, t * 32 + lane, 16, ldm, layout == mem_row_major)) = f.x[t];
+        *const_cast<float*>(detail::at(p, lane * f.num_elements + t, 16, ldm, layout == mem_row_major)) = f.x[t];
 }
 
 // d = a . b + c, by the whole warp.
@@ -113,12 +117,12 @@ void mma_sync(fragment<accumulator, 16, 16, 8, float>& d, const fragment<matrix_
               const fragment<accumulator, 16, 16, 8, float>& c) {
     const int lane = int(dpt::cuda_emulation::lane());
     detail::Exchange& x = detail::exchange();
-    for (int t = 0; t < a.num_elements; ++t) x.a[t * 32 + lane] = a.x[t];
-    for (int t = 0; t < b.num_elements; ++t) x.b[t * 32 + lane] = b.x[t];
+    for (int t = 0; t < a.num_elements; ++t) x.a[lane * a.num_elements + t] = a.x[t];
+    for (int t = 0; t < b.num_elements; ++t) x.b[lane * b.num_elements + t] = b.x[t];
     __syncwarp();
     float result[c.num_elements];
     for (int t = 0; t < c.num_elements; ++t) {
-        const int e = t * 32 + lane, i = e / 16, j = e % 16;
+        const int e = lane * c.num_elements + t, i = e / 16, j = e % 16;
         float sum = c.x[t];
         for (int kk = 0; kk < 8; ++kk) sum += x.a[i * 8 + kk] * x.b[kk * 16 + j];
         result[t] = sum;

@@ -14,9 +14,10 @@
 #             GPU beside a CPU device, --split auto), ring, nccl and
 #             --overlap runs, inspect, the demos and `dptrain devices`
 #   bench     every version of the CUDA launchers that have versions,
-#             checked and timed side by side (bench/kernel_bench);
-#             full epochs against the PyTorch peer (bench/pytorch_lenet.py,
-#             eager and torch.compile) in the same call; 1, 2 and 4 replicas
+#             checked and timed side by side (bench/kernel_bench), in FP32
+#             and with --tf32; full epochs, FP32 and --tf32, against the
+#             PyTorch peer (bench/pytorch_lenet.py, eager and torch.compile,
+#             FP32 and TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
 #             --gpus 1,2,4` and its plot;
 #             `dptrain bench-allreduce` on 1, 2 and 4 replicas
@@ -343,6 +344,14 @@ stage_bench() {
     else
         fail "kernel_bench: a version failed its check or could not run"; show_tail "$logs/kernel-bench.txt"
     fi
+    # The same launchers with --tf32: on the tensor cores, against the CPU
+    # twin's TF32-rounded operands.
+    if "$dir/bench/kernel_bench" --batch 256 --tf32 >"$logs/kernel-bench-tf32.txt" 2>&1; then
+        cat "$logs/kernel-bench-tf32.txt"
+        ok "kernel_bench --tf32: $(grep -c ' ok ' "$logs/kernel-bench-tf32.txt") launcher versions checked and timed"
+    else
+        fail "kernel_bench --tf32: a version failed its check or could not run"; show_tail "$logs/kernel-bench-tf32.txt"
+    fi
 
     # dptrain ARGS...: the median epoch seconds, from --metrics.
     dptrain_epoch() {
@@ -358,8 +367,9 @@ stage_bench() {
         cat "$work/pt.log" >>"$log"
         sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first
     }
-    local t_graph t_eager t_pt t_ptc t_pt32 t_ptc32 t_r2 t_r4 t_o2 t_o4 t_o2b0
+    local t_graph t_eager t_tf32 t_pt t_ptc t_pt32 t_ptc32 t_r2 t_r4 t_o2 t_o4 t_o2b0
     echo "== dptrain --gpus 1" >>"$log"; t_graph=$(dptrain_epoch --gpus 1)
+    echo "== dptrain --gpus 1 --tf32" >>"$log"; t_tf32=$(dptrain_epoch --gpus 1 --tf32)
     echo "== dptrain --gpus 1 --no-graphs" >>"$log"; t_eager=$(dptrain_epoch --gpus 1 --no-graphs)
     echo "== PyTorch eager" >>"$log"; t_pt=$(pytorch_epoch)
     echo "== PyTorch torch.compile" >>"$log"; t_ptc=$(pytorch_epoch --compile)
@@ -385,6 +395,7 @@ stage_bench() {
         printf '%-34s %10s %12s  %s\n' "run" "epoch (ms)" "samples/s" "epoch time relative to"
         row "dptrain --gpus 1 (CUDA graph)" "$t_graph" "$t_pt" "PyTorch eager"
         row "dptrain --gpus 1 --no-graphs" "$t_eager" "$t_pt" "PyTorch eager"
+        row "dptrain --gpus 1 --tf32" "$t_tf32" "$t_pt32" "PyTorch eager, TF32"
         row "PyTorch eager, FP32" "$t_pt"
         row "PyTorch torch.compile, FP32" "$t_ptc" "$t_pt" "PyTorch eager"
         row "PyTorch eager, TF32" "$t_pt32" "$t_pt" "PyTorch eager"
@@ -417,10 +428,11 @@ stage_bench() {
         "$dir/dptrain" simulate --gpus 8 --link "$link" >"$work/sim.log" 2>&1 && grep -E '^ +8 ' "$work/sim.log" | sed "s/^/$link /" | tee -a "$log" \
             || { fail "dptrain simulate --gpus 8 --link $link"; show_tail "$work/sim.log"; }
     done
-    for t in "$t_graph" "$t_eager" "$t_r2" "$t_r4" "$t_o2" "$t_o2b0" "$t_o4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
-    awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" 'BEGIN {
+    for t in "$t_graph" "$t_eager" "$t_tf32" "$t_r2" "$t_r4" "$t_o2" "$t_o2b0" "$t_o4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
+    awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" -v t32="$t_tf32" 'BEGIN {
         if (t == "nan") exit
         printf "info  goals: epoch %.1f ms (goal <= 45 in FP32)", t * 1000
+        if (t32 != "nan") printf ", %.1f ms with --tf32 (goal <= 25)", t32 * 1000
         if (pt != "nan") printf ", %.2fx PyTorch eager (goal <= 0.5)", t / pt
         if (ptc != "nan") printf ", %.2fx torch.compile (goal <= 1.0)", t / ptc
         printf "\n" }' | while read -r line; do note "$line"; done

@@ -25,6 +25,7 @@ nvidia-cuda-nvdisasm) into build-sass/tools/.
   scripts/kernel_figures.py --model resnet18      # one ResNet-18 step (slow:
                                                   # the emulated GPU records it)
   scripts/kernel_figures.py --emulated build-emulated --arch sm_80
+  scripts/kernel_figures.py --tf32                # the step of dptrain --tf32
 
 Exit status: 0, or 2 for bad arguments or a missing tool or build; with
 --check, 1 when a kernel of the step is not among the compiled ones.
@@ -209,16 +210,16 @@ def is_update(fields):
     return len(fields) > 2 and re.fullmatch(r"kernel sgd(_checked)?", fields[2]) is not None
 
 
-def record_step(emulated, model, batch):
+def record_step(emulated, model, batch, tf32):
     dptrain = os.path.join(emulated, "dptrain")
     if not os.access(dptrain, os.X_OK):
         die(f"{dptrain} not found: build the emulated GPU first "
             f"(DPTRAIN_BUILD_DIR={os.path.relpath(emulated, ROOT)} scripts/build.sh -Demulated_gpu=true -Dtests=disabled)")
-    log = os.path.join(WORK, f"launches.{model}.{batch}.log")
+    log = os.path.join(WORK, f"launches.{model}.{batch}{'.tf32' if tf32 else ''}.log")
     steps = 2 if model == "lenet" else 1  # LeNet: the second step, the first being like every other but first
     env = dict(os.environ, DPTRAIN_EMULATED_LAUNCH_LOG=log, DPTRAIN_EMULATED_GPUS="1")
     cmd = [dptrain, "--gpus", "1", "--model", model, "--batch", str(batch), "--limit-train", str(steps * batch),
-           "--limit-test", "64", "--epochs", "1"]
+           "--limit-test", "64", "--epochs", "1"] + (["--tf32"] if tf32 else [])
     print(f"recording {steps} step(s) of {model} at batch {batch} on the emulated GPU ...", file=sys.stderr)
     if os.path.exists(log):
         os.remove(log)  # a log from an earlier run would end the wait below at once
@@ -252,6 +253,7 @@ def main():
     p.add_argument("--emulated", default=os.path.join(ROOT, "build-emulated"),
                    help="the emulated GPU's build folder (for table 2)")
     p.add_argument("--no-step", action="store_true", help="table 1 only")
+    p.add_argument("--tf32", action="store_true", help="record the step of dptrain --tf32 (tensor cores)")
     p.add_argument("--work", default=WORK, help="where cubins, the launch log and PyPI's tools go")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless every kernel of the step was found among the compiled ones (a test)")
@@ -283,13 +285,13 @@ def main():
 
     if args.no_step:
         return
-    work = record_step(os.path.abspath(args.emulated), args.model, args.batch)
+    work = record_step(os.path.abspath(args.emulated), args.model, args.batch, args.tf32)
     signatures = [f[5] for f in work if f[2].startswith("kernel ")]
     by_key = collections.defaultdict(list)
     for k in kernels.values():
         by_key[k["key"]].append(k)
     sig_keys = dict(zip(signatures, demangle(signatures, types=True)))
-    print(f"\n## One training step of {args.model} at batch {args.batch} on one GPU, "
+    print(f"\n## One training step of {args.model}{' --tf32' if args.tf32 else ''} at batch {args.batch} on one GPU, "
           f"as the emulated GPU records it\n")
     print(f"Waves: blocks / ({arch['sms']} multiprocessors x resident blocks each).\n")
     print("| # | work | grid | blocks | threads | registers | resident blocks/SM | occupancy | waves |")

@@ -327,10 +327,16 @@ struct Tf32Core {
 #endif
 };
 
+// The arithmetic as a kernel parameter of no size, so that a launch's
+// signature names it (as the tile's does).
+template <class Core>
+struct Arithmetic {};
+
 template <class T, class A, class B, class Out, class Core = FmaCore<T>>
-__global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, int m, int n, int k, int k_per_split, A a, B b,
-                                                              Out out) {  // (T: the tile, also by value, so
-                                                                          // that a launch's signature names it)
+__global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>, int m, int n, int k, int k_per_split,
+                                                              A a, B b, Out out) {  // (T: the tile, also by value,
+                                                                                    // so that a launch's signature
+                                                                                    // names it)
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, threads = T::threads;
     static_assert(BM * BK % threads == 0 && BN * BK % threads == 0, "tile not a whole number of loads");
     __shared__ __align__(32) float as[2][BK][Core::a_stride];  // as[buf][kk][i] = A(row0 + i, k0 + kk)
@@ -394,12 +400,12 @@ template <class T, class A, class B, class Out>
 void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits, Math math) {
     const int k_per_split = ceil_div(ceil_div(k, splits), T::BK) * T::BK;
     const dim3 grid(unsigned(ceil_div(n, T::BN)), unsigned(ceil_div(m, T::BM)), unsigned(splits));
-    if (math == Math::tf32)
-        launch::kernel("gemm_kernel_tf32", gemm_kernel_v2<T, A, B, Out, Tf32Core<T>>, grid, T::threads, stream, T{}, m,
-                       n, k, k_per_split, a, b, out);
+    if (math == Math::tf32)  // (the same name: the signature, which names Tf32Core, tells them apart)
+        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out, Tf32Core<T>>, grid, T::threads, stream, T{},
+                       Arithmetic<Tf32Core<T>>{}, m, n, k, k_per_split, a, b, out);
     else
-        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out>, grid, T::threads, stream, T{}, m, n, k,
-                       k_per_split, a, b, out);
+        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out>, grid, T::threads, stream, T{},
+                       Arithmetic<FmaCore<T>>{}, m, n, k, k_per_split, a, b, out);
 }
 
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each

@@ -434,6 +434,7 @@ int main() {
             cudaMalloc(reinterpret_cast<void**>(&p), 64 * sizeof(float));
             misaligned_matrix_fails(p, new_stream());
             cudaSetDevice(0);
+            cudaGetLastError();  // the failure stays this thread's last error until read, as in CUDA
         } else {
             std::printf("(the misaligned matrix check needs a third device; DPTRAIN_EMULATED_GPUS=%d)\n", devices);
         }

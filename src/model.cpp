@@ -72,6 +72,7 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
                 p.weight = add_tensor(base + ".weight", {l.out, int(at.size())}, InitRole::weight, double(at.size()), l.out);
                 p.bias = add_tensor(base + ".bias", {l.out}, InitRole::bias, 0, 0);
                 p.out = {l.out, 1, 1};
+                p.relu_before = layers[i - 1].kind == LayerKind::relu;
                 break;
             }
             case LayerKind::batch_norm: {

@@ -18,8 +18,8 @@
 //
 // Fusions the walk makes: a ReLU right after a conv or dense layer is done
 // in that layer's forward (bias+ReLU epilogue) and its backward is folded
-// into a pooling layer's backward when one follows (the pool's input is
-// the ReLU's output, which masks the gradient). ReLU and add work in place,
+// into the backward of a pooling or dense layer that follows (that layer's
+// input is the ReLU's output, which masks the gradient). ReLU and add work in place,
 // in the buffer of the layer before. The first layer computes no gradient
 // for the input.
 //
@@ -225,7 +225,7 @@ class Model {
         size_t sums = 0;              // batch norm: its backward sums' offset in the gradient buffer
         bool relu_after = false;      // conv, dense: the next layer's ReLU is fused in
         bool fused = false;           // relu: done by the layer before
-        bool relu_before = false;     // pool: its input is a ReLU's output
+        bool relu_before = false;     // pool, dense: its input is a ReLU's output (its backward applies the mask)
         bool accumulate = false;      // conv: adds its input gradient; add: adds the other's
     };
     const float* input_of(const Planned& p, const Activations& a, const float* x) const {
@@ -311,8 +311,12 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
         }
         case LayerKind::dense:
             assert(d_in && "a dense first layer needs a backward without the input's gradient");
-            k.dense_backward(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                             tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
+            if (p.relu_before)  // the ReLU before: its mask in the same pass
+                k.dense_backward_relu(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                                      tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
+            else
+                k.dense_backward(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                                 tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
             done(tensors_[size_t(p.weight)].offset);
             break;
         case LayerKind::pool: {
@@ -323,7 +327,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             break;
         }
         case LayerKind::relu:
-            // Unless a pool after it already did: the mask, in place.
+            // Unless a pool or dense layer after it already did: the mask, in place.
             if (i + 1 == plan_.size() || !plan_[i + 1].relu_before)
                 k.relu_backward(d_out, d_out, a.out[size_t(p.buffer)], size_t(n) * p.out.size());
             break;

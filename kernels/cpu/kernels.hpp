@@ -154,6 +154,12 @@ inline void dense_forward_relu(float* y, const float* x, const float* w, const f
     dense_forward(y, x, w, b, n, in, out, scratch, math);
     relu_forward(y, y, size_t(n) * out);
 }
+// x is the output of the ReLU before the dense layer: dx = 0 where x <= 0.
+inline void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                                int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32) {
+    dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, math);
+    relu_backward(dx, dx, x, size_t(n) * in);
+}
 // x is the ReLU output that was pooled: dx = 0 where x <= 0.
 inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
                                  PoolKind kind, const PoolShape& s) {
@@ -178,6 +184,7 @@ struct KernelSet {
     static constexpr auto dense_forward = &cpu::dense_forward;
     static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;
     static constexpr auto dense_backward = &cpu::dense_backward;
+    static constexpr auto dense_backward_relu = &cpu::dense_backward_relu;
     static constexpr auto relu_forward = &cpu::relu_forward;
     static constexpr auto relu_backward = &cpu::relu_backward;
     static constexpr auto sum_into = &cpu::sum_into;

@@ -1,6 +1,8 @@
 // Fully connected layer on the GPU: three products on the tiled SGEMM of
-// tiles.cuh, with bias (and ReLU) in the forward epilogue. CPU twin:
-// kernels/cpu/dense.cpp.
+// tiles.cuh, with bias (and ReLU) in the forward epilogue; backward, the
+// bias gradient as one more column of the weight gradient's product, and
+// the ReLU before the layer applied in the data gradient's epilogue
+// (dense_backward_relu). CPU twin: kernels/cpu/dense.cpp.
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "tiles.cuh"
@@ -35,6 +37,12 @@ struct RowsOf {  // M (k, cols) stored row-major: along the columns
     static constexpr bool k_fast = false;
     __device__ float operator()(int kk, int j) const { return p[size_t(kk) * cols + j]; }
 };
+struct RowsAndOnes {  // [M | 1] (k, cols + 1): M as RowsOf, then a column of ones
+    const float* p;
+    int cols;
+    static constexpr bool k_fast = false;
+    __device__ float operator()(int kk, int j) const { return j < cols ? p[size_t(kk) * cols + j] : 1.0f; }
+};
 
 template <bool relu>
 struct StoreBiased {  // y (n, out) = value + b, then ReLU
@@ -45,6 +53,28 @@ struct StoreBiased {  // y (n, out) = value + b, then ReLU
         v += b[o];
         if (relu) v = v > 0.0f ? v : 0.0f;
         y[size_t(i) * out + o] = v;
+    }
+};
+// dw (out, in) += column j < in of the product; db (out) += its column in,
+// the sums of dy against the column of ones (RowsAndOnes).
+struct StoreWeightsAndBias {
+    float* dw;
+    float* db;
+    int in;
+    __device__ void operator()(int, int o, int j, float v) const {
+        float& dst = j < in ? dw[size_t(o) * in + j] : db[o];
+        dst += v;
+    }
+};
+// dx (n, in) = value where x > 0, else 0: the gradient through the ReLU
+// whose output x is (dense_backward_relu).
+struct StoreMasked {
+    float* dx;
+    const float* x;
+    int in;
+    __device__ void operator()(int, int i, int j, float v) const {
+        const size_t at = size_t(i) * in + j;
+        dx[at] = x[at] > 0.0f ? v : 0.0f;
     }
 };
 // db[o] += sum over rows of dy (n, out): one block per column, rows in order.
@@ -74,9 +104,10 @@ void forward(float* y, const float* x, const float* w, const float* b, int n, in
 }  // namespace
 
 // The three products' scratch, the most any of them needs (they run one
-// after another on a stream).
+// after another on a stream); the weight gradient's with version 3's
+// column of ones.
 size_t dense_scratch_floats(int n, int in, int out, Math) {
-    return std::max({tiled::split_scratch_floats(n, out, in), tiled::split_scratch_floats(out, in, n),
+    return std::max({tiled::split_scratch_floats(n, out, in), tiled::split_scratch_floats(out, in + 1, n),
                      tiled::split_scratch_floats(n, in, out)});
 }
 
@@ -90,14 +121,41 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
     forward<true>(y, x, w, b, n, in, out, scratch, stream, math);
 }
 
+namespace {
+
+template <bool relu_before>
+void backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
+              float* scratch, cudaStream_t stream, Math math) {
+    if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
+    if (dense_version >= 3 && math == Math::fp32) {
+        // [dw | db] (out, in + 1) += dy^T (out, n) . [x | 1] (n, in + 1).
+        // (Not with --tf32: its bias would be the sum of rounded dy.)
+        product(out, in + 1, n, ColumnsOf{dy, out}, RowsAndOnes{x, in}, StoreWeightsAndBias{dw, db, in}, scratch,
+                stream, math);
+    } else {
+        // dw (out, in) += dy^T (out, n) . x (n, in)
+        product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, scratch, stream,
+                math);
+        launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
+    }
+    // dx (n, in) = dy (n, out) . w (out, in), masked by the ReLU before
+    if (!dx) return;
+    if constexpr (relu_before)
+        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, StoreMasked{dx, x, in}, scratch, stream, math);
+    else
+        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, scratch, stream, math);
+}
+
+}  // namespace
+
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
                     int in, int out, float* scratch, cudaStream_t stream, Math math) {
-    if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
-    // dw (out, in) += dy^T (out, n) . x (n, in)
-    product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, scratch, stream, math);
-    launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
-    // dx (n, in) = dy (n, out) . w (out, in)
-    if (dx) product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, scratch, stream, math);
+    backward<false>(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
+}
+
+void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
+                         int in, int out, float* scratch, cudaStream_t stream, Math math) {
+    backward<true>(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
 }
 
 }  // namespace dpt::cuda

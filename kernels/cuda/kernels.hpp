@@ -9,7 +9,7 @@
 // and never allocate; a bad launch throws CudaError (check.hpp).
 //
 // The fused launchers (bias+ReLU in the convolution and dense epilogues,
-// pooling backward with ReLU's mask) save a pass over the activations; their
+// pooling and dense backward with ReLU's mask) save a pass over the activations; their
 // unfused composition on the CPU is the reference they are tested against.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -74,6 +74,11 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out,
                     float* scratch, cudaStream_t stream, Math math = Math::fp32);
+// dense_backward, then ReLU's backward mask on dx (x is the output of the
+// ReLU before the layer): dx = 0 where x <= 0.
+void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
+                         const float* x, const float* w, int n, int in, int out,
+                         float* scratch, cudaStream_t stream, Math math = Math::fp32);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -168,6 +173,10 @@ struct KernelSet {
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                         const float* w, int n, int in, int out, float* scratch, Math math) const {
         cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
+    }
+    void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x,
+                             const float* w, int n, int in, int out, float* scratch, Math math) const {
+        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

@@ -31,6 +31,8 @@ const char* const conv2d_backward_weight_versions[] = {
 const char* const dense_versions[] = {
     "three products on the GEMM core, unsplit",
     "each product split along k through scratch where its tiles would leave the GPU idle, the splits added in order",
+    "version 2, the bias gradient as one more column of the weight gradient's product (dy^T . [x | 1]) instead of a "
+    "kernel of its own (FP32; with --tf32 the bias keeps its own kernel, to sum the unrounded dy)",
 };
 
 }  // namespace

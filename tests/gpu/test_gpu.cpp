@@ -228,7 +228,8 @@ void test_fastdiv() {
 // splits.hpp: the scratch sized for a product at a device's capacity holds
 // the partial sums of that product at every smaller batch too (a batch's
 // last part is smaller, and fewer rows can mean more splits). Products of
-// every orientation of LeNet's and ResNet-18's dense layers, at capacities
+// every orientation of LeNet's and ResNet-18's dense layers (the weight
+// gradient's with the bias's column of ones, dense version 3), at capacities
 // up to 8,448, where a smaller part leaves fewer tiles than 132.
 void test_split_scratch() {
     long wrong = 0, tried = 0;
@@ -237,7 +238,7 @@ void test_split_scratch() {
         for (const auto& [in, out] : {std::pair{800, 128}, std::pair{128, 10}, std::pair{256, 10}}) {
             // (m, n, k) of the forward, weight-gradient and data-gradient products at batch b.
             auto products = [&](int b) {
-                return std::vector<std::array<int, 3>>{{b, out, in}, {out, in, b}, {b, in, out}};
+                return std::vector<std::array<int, 3>>{{b, out, in}, {out, in + 1, b}, {b, in, out}};
             };
             const auto at_capacity = products(capacity);
             for (int b = 1; b <= capacity; b += std::max(1, capacity / 997)) {
@@ -309,6 +310,11 @@ void test_dense() {
         std::vector<float> want_dx(x.size()), want_dw = dw0, want_db = db0;
         cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), z.n, z.in,
                             z.out);
+        std::vector<float> relu_x = x, want_relu_dx(x.size()), want_relu_dw = dw0, unused_db = db0;
+        cpu::relu_forward(relu_x.data(), relu_x.data(), relu_x.size());
+        cpu::dense_backward_relu(want_relu_dx.data(), want_relu_dw.data(), unused_db.data(), dy.data(), relu_x.data(),
+                                 w.data(), z.n, z.in, z.out);
+        Buffer<float> dr_(relu_x);
         // Every version (kernels/cuda/versions.hpp), the one trained with last.
         for (int v = 1; v <= cuda::version_count("dense"); ++v) {
             cuda::select_version("dense", v);
@@ -322,14 +328,22 @@ void test_dense() {
             cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, scratch.p, nullptr);
             compare("dense_forward_relu (fused) " + version, y.download(), want_relu, gemm_tol);
 
-            dx.poison();
-            scratch.poison();
-            gw.upload(dw0);
-            gb.upload(db0);
-            cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr);
-            compare("dense_backward dx " + version, dx.download(), want_dx, gemm_tol);
-            compare("dense_backward dw " + version, gw.download(), want_dw, gemm_tol);
-            compare("dense_backward db " + version, gb.download(), want_db, gemm_tol);
+            // Plain, then with the ReLU before the layer in the same pass
+            // (x then stands for the ReLU's output, half of it zero).
+            for (const bool relu : {false, true}) {
+                const std::string what = relu ? "dense_backward_relu (fused) " : "dense_backward ";
+                dx.poison();
+                scratch.poison();
+                gw.upload(dw0);
+                gb.upload(db0);
+                if (relu)
+                    cuda::dense_backward_relu(dx.p, gw.p, gb.p, ddy.p, dr_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr);
+                else
+                    cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr);
+                compare(what + "dx " + version, dx.download(), relu ? want_relu_dx : want_dx, gemm_tol);
+                compare(what + "dw " + version, gw.download(), relu ? want_relu_dw : want_dw, gemm_tol);
+                compare(what + "db " + version, gb.download(), want_db, gemm_tol);
+            }
         }
     }
 }
@@ -879,10 +893,9 @@ void test_resnet(int batch) {
 // 2^-11 of them. On the emulated GPU that leaves ~200 of 129,000 weights
 // beyond 1e-4 after 5 steps, the largest 5e-4; against an FP32 CPU device
 // instead (a twin that forgot to round) ~15,000 are, the largest 1e-2.
-void test_tf32_training(int batch) {
+void test_tf32_training(int batch, const Trained& fp32) {  // fp32: 1 GPU replica's epoch in FP32
     const EpochOptions tf32{.math = Math::tf32};
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch, tf32);
-    const Trained fp32 = train_epochs(DeviceKind::gpu, 1, batch);
     for (int n : {1, 2}) {
         const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " --tf32";
         const Trained gpu = train_epochs(DeviceKind::gpu, n, batch, tf32);
@@ -897,6 +910,7 @@ void test_tf32_training(int batch) {
             apart = std::max(apart, std::abs(double(gpu.params[0][i]) - double(fp32.params[0][i])));
         report(apart > 1e-5 * largest(fp32.params[0]), name + ": apart from the FP32 run",
                "largest |diff| " + std::to_string(apart));
+        if (n == 1) continue;
         const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .math = Math::tf32});
         if (!replayed.params.empty()) report(same_bits(replayed, gpu), name + ": a graph replay gives the queued bits");
     }
@@ -941,7 +955,7 @@ void test_replicas() {
         check_graph_replays(n, batch, name);
     }
     check_failed_recording(2, batch);
-    test_tf32_training(batch);
+    test_tf32_training(batch, one);
 }
 
 // What crosses streams, in few steps, for ThreadSanitizer on the emulated GPU

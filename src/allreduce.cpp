@@ -48,6 +48,13 @@ std::vector<const Allreduce*> all_allreduces() {
     return all;
 }
 
+std::vector<std::string> allreduce_names_for(const DeviceChoice& choice) {
+    std::vector<std::string> names;
+    for (const Entry& e : entries)
+        if (e.algorithm().refusal(choice).empty()) names.emplace_back(e.name);
+    return names;
+}
+
 std::string allreduce_names() {
     std::string names;
     for (const Entry& e : entries) names += (names.empty() ? "" : ", ") + std::string(e.name);

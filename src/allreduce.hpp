@@ -4,8 +4,10 @@
 // peer's gradients into my staging, reduce a range with staged ranges, copy a
 // range of mine into a peer's gradients, marks) and only queues work.
 //
-// To add one: a file allreduce_NAME.cpp that defines a subclass and a
-// function returning it, and one line in the table of allreduce.cpp.
+// To add one: a file allreduce_NAME.cpp that defines a subclass (with its
+// cost model, for dptrain simulate) and a function returning it, and one
+// line in the table of allreduce.cpp. dptrain simulate, bench-allreduce and
+// the tests take every algorithm of the table.
 #pragma once
 #include <functional>
 #include <memory>
@@ -26,10 +28,27 @@ struct AllreduceInfo {
     std::string_view wait_cost;  // how compare's verdict names time lost there
 };
 
+// An algorithm's time in the alpha-beta model of a link (dptrain simulate):
+// a transfer costs alpha seconds plus its bytes over beta bytes a second.
+struct CostModel {
+    std::string_view formula;  // as simulate prints it: "T = 2(n-1) (m alpha + S/beta)"
+    std::string_view why;      // a clause: "device 0 takes in and sends back every buffer"
+    // Seconds to allreduce `bytes` over n devices, sent as `messages`
+    // allreduces (--overlap's buckets) that add up to `bytes`; 0 for one device.
+    double (*seconds)(int n, double bytes, int messages, double alpha, double beta);
+};
+
 class Allreduce {
    public:
     virtual ~Allreduce() = default;
     virtual const AllreduceInfo& info() const = 0;
+    // Its cost model, or null when it has none (NCCL, which picks its own
+    // algorithm by message size and link): simulate then leaves it out.
+    virtual const CostModel* cost_model() const { return nullptr; }
+    // Bus bandwidth over algorithm bandwidth (bytes / time) on n devices:
+    // 2(n-1)/n for an allreduce, whichever the algorithm (the nccl-tests
+    // convention, comparable with a link's speed; bench-allreduce).
+    static double bus_factor(int n) { return n > 1 ? 2.0 * double(n - 1) / double(n) : 0.0; }
     // Floats of staging memory device `device` of `devices` needs for
     // gradient buffers of `floats` floats.
     virtual size_t staging_floats(int device, int devices, size_t floats) const = 0;
@@ -63,6 +82,9 @@ const Allreduce& allreduce_named(std::string_view name);
 std::string allreduce_names();
 // Every algorithm, in the table's order.
 std::vector<const Allreduce*> all_allreduces();
+// The names of those that can sum the gradients of `choice`'s devices (no
+// refusal), in the table's order: what the tests run on CPU devices.
+std::vector<std::string> allreduce_names_for(const DeviceChoice& choice);
 
 // How device 0 of a multi-process run sums a range of its gradients with
 // the other processes' device 0s (queued on its allreduce stream).

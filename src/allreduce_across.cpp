@@ -15,6 +15,7 @@ class AcrossProcesses final : public Allreduce {
     AcrossProcesses(const Allreduce& within, RootSum across) : within_(within), across_(std::move(across)) {}
 
     const AllreduceInfo& info() const override { return within_.info(); }
+    const CostModel* cost_model() const override { return within_.cost_model(); }
     size_t staging_floats(int device, int devices, size_t floats) const override {
         return within_.staging_floats(device, devices, floats);
     }

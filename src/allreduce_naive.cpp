@@ -21,6 +21,18 @@ class Naive final : public Allreduce {
         return info;
     }
 
+    // 2(n-1) transfers of the whole buffer, one after another, through device 0.
+    const CostModel* cost_model() const override {
+        static constexpr CostModel model{
+            "T = 2(n-1) (m alpha + S/beta)",
+            "device 0 takes in and sends back every buffer",
+            [](int n, double bytes, int messages, double alpha, double beta) {
+                return n <= 1 ? 0.0 : 2.0 * (n - 1) * (messages * alpha + bytes / beta);
+            },
+        };
+        return &model;
+    }
+
     // Device 0 stages the N-1 peers' buffers side by side; the peers need none.
     size_t staging_floats(int device, int devices, size_t floats) const override {
         return device == 0 ? size_t(devices - 1) * floats : 0;

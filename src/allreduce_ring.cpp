@@ -54,6 +54,18 @@ class Ring final : public Allreduce {
         return info;
     }
 
+    // 2(n-1) steps, each moving 1/n of the buffer on every link at once.
+    const CostModel* cost_model() const override {
+        static constexpr CostModel model{
+            "T = 2(n-1) (m alpha + S/(n beta))",
+            "every link carries 1/n of it in each step",
+            [](int n, double bytes, int messages, double alpha, double beta) {
+                return n <= 1 ? 0.0 : 2.0 * (n - 1) * (messages * alpha + bytes / n / beta);
+            },
+        };
+        return &model;
+    }
+
     // One chunk at a time, the largest.
     size_t staging_floats(int, int devices, size_t floats) const override {
         return devices > 1 ? chunk(floats, devices, 0).count : 0;

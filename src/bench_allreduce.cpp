@@ -134,7 +134,7 @@ Result time_one(const Allreduce& algorithm, std::span<Device* const> devices, si
     }
     r.seconds = median(timings);
     r.algbw = double(bytes) / r.seconds / 1e9;
-    r.busbw = r.algbw * 2.0 * double(n - 1) / double(n);
+    r.busbw = r.algbw * Allreduce::bus_factor(n);
     return r;
 }
 
@@ -176,7 +176,7 @@ int run_bench_allreduce(int argc, const char* const* argv) {
     }
 
     std::printf("\nbench-allreduce on %s (%s): median of 5 timings; busbw = algbw * 2(N-1)/N = algbw * %.2f\n\n",
-                describe(o.devices).c_str(), names.c_str(), 2.0 * double(n - 1) / double(n));
+                describe(o.devices).c_str(), names.c_str(), Allreduce::bus_factor(n));
     std::printf("%10s", "size");
     for (const Allreduce* a : algorithms) std::printf("  %10s us %8s", std::string(a->info().name).c_str(), "busbw");
     std::printf("\n");

@@ -40,10 +40,16 @@ Link link_preset(const std::string& name) {
 }
 
 double modeled_allreduce_s(std::string_view algorithm, int n, double bytes, int messages, const Link& link) {
-    if (n <= 1) return 0;
-    const double alpha = link.latency_us * 1e-6, beta = link.bandwidth_gbps * 1e9;
-    const double per_step_bytes = algorithm == "ring" ? bytes / n : bytes;
-    return 2.0 * (n - 1) * (messages * alpha + per_step_bytes / beta);
+    const CostModel* model = allreduce_named(algorithm).cost_model();
+    if (!model) throw InputError("--allreduce " + std::string(algorithm) + " has no cost model to simulate");
+    return model->seconds(n, bytes, messages, link.latency_us * 1e-6, link.bandwidth_gbps * 1e9);
+}
+
+std::vector<std::string> simulated_allreduces() {
+    std::vector<std::string> names;
+    for (const Allreduce* a : all_allreduces())
+        if (a->cost_model()) names.emplace_back(a->info().name);
+    return names;
 }
 
 std::vector<SimulatedRun> simulate(const SimulationInput& in) {
@@ -58,7 +64,7 @@ std::vector<SimulatedRun> simulate(const SimulationInput& in) {
     one.epoch_s = steps * one.step_s;
     runs.push_back(one);
     for (int n = 2; n <= in.max_devices; ++n)
-        for (const char* algorithm : {"naive", "ring"})
+        for (const std::string& algorithm : simulated_allreduces())
             for (const bool overlap : {false, true}) {
                 SimulatedRun r{n, algorithm, overlap, compute(n)};
                 r.allreduce_s = modeled_allreduce_s(algorithm, n, in.gradient_bytes, overlap ? in.buckets : 1, in.link);
@@ -91,12 +97,18 @@ struct SimulateOptions {
     std::string out_dir;
 };
 
+std::string simulated_names() {
+    std::string names;
+    for (const std::string& name : simulated_allreduces()) names += (names.empty() ? "" : ", ") + name;
+    return names;
+}
+
 const std::string help =
     "Usage: dptrain simulate [--gpus N | --cpus N] [--link pcie|nvlink|custom|measured] [--bandwidth GB/s]\n"
     "                        [--latency US] [--batch B] [--samples S] [--sample-us US] [--cores K]\n"
     "                        [--bucket-kb KB] [--model NAME] [--out DIR]\n\n"
     "Predicts the epoch time, speed-up and efficiency of 1..N devices (default: 8 GPUs) with\n"
-    "each allreduce (naive, ring), without and with --overlap, from an alpha-beta model of the\n"
+    "each allreduce (" + simulated_names() + "), without and with --overlap, from an alpha-beta model of the\n"
     "link (a transfer costs the latency plus its bytes over the bandwidth) and the compute time\n"
     "of one device for each part size: measured here by a few steps on one device of the kind\n"
     "(a CPU device when no GPU is usable), or --sample-us per sample. Prints the formulas it used.\n\n"
@@ -299,10 +311,12 @@ int run_simulate(int argc, const char* const* argv) {
                 with_commas(in.gradient_bytes).c_str(), in.buckets, in.buckets == 1 ? "" : "s", o.bucket_kb,
                 in.cores > 0 ? ("the devices share " + std::to_string(in.cores) + " core" + (in.cores == 1 ? "" : "s")).c_str()
                              : "each device its own hardware");
-    std::printf("\nformulas (m: allreduces a step, 1, or the buckets with --overlap; part = ceil(B/n)):\n"
-                "  naive    T = 2(n-1) (m alpha + S/beta)         device 0 takes in and sends back every buffer\n"
-                "  ring     T = 2(n-1) (m alpha + S/(n beta))     every link carries 1/n of it in each step\n"
-                "  compute  C(n) = one device's time for a part%s\n"
+    std::printf("\nformulas (m: allreduces a step, 1, or the buckets with --overlap; part = ceil(B/n)):\n");
+    for (const Allreduce* a : all_allreduces())
+        if (const CostModel* model = a->cost_model())
+            std::printf("  %-9s%-38s%s\n", std::string(a->info().name).c_str(), std::string(model->formula).c_str(),
+                        std::string(model->why).c_str());
+    std::printf("  compute  C(n) = one device's time for a part%s\n"
                 "  overlap  exposed = max(0, T - W), W = %.2f C(n) x %s / part (backward's share)\n"
                 "  step     C(n) + update + exposed (T without overlap); epoch = steps x step\n"
                 "  speedup  epoch(1) / epoch(n); efficiency = speedup / n\n\n",

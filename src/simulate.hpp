@@ -19,14 +19,15 @@ struct Link {
 // The presets of --link (pcie, nvlink), or an InputError naming --link.
 Link link_preset(const std::string& name);
 
-// Seconds one allreduce of `bytes` over n devices takes, sent as `messages`
-// allreduces (--overlap's buckets) that add up to `bytes`:
-//   naive: 2(n-1) transfers of the whole buffer, one after another, through device 0
-//          T = 2(n-1) (m alpha + S / beta)
-//   ring:  2(n-1) steps, each moving 1/n of the buffer on every link at once
-//          T = 2(n-1) (m alpha + S / (n beta))
-// 0 for one device. The sums' arithmetic is left out: it runs at memory speed.
+// Seconds one allreduce of `bytes` over n devices takes with `algorithm`,
+// sent as `messages` allreduces (--overlap's buckets) that add up to
+// `bytes`, by the algorithm's own cost model (allreduce.hpp: CostModel;
+// naive: T = 2(n-1) (m alpha + S / beta), ring: T = 2(n-1) (m alpha + S /
+// (n beta))). 0 for one device. The sums' arithmetic is left out: it runs
+// at memory speed. An InputError for an algorithm without a model.
 double modeled_allreduce_s(std::string_view algorithm, int n, double bytes, int messages, const Link& link);
+// The algorithms with a cost model, in the table's order: what simulate predicts.
+std::vector<std::string> simulated_allreduces();
 
 // With --overlap, the allreduce runs beside backward, which is taken to be
 // this share of forward+backward (its two matrix products per layer against

@@ -137,7 +137,7 @@ TEST_CASE("--overlap with batch norm: the same parameters bit for bit", "[resnet
     // bucket. --bn sync: the sums between stages go on the allreduce
     // streams too, which wait for each stage (Device::await_main).
     const BatchNormMode bn = GENERATE(BatchNormMode::local, BatchNormMode::sync);
-    const char* name = GENERATE("naive", "ring");
+    const std::string name = GENERATE(from_range(allreduce_names_for(DeviceChoice::of(DeviceKind::cpu, 2))));
     CAPTURE(int(bn), name);
     const Allreduce& allreduce = allreduce_named(name);
     const std::vector<Range> buckets = overlap_buckets(testing::small_resnet(), 0, bn);

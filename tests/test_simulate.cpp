@@ -1,6 +1,11 @@
 // dptrain simulate's model: its formulas against cases worked by hand.
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
+
+#include "allreduce.hpp"
+#include "errors.hpp"
 #include "simulate.hpp"
 
 using namespace dpt;
@@ -16,6 +21,30 @@ TEST_CASE("the alpha-beta allreduce costs", "[simulate]") {
     CHECK(modeled_allreduce_s("naive", 4, 1e6, 3, link) == Approx(6 * (1.5e-5 + 1e-4)));
     CHECK(modeled_allreduce_s("ring", 1, 1e6, 1, link) == 0);
     CHECK(modeled_allreduce_s("naive", 2, 0, 1, Link{"custom", 1.0, 0.0}) == 0);
+}
+
+TEST_CASE("simulate predicts each registered algorithm that carries a cost model, and only those", "[simulate]") {
+    std::set<std::string> modelled, unmodelled;
+    for (const Allreduce* a : all_allreduces())
+        (a->cost_model() ? modelled : unmodelled).emplace(a->info().name);
+    REQUIRE(modelled.size() >= 2);
+    SimulationInput in;
+    in.batch = 8;
+    in.samples = 80;
+    in.max_devices = 2;
+    in.compute_s = {0.010, 0.006};
+    in.gradient_bytes = 1e6;
+    in.link = {"custom", 10.0, 5.0};
+    std::set<std::string> simulated;
+    for (const SimulatedRun& r : simulate(in))
+        if (r.devices > 1) simulated.insert(r.algorithm);
+    CHECK(simulated == modelled);
+    for (const std::string& name : unmodelled)  // NCCL picks its own algorithm: no model to name
+        CHECK_THROWS_AS(modeled_allreduce_s(name, 4, 1e6, 1, in.link), InputError);
+    // Bus bandwidth's factor, the same for every allreduce: 2(n-1)/n.
+    CHECK(Allreduce::bus_factor(1) == 0);
+    CHECK(Allreduce::bus_factor(2) == 1.0);
+    CHECK(Allreduce::bus_factor(4) == 1.5);
 }
 
 TEST_CASE("simulate's rows: compute, allreduce, overlap, steps, speed-up", "[simulate]") {

@@ -188,7 +188,7 @@ template <bool unit_stride>
 __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
     const int count = g.n * g.c * g.h * g.w;
     const size_t cols = size_t(g.n) * g.oh * g.ow;
-    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
+    for (const int i : launch::grid_stride(count)) {
         const int row = g.by_w.div(i), ix = g.by_w.rest(i, row), plane = g.by_h.div(row), iy = g.by_h.rest(row, plane);
         const int s = g.by_c.div(plane), ch = g.by_c.rest(plane, s);
         const float* sample = dcol + size_t(s) * g.oh * g.ow;  // column (s, 0, 0) of row 0
@@ -262,7 +262,7 @@ struct StorePartial {  // split z of (m, n) partial sums, or dw += value when un
 
 // dw[i] += partial[0][i] + partial[1][i] + ..., in split order.
 __global__ void add_partials(float* dw, const float* partial, int splits, size_t size) {
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < size; i += size_t(gridDim.x) * blockDim.x) {
+    for (const size_t i : launch::grid_stride(size)) {
         float sum = 0.0f;
         for (int z = 0; z < splits; ++z) sum += partial[size_t(z) * size + i];
         dw[i] += sum;
@@ -322,8 +322,7 @@ __global__ void bias_grad_partials(float* partial, const float* dy, int n, int o
 __global__ void finish_weight_grad(float* dw, const float* w_partial, int w_splits, size_t w_size, float* db,
                                    const float* b_partial, int b_splits, int oc) {
     const size_t w_count = w_splits > 1 ? w_size : 0;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < w_count + size_t(oc);
-         i += size_t(gridDim.x) * blockDim.x) {
+    for (const size_t i : launch::grid_stride(w_count + size_t(oc))) {
         float sum = 0.0f;
         if (i < w_count) {
             for (int z = 0; z < w_splits; ++z) sum += w_partial[size_t(z) * w_size + i];

@@ -7,14 +7,10 @@
 namespace dpt::cuda {
 namespace {
 
-// Each thread of the grid visits i, i + grid size, ...
-#define FOR_EACH_INDEX(i, count) \
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (count); i += size_t(gridDim.x) * blockDim.x)
-
 __global__ void gather(float* x, int32_t* labels_out, const uint8_t* images, const uint8_t* labels,
                        const uint32_t* index, int count, int pixels) {
     const float scale = 1.0f / 255.0f;
-    FOR_EACH_INDEX(e, size_t(count) * pixels) {
+    for (const size_t e : launch::grid_stride(size_t(count) * pixels)) {
         const size_t i = e / pixels, p = e % pixels;
         x[e] = float(images[size_t(index[i]) * pixels + p]) * scale;
         if (p == 0) labels_out[i] = labels[index[i]];
@@ -22,11 +18,11 @@ __global__ void gather(float* x, int32_t* labels_out, const uint8_t* images, con
 }
 
 __global__ void relu_fwd(float* y, const float* x, size_t count) {
-    FOR_EACH_INDEX(i, count) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (const size_t i : launch::grid_stride(count)) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 __global__ void relu_bwd(float* dx, const float* dy, const float* y, size_t count) {
-    FOR_EACH_INDEX(i, count) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (const size_t i : launch::grid_stride(count)) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 // One block: thread t takes rows t, t + 256, ...; the losses are summed in a
@@ -68,11 +64,11 @@ __global__ void correct_count(unsigned long long* correct, const float* logits, 
 }
 
 __global__ void sgd(float* params, const float* grads, float scale, size_t count) {
-    FOR_EACH_INDEX(i, count) params[i] = __fmaf_rn(-scale, grads[i], params[i]);  // as the CPU twin: one rounding
+    for (const size_t i : launch::grid_stride(count)) params[i] = __fmaf_rn(-scale, grads[i], params[i]);  // as the CPU twin: one rounding
 }
 
 __global__ void sum_parts(float* acc, const float* staged, int parts, size_t count) {
-    FOR_EACH_INDEX(i, count) {
+    for (const size_t i : launch::grid_stride(count)) {
         float v = acc[i];
         for (int p = 0; p < parts; ++p) v += staged[size_t(p) * count + i];
         acc[i] = v;
@@ -84,7 +80,7 @@ __global__ void sum_parts(float* acc, const float* staged, int parts, size_t cou
 // order, so this stays deterministic.
 __global__ void nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step) {
     bool bad = false;
-    FOR_EACH_INDEX(i, count) bad |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+    for (const size_t i : launch::grid_stride(count)) bad |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
     if (bad) atomicMin(first_bad, step);
 }
 
@@ -93,7 +89,7 @@ __global__ void nonfinite(int32_t* first_bad, const float* x, size_t count, int3
 __global__ void sgd_checked(float* params, const float* grads, float scale, size_t count, int32_t* first_bad,
                             size_t checked, int32_t step) {
     bool bad = false;
-    FOR_EACH_INDEX(i, count > checked ? count : checked) {
+    for (const size_t i : launch::grid_stride(count > checked ? count : checked)) {
         const float g = grads[i];
         if (i < checked) bad |= (__float_as_uint(g) & 0x7f800000u) == 0x7f800000u;
         if (i < count) params[i] = __fmaf_rn(-scale, g, params[i]);
@@ -101,7 +97,6 @@ __global__ void sgd_checked(float* params, const float* grads, float scale, size
     if (bad) atomicMin(first_bad, step);
 }
 
-#undef FOR_EACH_INDEX
 
 }  // namespace
 

@@ -59,6 +59,33 @@ __device__ inline void acquire_from_host(const volatile void* count) {
 #endif
 }
 
+// The indices [0, count) the calling thread takes when the grid strides
+// over them: its global index, then on by the grid's size.
+//   for (const size_t i : launch::grid_stride(count)) ...
+// Index: int where count is known to stay below 2^31 (cheaper arithmetic),
+// else size_t.
+template <class Index>
+struct GridStride {
+    Index count;
+    struct Iterator {
+        Index i, step;
+        __device__ Index operator*() const { return i; }
+        __device__ Iterator& operator++() {
+            i += step;
+            return *this;
+        }
+        __device__ bool operator!=(const Iterator& end) const { return i < end.i; }
+    };
+    __device__ Iterator begin() const {
+        return {Index(blockIdx.x) * Index(blockDim.x) + Index(threadIdx.x), Index(gridDim.x) * Index(blockDim.x)};
+    }
+    __device__ Iterator end() const { return {count, 0}; }
+};
+template <class Index>
+__device__ GridStride<Index> grid_stride(Index count) {
+    return {count};
+}
+
 // A grid that covers `count` elements with `threads`-wide blocks, for the
 // element-wise kernels (each thread then strides by the grid's size).
 inline unsigned grid_for(size_t count) {

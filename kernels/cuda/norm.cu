@@ -40,9 +40,6 @@ struct Channels {
     }
 };
 
-#define FOR_EACH_INDEX(i, count) \
-    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < (count); i += int(gridDim.x * blockDim.x))
-
 // Thread t of block ch visits the channel's values t, t + 256, ...: loaded
 // `ahead` at a time, so that their loads are in flight together, then added
 // in that same order (the bits do not depend on `ahead`).
@@ -88,7 +85,7 @@ __global__ void saved_kernel(float* saved, const float* stats, double count, flo
 
 __global__ void normalize_kernel(float* y, const float* x, const float* saved, const float* gamma, const float* beta,
                                  Channels g, int total) {
-    FOR_EACH_INDEX(i, total) {
+    for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
         const float m = saved[ch], inv_std = saved[g.s.c + ch];
         y[i] = gamma[ch] * inv_std * (x[i] - m) + beta[ch];
@@ -134,7 +131,7 @@ __global__ void backward_sums_kernel(float* sums, float* dgamma, float* dbeta, c
 
 __global__ void backward_data_kernel(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
                                      double count, const float* gamma, Channels g, int total) {
-    FOR_EACH_INDEX(i, total) {
+    for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
         const float m = saved[ch], inv_std = saved[g.s.c + ch];
         const float mean_dy = float(sums[ch] / count), mean_dy_xhat = float(sums[g.s.c + ch] / count);
@@ -144,7 +141,7 @@ __global__ void backward_data_kernel(float* dx, const float* dy, const float* x,
 
 __global__ void inference_kernel(float* y, const float* x, const float* running, const float* gamma, const float* beta,
                                  float eps, Channels g, int total) {
-    FOR_EACH_INDEX(i, total) {
+    for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
         y[i] = gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch];
     }

@@ -33,7 +33,7 @@ template <PoolKind kind>
 __global__ void pool_forward(float* y, const float* x, Geometry g) {
     const int count = g.planes * g.oh * g.ow;
     const float inv_area = 1.0f / float(g.k * g.k);
-    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
+    for (const int i : launch::grid_stride(count)) {
         const int row = g.by_ow.div(i), ox = g.by_ow.rest(i, row), plane = g.by_oh.div(row), oy = g.by_oh.rest(row, plane);
         const float* win = x + size_t(plane) * g.h * g.w + oy * g.stride * g.w + ox * g.stride;
         float acc = kind == PoolKind::max ? win[0] : 0.0f;
@@ -52,7 +52,7 @@ template <PoolKind kind, bool relu_mask>
 __global__ void pool_backward(float* dx, const float* dy, const float* x, const float* y, Geometry g) {
     const int count = g.planes * g.h * g.w;
     const float inv_area = 1.0f / float(g.k * g.k);
-    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
+    for (const int i : launch::grid_stride(count)) {
         const int row = g.by_w.div(i), ix = g.by_w.rest(i, row), plane = g.by_h.div(row), iy = g.by_h.rest(row, plane);
         const float* xp = x + size_t(plane) * g.h * g.w;
         // Windows (oy, ox) with oy * stride <= iy < oy * stride + k, likewise ox.

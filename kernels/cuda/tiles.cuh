@@ -459,7 +459,7 @@ struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
 template <class Out>
 __global__ void finish_splits(Out out, const float* scratch, int splits, int m, int n) {
     const size_t size = size_t(m) * n;
-    for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < size; e += size_t(gridDim.x) * blockDim.x) {
+    for (const size_t e : launch::grid_stride(size)) {
         float sum = 0.0f;
         for (int z = 0; z < splits; ++z) sum += scratch[size_t(z) * size + e];
         out(0, int(e / unsigned(n)), int(e % unsigned(n)), sum);

@@ -37,7 +37,7 @@ void check_gradient(const std::vector<float>& analytic, const std::vector<double
 
 }  // namespace
 
-TEST_CASE("conv2d backward matches finite differences for stride, padding and odd shapes", "[conv]") {
+TEST_CASE("conv2d backward matches finite differences for stride, padding and odd shapes", "[kernels][conv]") {
     const ConvShape s = GENERATE(ConvShape{1, 1, 5, 5, 1, 3, 3, 1, 0},     // smallest
                                  ConvShape{2, 3, 7, 6, 4, 3, 3, 1, 1},     // padded, non-square image
                                  ConvShape{2, 2, 9, 9, 3, 5, 5, 2, 2},     // stride 2
@@ -87,7 +87,7 @@ TEST_CASE("conv2d backward matches finite differences for stride, padding and od
     }
 }
 
-TEST_CASE("round_to_tf32 keeps 10 bits of fraction, to nearest, ties away from zero", "[conv][dense]") {
+TEST_CASE("round_to_tf32 keeps 10 bits of fraction, to nearest, ties away from zero", "[kernels][conv][dense]") {
     const float one = 1.0f, ulp = std::ldexp(1.0f, -10);  // TF32's step at 1
     const float in[] = {one + ulp / 2, -(one + ulp / 2), one + ulp / 2 - std::ldexp(1.0f, -23), one + ulp / 4,
                         0.0f, std::numeric_limits<float>::infinity(), 3.0f};
@@ -103,7 +103,7 @@ TEST_CASE("round_to_tf32 keeps 10 bits of fraction, to nearest, ties away from z
 // Math::tf32 on the CPU is the FP32 kernel on operands rounded first
 // (bit for bit); the bias gradient is the FP32 sum of the unrounded dy.
 TEST_CASE("conv2d and dense with Math::tf32 compute on rounded operands, the bias from the unrounded gradient",
-          "[conv][dense]") {
+          "[kernels][conv][dense]") {
     const auto rounded = [](std::vector<float> v) {
         cpu::round_to_tf32(v.data(), v.data(), v.size());
         return v;
@@ -156,7 +156,7 @@ TEST_CASE("conv2d and dense with Math::tf32 compute on rounded operands, the bia
     CHECK(db != rounded_db);
 }
 
-TEST_CASE("pool2d backward matches finite differences, avg and max, edges dropped or overlapping", "[pool]") {
+TEST_CASE("pool2d backward matches finite differences, avg and max, edges dropped or overlapping", "[kernels][pool]") {
     const PoolShape s = GENERATE(PoolShape{2, 3, 9, 9, 2, 2},   // LeNet pool2: odd side, last row dropped
                                  PoolShape{1, 2, 26, 26, 2, 2}, // LeNet pool1
                                  PoolShape{1, 2, 6, 6, 3, 3},   // 3x3 windows
@@ -206,7 +206,7 @@ struct BatchNorm {
 // by O(1e-5), and float rounding of the forward by O(1e-5 / 0.04). The
 // check of 1e-3 * (1 + |g|) stands far above both; a dropped term of the
 // data gradient (the mean's or the variance's) is O(1), as the values are.
-TEST_CASE("batch norm backward matches finite differences (training: batch statistics)", "[norm]") {
+TEST_CASE("batch norm backward matches finite differences (training: batch statistics)", "[kernels][norm]") {
     const NormShape s = GENERATE(NormShape{2, 3, 25}, NormShape{4, 2, 9}, NormShape{3, 2, 4});
     CAPTURE(s.n, s.c, s.hw);
     auto x = testing::random_vector(s.size(), 11, -1.0f, 2.0f);  // a mean away from 0
@@ -227,7 +227,7 @@ TEST_CASE("batch norm backward matches finite differences (training: batch stati
     check_gradient(dbeta, finite_difference(loss, beta, ic, 0.02f), ic);
 }
 
-TEST_CASE("batch norm over parts with summed statistics equals batch norm over the whole batch", "[norm]") {
+TEST_CASE("batch norm over parts with summed statistics equals batch norm over the whole batch", "[kernels][norm]") {
     // --bn sync's foundation: per-channel sums of parts add up to the
     // batch's, forward and backward, so two devices normalise as one would.
     const NormShape whole{6, 3, 16}, first{2, 3, 16}, second{4, 3, 16};
@@ -271,7 +271,7 @@ TEST_CASE("batch norm over parts with summed statistics equals batch norm over t
                 std::vector<float>(y.begin(), y.begin() + long(first.size()))) > 1e-2);
 }
 
-TEST_CASE("batch norm's running statistics and evaluation", "[norm]") {
+TEST_CASE("batch norm's running statistics and evaluation", "[kernels][norm]") {
     // One channel of 4 values 1, 2, 3, 6: mean 3, biased variance 3.5.
     const NormShape s{4, 1, 1};
     const std::vector<float> x{1, 2, 3, 6}, gamma{2}, beta{1};
@@ -286,7 +286,7 @@ TEST_CASE("batch norm's running statistics and evaluation", "[norm]") {
     for (size_t i = 0; i < 4; ++i) CHECK(y[i] == Approx(2 * (x[i] - running[0]) / std::sqrt(running[1] + 1e-5) + 1));
 }
 
-TEST_CASE("dense backward matches finite differences", "[dense]") {
+TEST_CASE("dense backward matches finite differences", "[kernels][dense]") {
     struct Shape { int n, in, out; };
     const Shape s = GENERATE(Shape{1, 1, 1}, Shape{3, 7, 5}, Shape{5, 800, 128}, Shape{2, 128, 10});
     CAPTURE(s.n, s.in, s.out);
@@ -314,7 +314,7 @@ TEST_CASE("dense backward matches finite differences", "[dense]") {
     }
 }
 
-TEST_CASE("relu backward matches finite differences away from the kink", "[relu]") {
+TEST_CASE("relu backward matches finite differences away from the kink", "[kernels][relu]") {
     const size_t n = GENERATE(1, 17, 1000);
     auto x = testing::spaced_values(n, 1, 0.01f);
     const auto r = testing::random_vector(n, 2);
@@ -330,7 +330,7 @@ TEST_CASE("relu backward matches finite differences away from the kink", "[relu]
     check_gradient(dx, finite_difference(loss, x, idx, 0.004f), idx);
 }
 
-TEST_CASE("softmax cross-entropy: gradient matches finite differences and large logits stay finite", "[loss]") {
+TEST_CASE("softmax cross-entropy: gradient matches finite differences and large logits stay finite", "[kernels][loss]") {
     const int n = GENERATE(1, 3, 64), classes = 10;
     auto z = testing::random_vector(size_t(n) * classes, 1, -4.0f, 4.0f);
     std::vector<int32_t> labels(n);
@@ -362,13 +362,13 @@ TEST_CASE("softmax cross-entropy: gradient matches finite differences and large 
     }
 }
 
-TEST_CASE("count_correct counts rows whose largest logit is the label", "[loss]") {
+TEST_CASE("count_correct counts rows whose largest logit is the label", "[kernels][loss]") {
     const std::vector<float> logits = {0, 5, 1,   9, 2, 3,   1, 1, 1};
     const std::vector<int32_t> labels = {1, 2, 0};  // right, wrong, tie (first wins: right)
     CHECK(cpu::count_correct(logits.data(), labels.data(), 3, 3) == 2);
 }
 
-TEST_CASE("sgd_update and sum_into compute exactly what they say", "[sgd][allreduce]") {
+TEST_CASE("sgd_update and sum_into compute exactly what they say", "[kernels][sgd]") {
     std::vector<float> p = {1.0f, -2.0f, 0.5f}, g = {4.0f, 8.0f, -2.0f};
     cpu::sgd_update(p.data(), g.data(), 0.25f, 3);
     CHECK(p == std::vector<float>{0.0f, -4.0f, 1.0f});
@@ -377,7 +377,7 @@ TEST_CASE("sgd_update and sum_into compute exactly what they say", "[sgd][allred
     CHECK(acc == std::vector<float>{111, 222, 333});
 }
 
-TEST_CASE("note_nonfinite marks the earliest step that saw a NaN or an infinity", "[sgd]") {
+TEST_CASE("note_nonfinite marks the earliest step that saw a NaN or an infinity", "[kernels][sgd]") {
     std::vector<float> x(1000, 0.5f);
     x[0] = -3.0e38f;  // large but finite
     int32_t mark = 100;
@@ -405,7 +405,7 @@ const Model& unfused_model() {
     return model;
 }
 
-TEST_CASE("the whole model's backward matches finite differences of the loss", "[lenet]") {
+TEST_CASE("the whole model's backward matches finite differences of the loss", "[kernels][lenet]") {
     const PoolKind pool = GENERATE(PoolKind::avg, PoolKind::max);
     const int which = GENERATE(0, 1, 2);  // LeNet, its unfused paths, a small ResNet
     CAPTURE(int(pool), which);
@@ -483,7 +483,7 @@ TEST_CASE("the whole model's backward matches finite differences of the loss", "
     }
 }
 
-TEST_CASE("a model's tensors, offsets and init roles are computed from its list of layers", "[lenet]") {
+TEST_CASE("a model's tensors, offsets and init roles are computed from its list of layers", "[kernels][lenet]") {
     // LeNet's layout as the tutorial gives it (and as the params and
     // checkpoint files have always stored it), now derived, not typed.
     struct Expected {

@@ -25,7 +25,7 @@ const Allreduce& naive() { return allreduce_named("naive"); }
 using testing::Run;
 }  // namespace
 
-TEST_CASE("part_of splits a batch into contiguous parts, the first B % N one larger", "[split]") {
+TEST_CASE("part_of splits a batch into contiguous parts, the first B % N one larger", "[parallel]") {
     SECTION("divisible") {
         for (int i = 0; i < 4; ++i) CHECK(part_of(512, 4, i).count == 128);
         CHECK(part_of(512, 4, 3).first == 384);
@@ -56,7 +56,7 @@ TEST_CASE("part_of splits a batch into contiguous parts, the first B % N one lar
     }
 }
 
-TEST_CASE("split_and_load puts part i of the batch, in order, on device i", "[split]") {
+TEST_CASE("split_and_load puts part i of the batch, in order, on device i", "[parallel]") {
     const int n = GENERATE(1, 2, 3), batch = GENERATE(6, 7);
     CAPTURE(n, batch);
     Run run(n, batch, 40);
@@ -81,7 +81,7 @@ TEST_CASE("split_and_load puts part i of the batch, in order, on device i", "[sp
     }
 }
 
-TEST_CASE("allreduce leaves every replica with the exact element-wise sum", "[allreduce]") {
+TEST_CASE("allreduce leaves every replica with the exact element-wise sum", "[parallel]") {
     const int n = GENERATE(1, 2, 3, 4);
     CAPTURE(n);
     Run run(n, 8, 16);
@@ -104,7 +104,7 @@ TEST_CASE("allreduce leaves every replica with the exact element-wise sum", "[al
     }
 }
 
-TEST_CASE("after k training steps all replicas are bit-identical", "[replicas]") {
+TEST_CASE("after k training steps all replicas are bit-identical", "[parallel][replicas]") {
     const int n = GENERATE(2, 3);
     const int batch = GENERATE(30, 31);  // 31 is not divisible by 2 or 3
     CAPTURE(n, batch);
@@ -127,7 +127,7 @@ TEST_CASE("after k training steps all replicas are bit-identical", "[replicas]")
     }
 }
 
-TEST_CASE("replicas are identical to the right thing: one step on N devices is one step on 1", "[replicas]") {
+TEST_CASE("replicas are identical to the right thing: one step on N devices is one step on 1", "[parallel][replicas]") {
     // Identity alone holds even for an allreduce that forgot to sum (the
     // broadcast copies device 0's buffer everywhere); such a one updates with
     // device 0's part alone, ~1e-2 of a weight off after one step. One step
@@ -193,7 +193,7 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); 
 #pragma GCC diagnostic pop
 #endif
 
-TEST_CASE("queuing training steps on CPU devices allocates nothing", "[replicas]") {
+TEST_CASE("queuing training steps on CPU devices allocates nothing", "[parallel][replicas]") {
     const int n = GENERATE(1, 2, 3);
     const bool overlap = GENERATE(false, true);
     CAPTURE(n, overlap);
@@ -215,7 +215,7 @@ TEST_CASE("queuing training steps on CPU devices allocates nothing", "[replicas]
     CHECK(during == 0);
 }
 
-TEST_CASE("N devices follow the 1-device trajectory for the same global batch", "[equivalence]") {
+TEST_CASE("N devices follow the 1-device trajectory for the same global batch", "[parallel][equivalence]") {
     const int batch = 50, steps = 20;  // 50 over 3 devices: parts of 17, 17, 16
     auto train = [&](int n) {
         Run run(n, batch, 2000, true);
@@ -250,7 +250,7 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
     CHECK(worst <= 1e-5 * scale);
 }
 
-TEST_CASE("the divergence watch names the first step whose summed gradients are not finite", "[replicas]") {
+TEST_CASE("the divergence watch names the first step whose summed gradients are not finite", "[parallel][replicas]") {
     const int n = GENERATE(1, 2), batch = 32;
     CAPTURE(n);
     auto first_bad = [&](float lr, int steps) {
@@ -278,7 +278,7 @@ TEST_CASE("the divergence watch names the first step whose summed gradients are 
     CHECK(first_bad(1e9f, bad) == -1);
 }
 
-TEST_CASE("--warmup raises the rate linearly over its steps, then holds it", "[schedule]") {
+TEST_CASE("--warmup raises the rate linearly over its steps, then holds it", "[parallel][schedule]") {
     TrainConfig c;
     c.lr = 0.6f;
     const size_t steps = 118;  // 60,000 samples at batch 512

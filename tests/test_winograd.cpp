@@ -67,7 +67,7 @@ struct Reference {
 
 }  // namespace
 
-TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and equal the direct sums", "[conv]") {
+TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and equal the direct sums", "[winograd][conv]") {
     const ConvShape s = GENERATE(ConvShape{1, 1, 2, 2, 1, 3, 3, 1, 1},      // one tile of 2x2
                                  ConvShape{1, 1, 3, 3, 1, 3, 3, 1, 1},      // one tile of 3x3
                                  ConvShape{1, 1, 4, 4, 1, 3, 3, 1, 1},      // one tile of 4x4 (or 4 of 2x2)
@@ -129,7 +129,7 @@ TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and e
 }
 
 TEST_CASE("Winograd takes the largest output tile that divides the map, and only 3x3 stride-1 padding-1 shapes",
-          "[conv]") {
+          "[winograd][conv]") {
     // ResNet-18's three maps.
     CHECK(cpu::winograd_tile(ConvShape{2, 64, 12, 12, 64, 3, 3, 1, 1}) == 4);
     CHECK(cpu::winograd_tile(ConvShape{2, 128, 6, 6, 128, 3, 3, 1, 1}) == 3);
@@ -144,7 +144,7 @@ TEST_CASE("Winograd takes the largest output tile that divides the map, and only
     CHECK_FALSE(cpu::winograd_fits(ConvShape{2, 4, 0, 0, 4, 3, 3, 1, 1}));     // an empty map
 }
 
-TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal the definition", "[conv]") {
+TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal the definition", "[winograd][conv]") {
     const ConvShape s = GENERATE(ConvShape{2, 1, 28, 28, 64, 3, 3, 1, 0},  // ResNet-18's first conv
                                  ConvShape{3, 1, 28, 28, 20, 3, 3, 1, 0},  // LeNet's conv1
                                  ConvShape{2, 1, 10, 10, 5, 3, 3, 1, 0},   // rows of exactly one vector
@@ -173,7 +173,7 @@ TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal 
 }
 
 TEST_CASE("direct sums take one-channel 3x3 convolutions of stride 1 without padding whose rows fill a vector",
-          "[conv]") {
+          "[winograd][conv]") {
     CHECK(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 64, 3, 3, 1, 0}));
     CHECK(cpu::direct_conv_fits(ConvShape{2, 1, 10, 10, 4, 3, 3, 1, 0}));   // rows of 8
     CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 9, 9, 4, 3, 3, 1, 0}));   // rows of 7

@@ -249,6 +249,47 @@ struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
         return inside ? pixel.corner[tap.offset] : 0.0f;  // else padding
     }
 };
+// [unfold(x)^T | 1] (n*oh*ow, c*kh*kw + 1): UnfoldTransposed and a column of
+// ones, against which the product sums dy into the bias gradient (version 4
+// of the weight gradient). A tap of the ones column is marked by ky = -1.
+struct UnfoldTransposedAndOnes {
+    UnfoldTransposed unfold;
+    int taps;
+    static constexpr bool k_fast = true;
+    using Fixed = UnfoldTransposed::Fixed;
+    using Step = UnfoldTransposed::Step;
+    __device__ float operator()(int col, int q) const { return q < taps ? unfold(col, q) : 1.0f; }
+    __device__ Fixed fixed(int q) const { return q < taps ? unfold.fixed(q) : Fixed{0, -1, 0}; }
+    __device__ Step step(int col) const { return unfold.step(col); }
+    __device__ float load(const Fixed& tap, const Step& pixel) const {
+        return tap.ky < 0 ? 1.0f : unfold.load(tap, pixel);
+    }
+};
+// Split z's partial sums of [dw | db] (oc, taps + 1) into partial[z], or,
+// unsplit (partial null), dw (oc, taps) += its first taps columns and
+// db (oc) += its last.
+struct StoreWeightsAndBias {
+    float* partial;
+    float* dw;
+    float* db;
+    int oc, taps;
+    __device__ void operator()(int z, int o, int q, float v) const {
+        if (partial) partial[(size_t(z) * oc + o) * (taps + 1) + q] = v;
+        else if (q < taps) dw[size_t(o) * taps + q] += v;
+        else db[o] += v;
+    }
+};
+// dw and db += the splits' partial sums of [dw | db], in split order.
+__global__ void finish_weights_and_bias(float* dw, float* db, const float* partial, int splits, int oc, int taps) {
+    const size_t count = size_t(oc) * (taps + 1);
+    for (const size_t i : launch::grid_stride(count)) {
+        float sum = 0.0f;
+        for (int z = 0; z < splits; ++z) sum += partial[size_t(z) * count + i];
+        const size_t o = i / size_t(taps + 1), q = i - o * size_t(taps + 1);
+        if (q < size_t(taps)) dw[o * taps + q] += sum;
+        else db[o] += sum;
+    }
+}
 struct StorePartial {  // split z of (m, n) partial sums, or dw += value when unsplit
     float* out;
     size_t size;  // m * n
@@ -279,6 +320,14 @@ __global__ void conv_bias_grad(float* db, const float* dy, int n, int oc, int pi
     }
     sum = launch::block_sum(sum);
     if (threadIdx.x == 0) db[o] += sum;
+}
+
+// Version 4 sums the bias as one more column of the product, against a
+// column of ones, where that column fits in the last tile's unused ones
+// (taps not a multiple of the tiles' 128 columns) and in FP32 (with --tf32
+// the bias sums the unrounded dy): no bias kernel of its own.
+bool bias_in_product(const ConvShape& s) {
+    return conv2d_backward_weight_version >= 4 && s.math == Math::fp32 && s.n > 0 && s.col_rows() % 128 != 0;
 }
 
 // Version 3 splits k twice as finely and aims at twice the blocks: each
@@ -430,11 +479,12 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     // (The most of any version's: the benchmark switches versions.)
     const int splits = std::max(weight_grad_splits(s, 2), weight_grad_splits(s, 3));
     const size_t weight_grad = (splits > 1 ? size_t(splits) * s.weight_size() : 0) + size_t(bias_grad_splits(s)) * s.oc;
+    const size_t with_bias = size_t(weight_grad_splits(s, 3)) * s.oc * (s.col_rows() + 1);  // version 4's [dw | db]
     const size_t input_grad = size_t(s.col_rows()) * s.n * s.col_cols();  // dcol, version 2 of backward-data
     // Version 3's partial sums, a block's for each weight and bias (whether
     // or not it is selected now: the benchmark switches versions).
     const size_t small = size_t(std::min(s.n, launch::threads)) * (s.weight_size() + size_t(s.oc));
-    return std::max({weight_grad, input_grad, small});
+    return std::max({weight_grad, with_bias, input_grad, small});
 }
 
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float*,
@@ -483,6 +533,18 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};
+    if (bias_in_product(s)) {  // version 4: [dw | db] += dy . [unfold(x)^T | 1]
+        const UnfoldTransposedAndOnes b1{b, n};
+        if (splits == 1) {
+            tiled::gemm(m, n + 1, k, a, b1, StoreWeightsAndBias{nullptr, dw, db, m, n}, stream);
+        } else {
+            tiled::gemm(m, n + 1, k, a, b1, StoreWeightsAndBias{scratch, dw, db, m, n}, stream, splits);
+            launch::kernel("finish_weights_and_bias", finish_weights_and_bias,
+                           launch::grid_for(size_t(m) * (n + 1)), launch::threads, stream, dw, db,
+                           static_cast<const float*>(scratch), splits, m, n);
+        }
+        return;
+    }
     if (splits == 1) {
         tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream, 1, s.math);
     } else {

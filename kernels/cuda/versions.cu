@@ -26,6 +26,8 @@ const char* const conv2d_backward_weight_versions[] = {
     "version 2 with twice the splits along the batch (about 4 blocks a multiprocessor); a filter bank of at most "
     "1,024 weights and biases (64 channels, 64 taps) summed directly: a block a sample, 64 pixels at a time staged "
     "in shared memory, the blocks' sums added in a fixed order",
+    "version 3, the bias gradient as one more column of the product (dy . [unfold(x)^T | 1]) where it fits the last "
+    "tile (taps not a multiple of 128; FP32): no bias kernel of its own",
 };
 
 const char* const dense_versions[] = {

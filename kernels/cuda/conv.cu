@@ -251,18 +251,30 @@ struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
 };
 // [unfold(x)^T | 1] (n*oh*ow, c*kh*kw + 1): UnfoldTransposed and a column of
 // ones, against which the product sums dy into the bias gradient (version 4
-// of the weight gradient). A tap of the ones column is marked by ky = -1.
+// of the weight gradient). An element outside the image is the tap's
+// `outside` value: 0 (padding) for a filter tap, and 1 for the ones column,
+// whose window lies outside every image; so the ones cost no instruction
+// more than the padding does.
 struct UnfoldTransposedAndOnes {
     UnfoldTransposed unfold;
     int taps;
     static constexpr bool k_fast = true;
-    using Fixed = UnfoldTransposed::Fixed;
+    struct Fixed {
+        int offset, ky, kx;
+        float outside;
+    };
     using Step = UnfoldTransposed::Step;
     __device__ float operator()(int col, int q) const { return q < taps ? unfold(col, q) : 1.0f; }
-    __device__ Fixed fixed(int q) const { return q < taps ? unfold.fixed(q) : Fixed{0, -1, 0}; }
+    __device__ Fixed fixed(int q) const {
+        if (q >= taps) return {0, -(1 << 20), -(1 << 20), 1.0f};
+        const UnfoldTransposed::Fixed f = unfold.fixed(q);
+        return {f.offset, f.ky, f.kx, 0.0f};
+    }
     __device__ Step step(int col) const { return unfold.step(col); }
     __device__ float load(const Fixed& tap, const Step& pixel) const {
-        return tap.ky < 0 ? 1.0f : unfold.load(tap, pixel);
+        const Geometry& g = unfold.g;
+        const bool inside = unsigned(pixel.iy0 + tap.ky) < unsigned(g.h) && unsigned(pixel.ix0 + tap.kx) < unsigned(g.w);
+        return inside ? pixel.corner[tap.offset] : tap.outside;
     }
 };
 // Split z's partial sums of [dw | db] (oc, taps + 1) into partial[z], or,

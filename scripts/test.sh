@@ -27,7 +27,7 @@
 #                     where nvcc is found, else the CPU build and a few of its
 #                     tests (DPTRAIN_BUNDLE_CHECK=0 skips it)
 #   build-fuzz/       scripts/fuzz.sh: the IDX and checkpoint readers under
-#                     libFuzzer, $DPTRAIN_FUZZ seconds each (default 60; 0 skips)
+#                     libFuzzer, $DPTRAIN_FUZZ seconds each (default 30; 0 skips)
 #
 # A test that fails has the end of its own output printed here; a test that
 # cannot run on this machine says SKIP and why. A failed or interrupted run
@@ -164,9 +164,9 @@ if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
     }
     stage "the offline build from bundle/ ($dir-bundle/)" offline
 fi
-if [[ ${DPTRAIN_FUZZ:-60} != 0 ]]; then
-    stage "the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-60} s each (build-fuzz/)" \
-        scripts/fuzz.sh "${DPTRAIN_FUZZ:-60}"
+if [[ ${DPTRAIN_FUZZ:-30} != 0 ]]; then
+    stage "the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-30} s each (build-fuzz/)" \
+        scripts/fuzz.sh "${DPTRAIN_FUZZ:-30}"
 fi
 
 echo

@@ -277,31 +277,18 @@ struct UnfoldTransposedAndOnes {
         return inside ? pixel.corner[tap.offset] : tap.outside;
     }
 };
-// Split z's partial sums of [dw | db] (oc, taps + 1) into partial[z], or,
-// unsplit (partial null), dw (oc, taps) += its first taps columns and
-// db (oc) += its last.
+// dw (oc, taps) += the first taps columns of [dw | db] (oc, taps + 1), and
+// db (oc) += its last. Split, the product's partial sums go through
+// tiled::StoreSplit, and finish_splits hands their sums here.
 struct StoreWeightsAndBias {
-    float* partial;
     float* dw;
     float* db;
-    int oc, taps;
-    __device__ void operator()(int z, int o, int q, float v) const {
-        if (partial) partial[(size_t(z) * oc + o) * (taps + 1) + q] = v;
-        else if (q < taps) dw[size_t(o) * taps + q] += v;
+    int taps;
+    __device__ void operator()(int, int o, int q, float v) const {
+        if (q < taps) dw[size_t(o) * taps + q] += v;
         else db[o] += v;
     }
 };
-// dw and db += the splits' partial sums of [dw | db], in split order.
-__global__ void finish_weights_and_bias(float* dw, float* db, const float* partial, int splits, int oc, int taps) {
-    const size_t count = size_t(oc) * (taps + 1);
-    for (const size_t i : launch::grid_stride(count)) {
-        float sum = 0.0f;
-        for (int z = 0; z < splits; ++z) sum += partial[size_t(z) * count + i];
-        const size_t o = i / size_t(taps + 1), q = i - o * size_t(taps + 1);
-        if (q < size_t(taps)) dw[o * taps + q] += sum;
-        else db[o] += sum;
-    }
-}
 struct StorePartial {  // split z of (m, n) partial sums, or dw += value when unsplit
     float* out;
     size_t size;  // m * n
@@ -547,13 +534,14 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     const UnfoldTransposed b{x, g};
     if (bias_in_product(s)) {  // version 4: [dw | db] += dy . [unfold(x)^T | 1]
         const UnfoldTransposedAndOnes b1{b, n};
+        const StoreWeightsAndBias out{dw, db, n};
         if (splits == 1) {
-            tiled::gemm(m, n + 1, k, a, b1, StoreWeightsAndBias{nullptr, dw, db, m, n}, stream);
+            tiled::gemm(m, n + 1, k, a, b1, out, stream);
         } else {
-            tiled::gemm(m, n + 1, k, a, b1, StoreWeightsAndBias{scratch, dw, db, m, n}, stream, splits);
-            launch::kernel("finish_weights_and_bias", finish_weights_and_bias,
-                           launch::grid_for(size_t(m) * (n + 1)), launch::threads, stream, dw, db,
-                           static_cast<const float*>(scratch), splits, m, n);
+            tiled::gemm(m, n + 1, k, a, b1, tiled::StoreSplit{scratch, size_t(m) * (n + 1), n + 1}, stream, splits);
+            launch::kernel("finish_splits", tiled::finish_splits<StoreWeightsAndBias>,
+                           launch::grid_for(size_t(m) * (n + 1)), launch::threads, stream, out,
+                           static_cast<const float*>(scratch), splits, m, n + 1);
         }
         return;
     }

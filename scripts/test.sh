@@ -12,7 +12,7 @@
 #                     where no GPU is usable
 #   build-nocuda/     when the main build has CUDA: the CPU tests again in a
 #                     build without CUDA and MPI (which must refuse a job of
-#                     several processes)
+#                     several processes), but the suite 'training'
 #   build-sanitize/   the CPU tests under AddressSanitizer and
 #                     UndefinedBehaviorSanitizer (DPTRAIN_SANITIZE=0 skips it)
 #   build-emulated/   the CUDA backend on emulated GPUs (-Demulated_gpu=true,
@@ -89,10 +89,25 @@ stage() {
     else summary+=("FAIL  $label (exit $rc, $((SECONDS - t0)) s)"); failed=1; fi
     return 0
 }
-# tests BUILD_DIR ARGS...: meson test there, then the report.
+# tests BUILD_DIR ARGS...: meson test there, then the report. A test named
+# in ARGS that BUILD_DIR does not have is an error: meson would run the
+# others and say nothing of it.
 tests() {
-    local build=$1 rc=0
+    local build=$1 rc=0 arg takes_value=no
     shift
+    for arg in "$@"; do
+        if [[ $takes_value == yes ]]; then takes_value=no; continue; fi
+        case $arg in
+        --suite | --no-suite | --repeat | --num-processes | --setup | --test-args | --wrapper | \
+            --timeout-multiplier | --logbase | -j | -t) takes_value=yes ;;
+        -*) ;;
+        *)
+            if ! meson test -C "$build" --no-rebuild --list 2>/dev/null | grep -q " / $arg\$"; then
+                echo "test.sh: $build/ has no test named $arg (meson test -C $build --list names them)" >&2
+                return 2
+            fi ;;
+        esac
+    done
     meson test -C "$build" --no-rebuild "$@" || rc=$?
     report "$build"
     return $rc
@@ -110,11 +125,14 @@ fi
 
 stage "every test in $dir/ but the slow suite" tests "$dir" --no-suite slow
 if [[ -e $dir/tests/gpu/gpu_tests ]]; then
+    # The CPU code is the same as the main build's: what differs without
+    # CUDA and MPI is the build, the device probes and the refusals, so the
+    # minutes-long training checks (suite 'training') are not run twice.
     nocuda() {
         DPTRAIN_BUILD_DIR=$dir-nocuda scripts/build.sh -Dcuda=disabled -Dmpi=disabled &&
-            tests "$dir-nocuda" --no-suite slow
+            tests "$dir-nocuda" --no-suite slow --no-suite training
     }
-    stage "the same tests without CUDA and MPI ($dir-nocuda/)" nocuda
+    stage "the tests without CUDA and MPI but the long training ones ($dir-nocuda/)" nocuda
 fi
 if [[ ${DPTRAIN_SANITIZE:-1} != 0 ]]; then
     # (Without MPI: Open MPI's own allocations would fill LeakSanitizer's report.)
@@ -155,7 +173,7 @@ if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
         else
             echo "no nvcc here: the CPU build from bundle/, and its model and data-reading tests"
             PKG_CONFIG_LIBDIR=/nonexistent DPTRAIN_BUILD_DIR=$dir-bundle scripts/build.sh -Dcuda=disabled &&
-                tests "$dir-bundle" lenet idx cli-errors
+                tests "$dir-bundle" kernels idx cli-errors
         fi
         local rc=$?
         restore_tree

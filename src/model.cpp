@@ -64,6 +64,12 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
                 if (s.oh() < 1 || s.ow() < 1) fail(i, "the window is larger than its input");
                 p.out = {at.c, s.oh(), s.ow()};
                 p.relu_before = i > 0 && layers[i - 1].kind == LayerKind::relu;
+                // conv -> ReLU -> pool: the convolution's forward pools too.
+                if (p.relu_before && plan_[i - 1].fused && layers[i - 2].kind == LayerKind::conv) {
+                    plan_[i - 2].pool_after = int(i);
+                    p.pooled_by_conv = true;
+                    p.backward_by_conv = plan_[i - 2].input < 0;
+                }
                 break;
             }
             case LayerKind::dense: {

@@ -19,7 +19,12 @@
 // Fusions the walk makes: a ReLU right after a conv or dense layer is done
 // in that layer's forward (bias+ReLU epilogue) and its backward is folded
 // into the backward of a pooling or dense layer that follows (that layer's
-// input is the ReLU's output, which masks the gradient). ReLU and add work in place,
+// input is the ReLU's output, which masks the gradient); a pooling layer
+// after a conv and its ReLU is done in the conv's forward too
+// (conv2d_forward_relu_pool: one kernel on a GPU where the filter bank is
+// small, the plain calls on the CPU), and when that conv is the first layer
+// its weight gradient reads the pooling's gradient through the pooling
+// (conv2d_backward_weight_pool). ReLU and add work in place,
 // in the buffer of the layer before. The first layer computes no gradient
 // for the input.
 //
@@ -227,6 +232,9 @@ class Model {
         bool fused = false;           // relu: done by the layer before
         bool relu_before = false;     // pool, dense: its input is a ReLU's output (its backward applies the mask)
         bool accumulate = false;      // conv: adds its input gradient; add: adds the other's
+        int pool_after = -1;          // conv: the pooling layer after its ReLU, whose forward it does too
+        bool pooled_by_conv = false;  // pool: its forward done by the convolution before
+        bool backward_by_conv = false;  // pool: its backward too (that convolution's input is x: it needs no data gradient)
     };
     const float* input_of(const Planned& p, const Activations& a, const float* x) const {
         return p.input < 0 ? x : a.out[size_t(p.input)];
@@ -263,8 +271,16 @@ void Model::forward_layer(K& k, size_t i, const Activations& a, const float* par
     switch (p.layer.kind) {
         case LayerKind::conv: {
             const float *w = tensor_at(params, p.weight), *b = tensor_at(params, p.bias);
-            if (p.relu_after) k.conv2d_forward_relu(out, in, w, b, conv_shape(i, n, k.math), a.scratch);
-            else k.conv2d_forward(out, in, w, b, conv_shape(i, n, k.math), a.scratch);
+            if (p.pool_after >= 0) {  // its ReLU, and the pooling after that, in one call
+                const Planned& pooling = plan_[size_t(p.pool_after)];
+                k.conv2d_forward_relu_pool(out, output_of(pooling, a, logits), in, w, b, conv_shape(i, n, k.math),
+                                           pooling.layer.pool_kind.value_or(pool),
+                                           pool_shape(size_t(p.pool_after), n), a.scratch);
+            } else if (p.relu_after) {
+                k.conv2d_forward_relu(out, in, w, b, conv_shape(i, n, k.math), a.scratch);
+            } else {
+                k.conv2d_forward(out, in, w, b, conv_shape(i, n, k.math), a.scratch);
+            }
             break;
         }
         case LayerKind::dense: {
@@ -274,7 +290,7 @@ void Model::forward_layer(K& k, size_t i, const Activations& a, const float* par
             break;
         }
         case LayerKind::pool:
-            k.pool2d_forward(out, in, p.layer.pool_kind.value_or(pool), pool_shape(i, n));
+            if (!p.pooled_by_conv) k.pool2d_forward(out, in, p.layer.pool_kind.value_or(pool), pool_shape(i, n));
             break;
         case LayerKind::relu:  // in place, unless the layer before did it
             if (!p.fused) k.relu_forward(out, out, size_t(n) * p.out.size());
@@ -298,7 +314,15 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
     switch (p.layer.kind) {
         case LayerKind::conv: {
             const ConvShape s = conv_shape(i, n, k.math);
-            k.conv2d_backward_weight(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s, a.scratch);
+            if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
+                const Planned& pooling = plan_[size_t(p.pool_after)];
+                k.conv2d_backward_weight_pool(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out,
+                                              a.grad[size_t(pooling.buffer)], in, a.out[size_t(p.buffer)],
+                                              a.out[size_t(pooling.buffer)], s, pooling.layer.pool_kind.value_or(pool),
+                                              pool_shape(size_t(p.pool_after), n), a.scratch);
+            } else {
+                k.conv2d_backward_weight(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s, a.scratch);
+            }
             done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
             if (!d_in) break;
             if (!p.accumulate) {
@@ -320,6 +344,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             done(tensors_[size_t(p.weight)].offset);
             break;
         case LayerKind::pool: {
+            if (p.backward_by_conv) break;
             // After a ReLU, the pool's backward applies the ReLU's mask too.
             const PoolKind kind = p.layer.pool_kind.value_or(pool);
             if (p.relu_before) k.pool2d_backward_relu(d_in, d_out, in, a.out[size_t(p.buffer)], kind, pool_shape(i, n));

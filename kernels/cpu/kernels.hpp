@@ -149,6 +149,12 @@ inline void conv2d_forward_relu(float* y, const float* x, const float* w, const 
     conv2d_forward(y, x, w, b, s, scratch);
     relu_forward(y, y, s.out_size());
 }
+// conv2d_forward_relu, then pool2d_forward of its output y (ps: the pooling's shape).
+inline void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                                     const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) {
+    conv2d_forward_relu(y, x, w, b, s, scratch);
+    pool2d_forward(pooled, y, kind, ps);
+}
 inline void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
                                int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32) {
     dense_forward(y, x, w, b, n, in, out, scratch, math);
@@ -166,6 +172,14 @@ inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, con
     pool2d_backward(dx, dy, x, y, kind, s);
     relu_backward(dx, dx, x, s.in_size());
 }
+// pool2d_backward_relu into dy, then conv2d_backward_weight: the weight
+// gradient of a pooled convolution from the pooling's output gradient.
+inline void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
+                                        const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                        const PoolShape& ps, float* scratch) {
+    pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps);
+    conv2d_backward_weight(dw, db, dy, x, s, scratch);
+}
 
 // The layer kernels as one set, for the model code written once over any
 // backend (src/model.hpp: Model::forward / Model::backward). The CUDA set
@@ -175,8 +189,10 @@ struct KernelSet {
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;
     static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;
+    static constexpr auto conv2d_forward_relu_pool = &cpu::conv2d_forward_relu_pool;
     static constexpr auto conv2d_backward_data = &cpu::conv2d_backward_data;
     static constexpr auto conv2d_backward_weight = &cpu::conv2d_backward_weight;
+    static constexpr auto conv2d_backward_weight_pool = &cpu::conv2d_backward_weight_pool;
     static constexpr auto pool2d_forward = &cpu::pool2d_forward;
     static constexpr auto pool2d_backward = &cpu::pool2d_backward;
     static constexpr auto pool2d_backward_relu = &cpu::pool2d_backward_relu;

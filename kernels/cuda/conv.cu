@@ -15,6 +15,7 @@
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "fastdiv.cuh"
+#include "pool.cuh"
 #include "tiles.cuh"
 #include "versions.hpp"
 
@@ -403,7 +404,33 @@ bool small_weight_grad(const ConvShape& s) {
 // block's worth per thread).
 int small_weight_grad_blocks(const ConvShape& s) { return std::min(s.n, launch::threads); }
 
-__global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, const float* dy,
+// Where the kernel below reads the output gradient dy (n, oc, oh, ow): from
+// memory, or (conv2d_backward_weight_pool) through the pooling and ReLU after
+// the convolution, from the pooling's output gradient, as pool_backward
+// with ReLU's mask would have written dy.
+struct OutputGradIn {
+    const float* dy;
+    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
+        return dy[(size_t(sample) * g.oc + o) * (g.oh * g.ow) + p];
+    }
+};
+template <PoolKind kind>
+struct OutputGradThroughPool {
+    const float* d_pooled;  // (n, oc, ph, pw)
+    const float* y;         // the convolution's output after its ReLU (n, oc, oh, ow)
+    const float* pooled;    // the pooling's output (n, oc, ph, pw)
+    int k, stride, ph, pw;
+    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
+        const size_t plane = size_t(sample) * g.oc + o, outputs = plane * ph * pw;
+        const float* yp = y + plane * g.oh * g.ow;
+        if (!(yp[p] > 0.0f)) return 0.0f;  // ReLU's mask
+        const int iy = p / g.ow, ix = p - iy * g.ow;
+        return pooled_input_grad<kind>(d_pooled + outputs, yp, pooled + outputs, g.ow, k, stride, ph, pw, iy, ix);
+    }
+};
+
+template <class Dy>
+__global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, Dy dy,
                                                                               const float* x, Geometry g) {
     __shared__ float dys[small_max_oc][small_pixels + 1];     // dys[o][p]: +1, so that rows fall in other banks
     __shared__ float cols[small_max_taps][small_pixels + 1];  // cols[q][p] = unfold(x)[q][pixel p]
@@ -424,7 +451,7 @@ __global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(fl
         for (int e = threadIdx.x; e < g.oc * small_pixels; e += launch::threads) {
             const int o = e / small_pixels, p = e % small_pixels, at = p0 + p;
             const int s = first + at / pixels, pp = at % pixels;
-            dys[o][p] = at < count ? dy[(size_t(s) * g.oc + o) * pixels + pp] : 0.0f;
+            dys[o][p] = at < count ? dy(s, o, pp, g) : 0.0f;
         }
         for (int e = threadIdx.x; e < taps * small_pixels; e += launch::threads) {
             const int q = e / small_pixels, p = e % small_pixels, at = p0 + p;
@@ -463,8 +490,103 @@ __global__ void finish_small(float* dw, float* db, const float* partial, int blo
     }
 }
 
+// Version 2 of the forward pass, for a small filter bank on a small image
+// (LeNet's conv1: 20 filters of 1 x 3 x 3 on 28 x 28; ResNet-18's first: 64
+// of them). As a GEMM its k is 9: the tile's loads and index arithmetic,
+// paid once a k-step, outweigh its 9 multiply-adds. Here a block takes one
+// sample and `direct_group` output channels: it stages the sample's image
+// and the group's filters in shared memory, and each thread sums a pixel's
+// taps for the group's channels (four sums from each input value read).
+// With `pooled`, the block then pools the group's output planes from shared
+// memory, as pool_forward does, and writes both: the pooling layer after a
+// convolution and its ReLU costs no kernel and no second read of them.
+constexpr int direct_group = 4;  // (tiled::read4's width)
+constexpr int direct_max_taps = 64, direct_max_oc = 64, direct_max_image = 4096,
+              direct_max_plane = 1024;
+
+struct PoolGeometry {
+    int k, stride, oh, ow;
+};
+
+bool direct_forward_fits(const ConvShape& s) {
+    return conv2d_forward_version >= 2 && s.math == Math::fp32 && s.n > 0 && s.oc <= direct_max_oc &&
+           s.col_rows() <= direct_max_taps && size_t(s.c) * s.h * s.w <= size_t(direct_max_image) &&
+           s.oh() * s.ow() <= direct_max_plane;
+}
+
+// K: the filters' size when it is 3 x 3, whose taps then unroll; 0: g's.
+template <bool relu, bool pooled, PoolKind kind, int K>
+__global__ void __launch_bounds__(launch::threads) direct_forward(float* y, float* pooled_y, const float* x,
+                                                                  const float* w, const float* b, Geometry g,
+                                                                  PoolGeometry pg) {
+    __shared__ float image[direct_max_image];
+    __shared__ __align__(16) float filters[direct_max_taps][direct_group];  // filters[q][u]: channel first + u
+    __shared__ float planes[pooled ? direct_group * direct_max_plane : 1];
+    const int sample = blockIdx.x, first = blockIdx.y * direct_group;
+    const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow, image_size = g.c * g.h * g.w;
+    const float* xs = x + size_t(sample) * image_size;
+    for (int e = threadIdx.x; e < image_size; e += launch::threads) image[e] = xs[e];
+    for (int q = threadIdx.x; q < taps; q += launch::threads) {
+#pragma unroll
+        for (int u = 0; u < direct_group; ++u) filters[q][u] = first + u < g.oc ? w[size_t(first + u) * taps + q] : 0.0f;
+    }
+    __syncthreads();
+    for (int p = threadIdx.x; p < pixels; p += launch::threads) {
+        const int oy = p / g.ow, ox = p - oy * g.ow;
+        float acc[direct_group] = {};
+        const int kh = K ? K : g.kh, kw = K ? K : g.kw, y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+        for (int ch = 0; ch < g.c; ++ch) {
+            const float* plane = image + ch * g.h * g.w;
+#pragma unroll
+            for (int ky = 0; ky < kh; ++ky) {
+                const int iy = y0 + ky;
+                if (iy < 0 || iy >= g.h) continue;  // padding
+#pragma unroll
+                for (int kx = 0; kx < kw; ++kx) {
+                    const int ix = x0 + kx;
+                    if (ix < 0 || ix >= g.w) continue;
+                    const float v = plane[iy * g.w + ix];
+                    float f[direct_group];
+                    tiled::read4(f, filters[(ch * kh + ky) * kw + kx]);
+#pragma unroll
+                    for (int u = 0; u < direct_group; ++u) acc[u] = fmaf(f[u], v, acc[u]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < direct_group; ++u) {
+            if (first + u >= g.oc) break;
+            float v = acc[u] + b[first + u];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            y[(size_t(sample) * g.oc + first + u) * pixels + p] = v;
+            if (pooled) planes[u * pixels + p] = v;
+        }
+    }
+    if (!pooled) return;
+    __syncthreads();
+    const int windows = pg.oh * pg.ow, group = min(direct_group, g.oc - first);
+    for (int e = threadIdx.x; e < group * windows; e += launch::threads) {
+        const int u = e / windows, r = e - u * windows, oy = r / pg.ow, ox = r - oy * pg.ow;
+        pooled_y[(size_t(sample) * g.oc + first + u) * windows + r] =
+            pooled_window<kind>(planes + u * pixels + oy * pg.stride * g.ow + ox * pg.stride, g.ow, pg.k);
+    }
+}
+
+template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
+void launch_direct_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
+                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
+    const dim3 grid(unsigned(s.n), unsigned((s.oc + direct_group - 1) / direct_group));
+    if (s.kh == 3 && s.kw == 3)
+        launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 3>, grid, launch::threads, stream, y,
+                       pooled_y, x, w, b, Geometry(s), pg);
+    else
+        launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 0>, grid, launch::threads, stream, y,
+                       pooled_y, x, w, b, Geometry(s), pg);
+}
+
 template <bool relu>
 void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, cudaStream_t stream) {
+    if (direct_forward_fits(s)) return launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
     const Geometry g(s);
     tiled::gemm(s.oc, s.n * s.col_cols(), s.col_rows(), Weights{w, s.col_rows()}, Unfold{x, g},
                 StoreOutput<relu>{y, b, s.oc, FastDiv(s.col_cols())}, stream, 1, s.math);
@@ -496,6 +618,21 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
     forward<true>(y, x, w, b, s, stream);
 }
 
+void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                              cudaStream_t stream) {
+    if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
+        throw std::invalid_argument("conv2d_forward_relu_pool: the pooling's input is not the convolution's output");
+    if (!direct_forward_fits(s)) {
+        forward<true>(y, x, w, b, s, stream);
+        return pool2d_forward(pooled, y, kind, ps, stream);
+    }
+    const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
+    if (kind == PoolKind::max) launch_direct_forward<true, true, PoolKind::max>(y, pooled, x, w, b, s, pg, stream);
+    else launch_direct_forward<true, true, PoolKind::avg>(y, pooled, x, w, b, s, pg, stream);
+    (void)scratch;
+}
+
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
@@ -523,8 +660,8 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     const Geometry g(s);
     if (small_weight_grad(s)) {
         const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
-        launch::kernel("small_weight_grad_partials", small_weight_grad_partials, unsigned(blocks), launch::threads,
-                       stream, scratch, dy, x, g);
+        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<OutputGradIn>, unsigned(blocks),
+                       launch::threads, stream, scratch, OutputGradIn{dy}, x, g);
         launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
                        static_cast<const float*>(scratch), blocks, weights, outputs);
         return;
@@ -569,6 +706,29 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
         launch::kernel("conv_bias_grad", conv_bias_grad, unsigned(s.oc), launch::threads, stream,
             db, dy, s.n, s.oc, s.col_cols());
     }
+}
+
+void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
+                                 const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                 const PoolShape& ps, float* scratch, cudaStream_t stream) {
+    if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
+        throw std::invalid_argument("conv2d_backward_weight_pool: the pooling's input is not the convolution's output");
+    if (!small_weight_grad(s) || ps.in_size() == 0) {
+        pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps, stream);
+        return conv2d_backward_weight(dw, db, dy, x, s, scratch, stream);
+    }
+    const Geometry g(s);
+    const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
+    if (kind == PoolKind::max)
+        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<OutputGradThroughPool<PoolKind::max>>,
+                       unsigned(blocks), launch::threads, stream, scratch,
+                       OutputGradThroughPool<PoolKind::max>{d_pooled, y, pooled, ps.k, ps.stride, ps.oh(), ps.ow()}, x, g);
+    else
+        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<OutputGradThroughPool<PoolKind::avg>>,
+                       unsigned(blocks), launch::threads, stream, scratch,
+                       OutputGradThroughPool<PoolKind::avg>{d_pooled, y, pooled, ps.k, ps.stride, ps.oh(), ps.ow()}, x, g);
+    launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
+                   static_cast<const float*>(scratch), blocks, weights, outputs);
 }
 
 }  // namespace dpt::cuda

@@ -42,12 +42,27 @@ void conv2d_forward(float* y, const float* x, const float* w, const float* b,
                     const ConvShape& s, float* scratch, cudaStream_t stream);
 void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
                          const ConvShape& s, float* scratch, cudaStream_t stream);
+// y = conv2d_forward_relu(x), then pooled = pool2d_forward(y): one kernel
+// where the filter bank is small (version 2 of the forward), else the two.
+// ps: the pooling's shape, whose input is y.
+void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                              cudaStream_t stream);
 // dx (n, c, h, w), overwritten.
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
                           const ConvShape& s, float* scratch, cudaStream_t stream);
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, float* scratch, cudaStream_t stream);
+// The weight gradient of a convolution whose output y, after its ReLU, was
+// pooled (conv2d_forward_relu_pool), from the pooling's output gradient:
+// dy = pool2d_backward_relu(d_pooled), then conv2d_backward_weight. Where the
+// filter bank is small (version 3 of the weight gradient) the kernels read
+// dy through the pooling and leave the dy buffer alone; otherwise dy is
+// written on the way. For a first layer, which needs no data gradient.
+void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
+                                 const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                 const PoolShape& ps, float* scratch, cudaStream_t stream);
 
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
                     cudaStream_t stream);
@@ -140,6 +155,10 @@ struct KernelSet {
                              const ConvShape& s, float* scratch) const {
         cuda::conv2d_forward_relu(y, x, w, b, s, scratch, stream);
     }
+    void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                                  const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) const {
+        cuda::conv2d_forward_relu_pool(y, pooled, x, w, b, s, kind, ps, scratch, stream);
+    }
     void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s,
                               float* scratch) const {
         cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream);
@@ -147,6 +166,11 @@ struct KernelSet {
     void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                 const ConvShape& s, float* scratch) const {
         cuda::conv2d_backward_weight(dw, db, dy, x, s, scratch, stream);
+    }
+    void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
+                                     const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                     const PoolShape& ps, float* scratch) const {
+        cuda::conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, scratch, stream);
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);

@@ -7,6 +7,7 @@
 #include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "pool.cuh"
 
 #include <stdexcept>
 #include <string>
@@ -32,18 +33,9 @@ struct Geometry {
 template <PoolKind kind>
 __global__ void pool_forward(float* y, const float* x, Geometry g) {
     const int count = g.planes * g.oh * g.ow;
-    const float inv_area = 1.0f / float(g.k * g.k);
     for (const int i : launch::grid_stride(count)) {
         const int row = g.by_ow.div(i), ox = g.by_ow.rest(i, row), plane = g.by_oh.div(row), oy = g.by_oh.rest(row, plane);
-        const float* win = x + size_t(plane) * g.h * g.w + oy * g.stride * g.w + ox * g.stride;
-        float acc = kind == PoolKind::max ? win[0] : 0.0f;
-        for (int r = 0; r < g.k; ++r)
-            for (int c = 0; c < g.k; ++c) {
-                const float v = win[r * g.w + c];
-                if (kind == PoolKind::max) acc = v > acc ? v : acc;
-                else acc += v;
-            }
-        y[i] = kind == PoolKind::max ? acc : acc * inv_area;
+        y[i] = pooled_window<kind>(x + size_t(plane) * g.h * g.w + oy * g.stride * g.w + ox * g.stride, g.w, g.k);
     }
 }
 
@@ -51,30 +43,11 @@ __global__ void pool_forward(float* y, const float* x, Geometry g) {
 template <PoolKind kind, bool relu_mask>
 __global__ void pool_backward(float* dx, const float* dy, const float* x, const float* y, Geometry g) {
     const int count = g.planes * g.h * g.w;
-    const float inv_area = 1.0f / float(g.k * g.k);
     for (const int i : launch::grid_stride(count)) {
         const int row = g.by_w.div(i), ix = g.by_w.rest(i, row), plane = g.by_h.div(row), iy = g.by_h.rest(row, plane);
         const float* xp = x + size_t(plane) * g.h * g.w;
-        // Windows (oy, ox) with oy * stride <= iy < oy * stride + k, likewise ox.
-        const int oy_lo = iy >= g.k ? (iy - g.k) / g.stride + 1 : 0, oy_hi = min(iy / g.stride, g.oh - 1);
-        const int ox_lo = ix >= g.k ? (ix - g.k) / g.stride + 1 : 0, ox_hi = min(ix / g.stride, g.ow - 1);
-        float grad = 0.0f;
-        for (int oy = oy_lo; oy <= oy_hi; ++oy)
-            for (int ox = ox_lo; ox <= ox_hi; ++ox) {
-                const size_t out = (size_t(plane) * g.oh + oy) * g.ow + ox;
-                if (kind == PoolKind::avg) {
-                    grad += dy[out] * inv_area;
-                } else {
-                    // Credit goes to the window's first tap equal to its max.
-                    const float m = y[out];
-                    const int base = oy * g.stride * g.w + ox * g.stride;
-                    int at = -1;
-                    for (int r = 0; r < g.k && at < 0; ++r)
-                        for (int c = 0; c < g.k && at < 0; ++c)
-                            if (xp[base + r * g.w + c] == m) at = base + r * g.w + c;
-                    if (at == iy * g.w + ix) grad += dy[out];
-                }
-            }
+        const size_t outputs = size_t(plane) * g.oh * g.ow;
+        float grad = pooled_input_grad<kind>(dy + outputs, xp, y + outputs, g.w, g.k, g.stride, g.oh, g.ow, iy, ix);
         if (relu_mask && !(xp[iy * g.w + ix] > 0.0f)) grad = 0.0f;
         dx[i] = grad;
     }

@@ -174,14 +174,18 @@ void test_conv() {
 
         std::vector<float> want(s.out_size());
         cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
-        y.poison();
-        cuda::conv2d_forward(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
-        compare("conv2d_forward " + name, y.download(), want, gemm_tol);
-
-        cpu::relu_forward(want.data(), want.data(), want.size());
-        y.poison();
-        cuda::conv2d_forward_relu(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
-        compare("conv2d_forward_relu (fused) " + name, y.download(), want, gemm_tol);
+        std::vector<float> want_relu = want;
+        cpu::relu_forward(want_relu.data(), want_relu.data(), want_relu.size());
+        for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
+            cuda::select_version("conv2d_forward", v);
+            const std::string version = " (version " + std::to_string(v) + ")";
+            y.poison();
+            cuda::conv2d_forward(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
+            compare("conv2d_forward " + name + version, y.download(), want, gemm_tol);
+            y.poison();
+            cuda::conv2d_forward_relu(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
+            compare("conv2d_forward_relu (fused) " + name + version, y.download(), want_relu, gemm_tol);
+        }
 
         std::vector<float> want_dx(s.in_size());
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
@@ -204,6 +208,76 @@ void test_conv() {
             compare("conv2d_backward_weight db " + name + version, gb.download(), want_db, gemm_tol);
         }
     }
+}
+
+// A convolution with its ReLU and the pooling after it (conv2d_forward_relu_pool)
+// against the CPU's three steps, in every forward version: one kernel where
+// the filter bank is small (version 2), the GEMM and pool_forward where not.
+// The pooled output is also pool_forward's on the GPU's own y, bit for bit.
+// Then its weight gradient from the pooling's (conv2d_backward_weight_pool)
+// in every weight-gradient version: through the pooling inside version 3's
+// direct kernel, else pool_backward and the product.
+void test_conv_pool() {
+    struct Case {
+        ConvShape conv;
+        int k, stride;
+    };
+    std::vector<Case> cases = {
+        {{3, 2, 9, 7, 5, 3, 3, 1, 0}, 2, 2},       // a group of 4 channels and one of 1; rows left over
+        {{2, 3, 12, 12, 6, 3, 3, 2, 1}, 3, 1},     // stride and padding; overlapping windows
+        {{4, 1, 28, 28, 64, 3, 3, 1, 1}, 3, 2},    // ResNet-18's first conv's bank, padded
+        {{7, 20, 13, 13, 50, 5, 5, 1, 0}, 2, 2},   // LeNet's conv2: 500 taps, the GEMM and a pool kernel
+        {{2, 1, 40, 40, 4, 3, 3, 1, 1}, 2, 2},     // a plane of 1,600 pixels: too large for the direct kernel
+    };
+    for (int n : {7, 64}) cases.push_back({lenet::model().conv_shapes(n)[0], 2, 2});  // LeNet's conv1
+    for (const Case& c : cases)
+        for (PoolKind kind : {PoolKind::max, PoolKind::avg}) {
+            const ConvShape& s = c.conv;
+            const PoolShape ps{s.n, s.oc, s.oh(), s.ow(), c.k, c.stride};
+            char pool[60];
+            std::snprintf(pool, sizeof pool, ", %s pool %d/%d", kind == PoolKind::avg ? "avg" : "max", c.k, c.stride);
+            const std::string name = describe(s) + pool;
+            const auto x = random(s.in_size(), 30), w = random(s.weight_size(), 31), b = random(size_t(s.oc), 32);
+            std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s)), want(s.out_size()), want_pooled(ps.out_size());
+            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+            cpu::relu_forward(want.data(), want.data(), want.size());
+            cpu::pool2d_forward(want_pooled.data(), want.data(), kind, ps);
+            Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
+                pooled(ps.out_size()), again(ps.out_size());
+            for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
+                cuda::select_version("conv2d_forward", v);
+                const std::string version = " (version " + std::to_string(v) + ")";
+                y.poison();
+                pooled.poison();
+                cuda::conv2d_forward_relu_pool(y.p, pooled.p, dx.p, dw.p, db.p, s, kind, ps, scratch.p, nullptr);
+                compare("conv2d_forward_relu_pool y " + name + version, y.download(), want, gemm_tol);
+                const auto got = pooled.download();
+                compare("conv2d_forward_relu_pool pooled " + name + version, got, want_pooled, gemm_tol);
+                again.poison();
+                cuda::pool2d_forward(again.p, y.p, kind, ps, nullptr);
+                compare("conv2d_forward_relu_pool pooled = pool2d_forward(y) " + name + version, got,
+                        again.download(), c.k > c.stride ? 1e-6 : 0.0);
+            }
+            // The weight gradient from the pooling's gradient, on the CPU's y
+            // and pooled output (so that both pick the same window maxima).
+            const auto d_pooled = random(ps.out_size(), 33);
+            const auto dw0 = random(s.weight_size(), 34), db0 = random(size_t(s.oc), 35);
+            std::vector<float> dy(s.out_size()), want_dw = dw0, want_db = db0;
+            cpu::pool2d_backward_relu(dy.data(), d_pooled.data(), want.data(), want_pooled.data(), kind, ps);
+            cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+            Buffer<float> dd_pooled(d_pooled), cpu_y(want), cpu_pooled(want_pooled), gw(dw0), gb(db0), gdy(s.out_size());
+            for (int v = 1; v <= cuda::version_count("conv2d_backward_weight"); ++v) {
+                cuda::select_version("conv2d_backward_weight", v);
+                const std::string version = " (version " + std::to_string(v) + ")";
+                gw.upload(dw0);
+                gb.upload(db0);
+                scratch.poison();
+                cuda::conv2d_backward_weight_pool(gw.p, gb.p, gdy.p, dd_pooled.p, dx.p, cpu_y.p, cpu_pooled.p, s, kind,
+                                                  ps, scratch.p, nullptr);
+                compare("conv2d_backward_weight_pool dw " + name + version, gw.download(), want_dw, gemm_tol);
+                compare("conv2d_backward_weight_pool db " + name + version, gb.download(), want_db, gemm_tol);
+            }
+        }
 }
 
 // fastdiv.cuh's division by multiplication against the division, on the
@@ -1036,6 +1110,7 @@ int main(int argc, char** argv) {
                 std::printf("-- on version %d of the GEMM core\n", v);
                 test_gemm();
                 test_conv();
+                test_conv_pool();
                 test_dense();
             }
             test_tf32();

@@ -1,0 +1,53 @@
+// Pooling of one window, and pooling's backward for one input pixel, shared
+// by pool.cu's kernels and the convolution kernels that pool their output
+// (conv.cu: conv2d_forward_relu_pool) or read their output gradient through
+// the pooling after them (conv2d_backward_weight_pool).
+#pragma once
+#include "shapes.hpp"
+
+namespace dpt::cuda {
+
+// The max or the mean of the k x k window at win, in rows w apart.
+template <PoolKind kind>
+__device__ inline float pooled_window(const float* win, int w, int k) {
+    float acc = kind == PoolKind::max ? win[0] : 0.0f;
+    for (int r = 0; r < k; ++r)
+        for (int c = 0; c < k; ++c) {
+            const float v = win[r * w + c];
+            if (kind == PoolKind::max) acc = v > acc ? v : acc;
+            else acc += v;
+        }
+    return kind == PoolKind::max ? acc : acc * (1.0f / float(k * k));
+}
+
+// The gradient that input pixel (iy, ix) of one plane receives from the
+// windows covering it: x (h, w) is the plane's input, y and dy (oh, ow) its
+// output and the output's gradient. Windows (oy, ox) with
+// oy * stride <= iy < oy * stride + k, likewise ox, in the order the CPU
+// scatters them; max pooling credits the first tap equal to the window's max.
+template <PoolKind kind>
+__device__ inline float pooled_input_grad(const float* dy, const float* x, const float* y, int w, int k,
+                                          int stride, int oh, int ow, int iy, int ix) {
+    const float inv_area = 1.0f / float(k * k);
+    const int oy_lo = iy >= k ? (iy - k) / stride + 1 : 0, oy_hi = min(iy / stride, oh - 1);
+    const int ox_lo = ix >= k ? (ix - k) / stride + 1 : 0, ox_hi = min(ix / stride, ow - 1);
+    float grad = 0.0f;
+    for (int oy = oy_lo; oy <= oy_hi; ++oy)
+        for (int ox = ox_lo; ox <= ox_hi; ++ox) {
+            const int out = oy * ow + ox;
+            if (kind == PoolKind::avg) {
+                grad += dy[out] * inv_area;
+            } else {
+                const float m = y[out];
+                const int base = oy * stride * w + ox * stride;
+                int at = -1;
+                for (int r = 0; r < k; ++r)
+                    for (int c = 0; c < k; ++c)
+                        if (at < 0 && x[base + r * w + c] == m) at = base + r * w + c;
+                if (at == iy * w + ix) grad += dy[out];
+            }
+        }
+    return grad;
+}
+
+}  // namespace dpt::cuda

@@ -30,7 +30,7 @@ tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 dptrain_epoch() {
     build/dptrain --model "$model" --cpus "$1" --batch 256 --lr "$lr" --epochs "$epochs" "${limit_args[@]}" \
         --metrics "$tmp/m$1.jsonl" >&2
-    tail -1 "$tmp/m$1.jsonl" | sed -E 's/.*"train_time_s": ([0-9.]+), "samples_per_s": ([0-9.]+).*/\1 \2/'
+    tail -1 "$tmp/m$1.jsonl" | sed -E 's/.*"train_time_s": ?([0-9.]+), ?"samples_per_s": ?([0-9.]+).*/\1 \2/'
 }
 # The same from the peer's "epoch N time T s  R samples/s" lines.
 pytorch_epoch() {

@@ -6,7 +6,7 @@
 # bundle/ in it to the node, and there run scripts/build.sh, scripts/test.sh
 # or scripts/run.sh as usual: they see bundle/ and use it.
 #
-#   bundle/include/    cxxopts.hpp, catch2/, zlib.h, zconf.h
+#   bundle/include/    cxxopts.hpp, nlohmann/, catch2/, zlib.h, zconf.h
 #   bundle/lib/        libz.a (linked statically: no zlib package needed there)
 #   bundle/fashion-mnist/  the four IDX files of dataset-fashion-mnist (30 MB)
 #
@@ -17,12 +17,12 @@ scripts/deps.sh
 out=bundle
 rm -rf "$out.tmp" && mkdir -p "$out.tmp/include" "$out.tmp/lib" "$out.tmp/fashion-mnist"
 cp /usr/include/cxxopts.hpp /usr/include/zlib.h /usr/include/zconf.h "$out.tmp/include/"
-cp -r /usr/include/catch2 "$out.tmp/include/"
+cp -r /usr/include/catch2 /usr/include/nlohmann "$out.tmp/include/"
 cp "$(dpkg -L zlib1g-dev | grep '/libz\.a$')" "$out.tmp/lib/"
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out.tmp/fashion-mnist/"
 cat >"$out.tmp/README" <<TEXT
 dptrain offline bundle, made by scripts/bundle.sh on $(hostname) from Debian packages:
-$(dpkg-query -W -f='  ${Package} ${Version}\n' libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist)
+$(dpkg-query -W -f='  ${Package} ${Version}\n' libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev dataset-fashion-mnist)
 TEXT
 rm -rf "$out" && mv "$out.tmp" "$out"
 echo "bundle/: $(du -sh "$out" | cut -f1) ($(find "$out" -type f | wc -l) files); copy the repository with it to the offline machine"

@@ -23,7 +23,7 @@ fi
 
 # Open MPI: training as several processes under mpirun (docs/multi-process.md).
 # help2man: the man page `meson install` puts in place, made from --help.
-packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev catch2 zlib1g-dev dataset-fashion-mnist
+packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev nlohmann-json3-dev catch2 zlib1g-dev dataset-fashion-mnist
           openmpi-bin libopenmpi-dev help2man)
 # --with-plot adds matplotlib for scripts/plot.py.
 [[ " $* " == *" --with-plot "* || " $* " == *" --with-tests "* ]] && packages+=(python3-matplotlib)

@@ -357,7 +357,7 @@ stage_bench() {
     dptrain_epoch() {
         "$dir/dptrain" --data "$data" --batch 256 --lr 0.3 --epochs "$epochs" --metrics "$work/m.jsonl" "$@" >>"$log" 2>&1 ||
             { echo "nan"; return; }
-        sed -E 's/.*"train_time_s": ([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
+        sed -E 's/.*"train_time_s": ?([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
     }
     # pytorch ARGS...: the same from the peer's "epoch N time T s" lines.
     pytorch_epoch() {
@@ -465,7 +465,7 @@ stage_bench() {
         resnet_epoch() {
             "$dir/dptrain" --model resnet18 --data "$data" --lr 0.1 --epochs "$r_epochs" --metrics "$work/m.jsonl" "$@" \
                 >>"$log" 2>&1 || { echo "nan"; return; }
-            sed -E 's/.*"train_time_s": ([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
+            sed -E 's/.*"train_time_s": ?([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
         }
         local r1 rpt rn
         echo "== dptrain --model resnet18 --gpus 1 --batch 128" >>"$log"; r1=$(resnet_epoch --gpus 1 --batch 128)

@@ -14,6 +14,7 @@
 #include "cli.hpp"
 #include "device_factory.hpp"
 #include "errors.hpp"
+#include "json.hpp"
 #include "numbers.hpp"
 #include "trainer.hpp"
 
@@ -267,11 +268,11 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
     csv << "device_kind,devices,split,batch,lr,epoch_time_s,samples_per_s,speedup,efficiency,test_acc,"
            "load_s,compute_s,wait_s,allreduce_s,update_s,compute_mean_s,compute_slowest_s\n";
     const char* scale = o.scale == ScaleLr::linear ? "linear" : o.scale == ScaleLr::sqrt ? "sqrt" : "none";
-    json << "{\"batch_mode\": \"" << (o.global_batch ? "global" : "per-device") << "\", \"scale_lr\": \""
-         << (o.global_batch ? "none" : scale) << "\", \"configs\": [";
+    Json results = {{"batch_mode", o.global_batch ? "global" : "per-device"},
+                    {"scale_lr", o.global_batch ? "none" : scale},
+                    {"configs", Json::array()}};
     char line[1024];
-    for (size_t i = 0; i < rows.size(); ++i) {
-        const Row& r = rows[i];
+    for (const Row& r : rows) {
         const TrainConfig& c = r.config;
         const std::string split = describe_split(c.split, c.batch);
         std::snprintf(line, sizeof line, "%s,%d,%s,%d,%g,%.6f,%.1f,%.4f,%.4f,%.4f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
@@ -279,25 +280,30 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
                       r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute), phase(r, Phase::wait),
                       phase(r, Phase::allreduce), phase(r, Phase::update), r.compute_mean_s, r.compute_slowest_s);
         csv << line;
-        std::snprintf(line, sizeof line,
-                      "%s\n  {\"device_kind\": \"%s\", \"devices\": %d, \"split\": \"%s\", \"batch\": %d, \"lr\": %g, \"epoch_time_s\": %.6f, "
-                      "\"samples_per_s\": %.1f, \"speedup\": %.4f, \"efficiency\": %.4f, \"test_acc\": %.4f, "
-                      "\"phases_s\": {\"load\": %.6f, \"compute\": %.6f, \"wait\": %.6f, \"allreduce\": %.6f, "
-                      "\"update\": %.6f}, \"epochs\": [",
-                      i ? "," : "", to_string(c.devices.kind()), c.devices.count(), split.c_str(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s,
-                      r.speedup, r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute),
-                      phase(r, Phase::wait), phase(r, Phase::allreduce), phase(r, Phase::update));
-        json << line;
-        for (size_t e = 0; e < r.epochs.size(); ++e) {
-            const EpochReport& x = r.epochs[e];
-            std::snprintf(line, sizeof line,
-                          "%s{\"epoch\": %d, \"train_time_s\": %.6f, \"train_loss\": %.6f, \"test_acc\": %.4f}",
-                          e ? ", " : "", x.epoch, x.train_time_s, x.train_loss, x.test_acc);
-            json << line;
-        }
-        json << "]}";
+        Json epochs = Json::array();
+        for (const EpochReport& x : r.epochs)
+            epochs.push_back({{"epoch", x.epoch},
+                              {"train_time_s", decimals(x.train_time_s, 6)},
+                              {"train_loss", decimals(x.train_loss, 6)},
+                              {"test_acc", decimals(x.test_acc, 4)}});
+        results["configs"].push_back({{"device_kind", to_string(c.devices.kind())},
+                                      {"devices", c.devices.count()},
+                                      {"split", split},
+                                      {"batch", c.batch},
+                                      {"lr", significant(c.lr)},
+                                      {"epoch_time_s", decimals(r.epoch_s, 6)},
+                                      {"samples_per_s", decimals(r.samples_per_s, 1)},
+                                      {"speedup", decimals(r.speedup, 4)},
+                                      {"efficiency", decimals(r.efficiency, 4)},
+                                      {"test_acc", decimals(r.test_acc, 4)},
+                                      {"phases_s", {{"load", decimals(phase(r, Phase::load), 6)},
+                                                    {"compute", decimals(phase(r, Phase::compute), 6)},
+                                                    {"wait", decimals(phase(r, Phase::wait), 6)},
+                                                    {"allreduce", decimals(phase(r, Phase::allreduce), 6)},
+                                                    {"update", decimals(phase(r, Phase::update), 6)}}},
+                                      {"epochs", epochs}});
     }
-    json << "\n]}\n";
+    json << results.dump(2) << "\n";
     if (!csv.flush() || !json.flush()) throw std::runtime_error("cannot write the results in " + dir);
     std::printf("\nwrote %s and %s\n", csv_path.c_str(), json_path.c_str());
 }

@@ -20,6 +20,7 @@
 #include "allreduce.hpp"
 #include "cli.hpp"
 #include "dataset.hpp"
+#include "json.hpp"
 #include "device_factory.hpp"
 #include "lenet.hpp"
 #include "options.hpp"
@@ -217,28 +218,27 @@ void write_results(const std::string& dir, const DriftOptions& o, const Drift& d
     if (!csv || !json) throw InputError("--out " + dir + ": cannot write there (" + std::strerror(errno) + ")");
     csv << "step,max_rel,mean_rel\n";
     char line[256];
-    std::string steps, max_rel, mean_rel;
+    Json steps = Json::array(), max_rel = Json::array(), mean_rel = Json::array(), seeds = Json::array();
     for (const Sample& s : d.samples) {
         std::snprintf(line, sizeof line, "%zu,%.6g,%.6g\n", s.step, s.max_rel, s.mean_rel);
         csv << line;
-        const char* sep = steps.empty() ? "" : ", ";
-        steps += sep + std::to_string(s.step);
-        std::snprintf(line, sizeof line, "%s%.6g", sep, s.max_rel);
-        max_rel += line;
-        std::snprintf(line, sizeof line, "%s%.6g", sep, s.mean_rel);
-        mean_rel += line;
+        steps.push_back(s.step);
+        max_rel.push_back(significant(s.max_rel));
+        mean_rel.push_back(significant(s.mean_rel));
     }
-    std::string seeds;
-    for (double a : d.acc_seeds) {
-        std::snprintf(line, sizeof line, "%s%.4f", seeds.empty() ? "" : ", ", a);
-        seeds += line;
-    }
-    std::snprintf(line, sizeof line, "\"test_acc\": {\"one\": %.4f, \"many\": %.4f, \"other_seeds\": [", d.acc_one,
-                  d.acc_many);
-    json << "{\"drift\": {\"device_kind\": \"" << to_string(o.kind) << "\", \"devices\": [1, " << o.devices
-         << "], \"batch\": " << o.train.batch << ", \"lr\": " << o.train.lr << ", \"seed\": " << o.train.seed
-         << ", \"steps\": [" << steps << "], \"max_rel\": [" << max_rel << "], \"mean_rel\": [" << mean_rel << "], "
-         << line << seeds << "]}}}\n";
+    for (double a : d.acc_seeds) seeds.push_back(decimals(a, 4));
+    const Json drift = {{"device_kind", to_string(o.kind)},
+                        {"devices", {1, o.devices}},
+                        {"batch", o.train.batch},
+                        {"lr", significant(o.train.lr)},
+                        {"seed", o.train.seed},
+                        {"steps", steps},
+                        {"max_rel", max_rel},
+                        {"mean_rel", mean_rel},
+                        {"test_acc", {{"one", decimals(d.acc_one, 4)},
+                                      {"many", decimals(d.acc_many, 4)},
+                                      {"other_seeds", seeds}}}};
+    json << Json{{"drift", drift}}.dump(2) << "\n";
     if (!csv.flush() || !json.flush()) throw std::runtime_error("cannot write the results in " + dir);
     std::printf("\nwrote %s/drift.csv and %s/drift.json\n", dir.c_str(), dir.c_str());
 }

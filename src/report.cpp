@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "json.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -267,33 +269,38 @@ MetricsFile::MetricsFile(const TrainConfig& c) : config_(c) {
 void MetricsFile::write(const EpochReport& s) {
     if (!out_.is_open()) return;
     const TrainConfig& c = config_;
-    char line[1024];
-    int n = std::snprintf(line, sizeof line,
-                          "{\"epoch\": %d, \"train_time_s\": %.6f, \"samples_per_s\": %.1f, \"train_loss\": %.6f, "
-                          "\"test_acc\": %.4f, \"devices\": %d, \"device_kind\": \"%s\", \"batch\": %d, \"lr\": %g",
-                          s.epoch, s.train_time_s, s.samples_per_s, s.train_loss, s.test_acc, c.devices_in_all(),
-                          c.devices.mixed() ? "cuda+cpu" : to_string(c.devices.gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu),
-                          c.batch, double(c.lr));
-    if (c.breakdown)
-        n += std::snprintf(line + n, sizeof line - size_t(n),
-                           ", \"load_s\": %.6f, \"compute_s\": %.6f, \"compute_mean_s\": %.6f, "
-                           "\"compute_slowest_s\": %.6f, \"wait_s\": %.6f, \"allreduce_s\": %.6f, \"update_s\": %.6f",
-                           s.phases[size_t(Phase::load)], s.phases[size_t(Phase::compute)], s.compute_mean_s,
-                           s.compute_slowest_s, s.phases[size_t(Phase::wait)], s.phases[size_t(Phase::allreduce)],
-                           s.phases[size_t(Phase::update)]);
-    if (c.breakdown && c.overlap)  // wait_s and allreduce_s are then the allreduce stream's
-        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"overlap\": true, \"exposed_s\": %.6f",
-                           s.phases[size_t(Phase::exposed)]);
-    if (s.least_core_device >= 0)
-        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"least_core_share\": %.3f", s.least_core_share);
-    if (c.processes > 1)  // "devices" counts every process's
-        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"processes\": %d, \"across\": \"%s\"",
-                           c.processes, to_string(c.across));
-    n += std::snprintf(line + n, sizeof line - size_t(n), ", \"model\": \"%s\"", to_string(c.model));
-    if (model_of(c.model).batch_norms() > 0)
-        n += std::snprintf(line + n, sizeof line - size_t(n), ", \"bn\": \"%s\"", to_string(c.bn));
-    if (c.math == Math::tf32) std::snprintf(line + n, sizeof line - size_t(n), ", \"math\": \"tf32\"");
-    out_ << line << "}\n" << std::flush;
+    Json line = {{"epoch", s.epoch},
+                 {"train_time_s", decimals(s.train_time_s, 6)},
+                 {"samples_per_s", decimals(s.samples_per_s, 1)},
+                 {"train_loss", decimals(s.train_loss, 6)},
+                 {"test_acc", decimals(s.test_acc, 4)},
+                 {"devices", c.devices_in_all()},
+                 {"device_kind", c.devices.mixed() ? "cuda+cpu"
+                                                   : to_string(c.devices.gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu)},
+                 {"batch", c.batch},
+                 {"lr", significant(c.lr)}};
+    if (c.breakdown) {
+        line["load_s"] = decimals(s.phases[size_t(Phase::load)], 6);
+        line["compute_s"] = decimals(s.phases[size_t(Phase::compute)], 6);
+        line["compute_mean_s"] = decimals(s.compute_mean_s, 6);
+        line["compute_slowest_s"] = decimals(s.compute_slowest_s, 6);
+        line["wait_s"] = decimals(s.phases[size_t(Phase::wait)], 6);
+        line["allreduce_s"] = decimals(s.phases[size_t(Phase::allreduce)], 6);
+        line["update_s"] = decimals(s.phases[size_t(Phase::update)], 6);
+    }
+    if (c.breakdown && c.overlap) {  // wait_s and allreduce_s are then the allreduce stream's
+        line["overlap"] = true;
+        line["exposed_s"] = decimals(s.phases[size_t(Phase::exposed)], 6);
+    }
+    if (s.least_core_device >= 0) line["least_core_share"] = decimals(s.least_core_share, 3);
+    if (c.processes > 1) {  // "devices" counts every process's
+        line["processes"] = c.processes;
+        line["across"] = to_string(c.across);
+    }
+    line["model"] = to_string(c.model);
+    if (model_of(c.model).batch_norms() > 0) line["bn"] = to_string(c.bn);
+    if (c.math == Math::tf32) line["math"] = "tf32";
+    out_ << line.dump() << "\n" << std::flush;
 }
 
 // The advice names the learning rate the tutorial's linear scaling

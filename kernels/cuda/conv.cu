@@ -12,6 +12,13 @@
 // output gradient that tap carried from (y, x): dy[o][(y+pad-ky)/stride][...]
 // when that is a whole output position, else 0. Backward-data is then a plain
 // product, each dx element written once: no atomics, the same bits every run.
+//
+// A small filter bank (LeNet's conv1, ResNet-18's first) is summed directly
+// instead, forward and weight gradient, by kernels of its own below
+// (direct_forward, small_weight_grad_partials); they also take the pooling
+// after the convolution's ReLU into the forward pass, and read the weight
+// gradient's dy through it (conv2d_forward_relu_pool,
+// conv2d_backward_weight_pool).
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "fastdiv.cuh"
@@ -619,7 +626,7 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
 }
 
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
-                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float*,
                               cudaStream_t stream) {
     if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
         throw std::invalid_argument("conv2d_forward_relu_pool: the pooling's input is not the convolution's output");
@@ -630,7 +637,6 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
     const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
     if (kind == PoolKind::max) launch_direct_forward<true, true, PoolKind::max>(y, pooled, x, w, b, s, pg, stream);
     else launch_direct_forward<true, true, PoolKind::avg>(y, pooled, x, w, b, s, pg, stream);
-    (void)scratch;
 }
 
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,

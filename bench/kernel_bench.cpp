@@ -1,7 +1,8 @@
 // kernel_bench: every version of the CUDA launchers that have versions
 // (kernels/cuda/versions.hpp), side by side, at the real shapes of LeNet's
 // and ResNet-18's convolution and dense layers (the GEMM core, "gemm",
-// through each of their launchers). For each launcher, layer and version it first
+// through each of their launchers; LeNet's convolutions also with the
+// pooling after them, conv2d_forward_relu_pool). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -103,6 +104,10 @@ struct ConvCase {
                        dw0 = random_floats(s.weight_size(), 5), db0 = random_floats(size_t(s.oc), 6);
     Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::conv2d_scratch_floats(s)};
     Gpu y{s.out_size()}, dx{s.in_size()}, dw{dw0}, db{db0};
+    // "conv2d_forward_relu_pool": LeNet's 2x2 pooling after the convolution
+    // and its ReLU, in the forward kernel where it can be.
+    PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
+    Gpu pooled{ps.out_size()};
 
     explicit ConvCase(const ConvShape& shape) : s(shape) {}
 
@@ -111,6 +116,8 @@ struct ConvCase {
 
     void run(const std::string& launcher, cudaStream_t stream) {
         if (launcher == "conv2d_forward") cuda::conv2d_forward_relu(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
+        else if (launcher == "conv2d_forward_relu_pool")
+            cuda::conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
         else if (launcher == "conv2d_backward_data") cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream);
         else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, scratch.p, stream);
     }
@@ -123,13 +130,16 @@ struct ConvCase {
         fp.math = Math::fp32;
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
         const auto x = operand(this->x, s.math), w = operand(this->w, s.math), dy = operand(this->dy, s.math);
-        if (launcher == "conv2d_forward") {
-            std::vector<float> want(s.out_size());
+        if (launcher == "conv2d_forward" || launcher == "conv2d_forward_relu_pool") {
+            std::vector<float> want(s.out_size()), want_pooled(ps.out_size());
             cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
             cpu::relu_forward(want.data(), want.data(), want.size());
+            cpu::pool2d_forward(want_pooled.data(), want.data(), PoolKind::max, ps);
             y.poison();
+            pooled.poison();
             run(launcher, nullptr);
-            return error(y.get(), want);
+            const double y_error = error(y.get(), want);
+            return launcher == "conv2d_forward" ? y_error : std::max(y_error, error(pooled.get(), want_pooled));
         }
         if (launcher == "conv2d_backward_data") {
             std::vector<float> want(s.in_size());
@@ -320,7 +330,8 @@ int main(int argc, char** argv) {
             if (!wanted.empty() && !wanted.contains(l.launcher)) continue;
             const int latest = *l.selected;
             for (const std::string& run : runs(std::string(l.launcher))) {
-                const std::string label = run == l.launcher ? run : std::string(l.launcher) + ": " + run;
+                // (A run named after the launcher is one of its calls; another is the GEMM core's, through it.)
+                const std::string label = run.starts_with(l.launcher) ? run : std::string(l.launcher) + ": " + run;
                 // The GEMM core's rows run a launcher's version that is a
                 // product at every shape (later ones sum small filter banks
                 // directly, without the core).
@@ -356,9 +367,12 @@ int main(int argc, char** argv) {
         for (const ConvShape& s : model_of(kind).conv_shapes(batch, math)) {
             if (!seen.insert(describe(s)).second) continue;  // ResNet repeats its shapes
             ConvCase c(s);
-            bench(c, kind, describe(s), [](const std::string& launcher) {
+            bench(c, kind, describe(s), [kind](const std::string& launcher) {
                 // The GEMM core is run through each convolution launcher.
                 if (launcher == "gemm") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
+                // LeNet pools after each convolution's ReLU: time that as one call too.
+                if (launcher == "conv2d_forward" && kind == ModelKind::lenet)
+                    return std::vector<std::string>{launcher, "conv2d_forward_relu_pool"};
                 if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};
                 return std::vector<std::string>{};
             });

@@ -579,6 +579,24 @@ __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, floa
     }
 }
 
+// The small filter bank's weight gradient (version 3): the blocks' partial
+// sums into scratch, then finish_small; dy read through `Dy`.
+template <class Dy>
+void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const ConvShape& s, float* scratch,
+                              cudaStream_t stream) {
+    const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
+    launch::kernel("small_weight_grad_partials", small_weight_grad_partials<Dy>, unsigned(blocks), launch::threads,
+                   stream, scratch, dy, x, Geometry(s));
+    launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
+                   static_cast<const float*>(scratch), blocks, weights, outputs);
+}
+
+// Throws unless ps pools the output of convolution s.
+void check_pooling(const ConvShape& s, const PoolShape& ps, const char* launcher) {
+    if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
+        throw std::invalid_argument(std::string(launcher) + ": the pooling's input is not the convolution's output");
+}
+
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 void launch_direct_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                            const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
@@ -628,8 +646,7 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
                               const ConvShape& s, PoolKind kind, const PoolShape& ps, float*,
                               cudaStream_t stream) {
-    if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
-        throw std::invalid_argument("conv2d_forward_relu_pool: the pooling's input is not the convolution's output");
+    check_pooling(s, ps, "conv2d_forward_relu_pool");
     if (!direct_forward_fits(s)) {
         forward<true>(y, x, w, b, s, stream);
         return pool2d_forward(pooled, y, kind, ps, stream);
@@ -663,15 +680,8 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             float* scratch, cudaStream_t stream) {
+    if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, scratch, stream);
     const Geometry g(s);
-    if (small_weight_grad(s)) {
-        const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
-        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<OutputGradIn>, unsigned(blocks),
-                       launch::threads, stream, scratch, OutputGradIn{dy}, x, g);
-        launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
-                       static_cast<const float*>(scratch), blocks, weights, outputs);
-        return;
-    }
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};
@@ -717,24 +727,19 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
 void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                  const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
                                  const PoolShape& ps, float* scratch, cudaStream_t stream) {
-    if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
-        throw std::invalid_argument("conv2d_backward_weight_pool: the pooling's input is not the convolution's output");
+    check_pooling(s, ps, "conv2d_backward_weight_pool");
     if (!small_weight_grad(s) || ps.in_size() == 0) {
         pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps, stream);
         return conv2d_backward_weight(dw, db, dy, x, s, scratch, stream);
     }
-    const Geometry g(s);
-    const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
     if (kind == PoolKind::max)
-        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<OutputGradThroughPool<PoolKind::max>>,
-                       unsigned(blocks), launch::threads, stream, scratch,
-                       OutputGradThroughPool<PoolKind::max>{d_pooled, y, pooled, ps.k, ps.stride, ps.oh(), ps.ow()}, x, g);
+        launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::max>{d_pooled, y, pooled, ps.k, ps.stride,
+                                                                              ps.oh(), ps.ow()},
+                                 x, s, scratch, stream);
     else
-        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<OutputGradThroughPool<PoolKind::avg>>,
-                       unsigned(blocks), launch::threads, stream, scratch,
-                       OutputGradThroughPool<PoolKind::avg>{d_pooled, y, pooled, ps.k, ps.stride, ps.oh(), ps.ow()}, x, g);
-    launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
-                   static_cast<const float*>(scratch), blocks, weights, outputs);
+        launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::avg>{d_pooled, y, pooled, ps.k, ps.stride,
+                                                                              ps.oh(), ps.ow()},
+                                 x, s, scratch, stream);
 }
 
 }  // namespace dpt::cuda

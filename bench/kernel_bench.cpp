@@ -1,8 +1,10 @@
 // kernel_bench: every version of the CUDA launchers that have versions
 // (kernels/cuda/versions.hpp), side by side, at the real shapes of LeNet's
 // and ResNet-18's convolution and dense layers (the GEMM core, "gemm",
-// through each of their launchers; LeNet's convolutions also with the
-// pooling after them, conv2d_forward_relu_pool). For each launcher, layer and version it first
+// through each of their launchers; its products split along k,
+// "gemm_split", through the dense layers and the weight gradients; LeNet's
+// convolutions also with the pooling after them, conv2d_forward_relu_pool).
+// For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -86,6 +88,18 @@ struct Gpu {
     }
 };
 
+// The tickets of the launchers' split products (splits.hpp: Workspace), zeroed.
+struct Tickets {
+    unsigned* p = nullptr;
+    Tickets() {
+        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), cuda::workspace_tickets * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemset(p, 0, cuda::workspace_tickets * sizeof(unsigned)));
+    }
+    ~Tickets() { cudaFree(p); }
+    Tickets(const Tickets&) = delete;
+    Tickets& operator=(const Tickets&) = delete;
+};
+
 // The largest |got - want| over the largest |want| (at least 1); infinite for a NaN.
 double error(const std::vector<float>& got, const std::vector<float>& want) {
     double scale = 1.0, worst = 0.0;
@@ -104,6 +118,7 @@ struct ConvCase {
                        dw0 = random_floats(s.weight_size(), 5), db0 = random_floats(size_t(s.oc), 6);
     Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::conv2d_scratch_floats(s)};
     Gpu y{s.out_size()}, dx{s.in_size()}, dw{dw0}, db{db0};
+    Tickets tickets;
     // "conv2d_forward_relu_pool": LeNet's 2x2 pooling after the convolution
     // and its ReLU, in the forward kernel where it can be.
     PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
@@ -119,7 +134,7 @@ struct ConvCase {
         else if (launcher == "conv2d_forward_relu_pool")
             cuda::conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
         else if (launcher == "conv2d_backward_data") cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream);
-        else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, scratch.p, stream);
+        else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
     }
 
     // The worst error of one run against the CPU twin (outputs poisoned
@@ -168,6 +183,7 @@ struct DenseCase {
                        dw0 = random_floats(size_t(s.out) * s.in, 5), db0 = random_floats(size_t(s.out), 6);
     Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out, s.math)};
     Gpu y{size_t(s.n) * s.out}, dx{size_t(s.n) * s.in}, dw{dw0}, db{db0};
+    Tickets tickets;
 
     explicit DenseCase(const DenseShape& shape) : s(shape) {}
 
@@ -177,8 +193,10 @@ struct DenseCase {
     }
     void run(const std::string& run, cudaStream_t stream) {
         if (run == "dense_forward")
-            cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, scratch.p, stream, s.math);
-        else cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, scratch.p, stream, s.math);
+            cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream, s.math);
+        else
+            cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream,
+                                 s.math);
     }
     // (The CPU twin rounds the operands itself with Math::tf32.)
     double check(const std::string& run) {
@@ -371,6 +389,8 @@ int main(int argc, char** argv) {
                 // The GEMM core is run through each convolution launcher.
                 if (launcher == "gemm") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
                 // LeNet pools after each convolution's ReLU: time that as one call too.
+                // Split products (and their finishing) run in the larger weight gradients.
+                if (launcher == "gemm_split") return std::vector<std::string>{"conv2d_backward_weight"};
                 if (launcher == "conv2d_forward" && kind == ModelKind::lenet)
                     return std::vector<std::string>{launcher, "conv2d_forward_relu_pool"};
                 if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};
@@ -380,7 +400,8 @@ int main(int argc, char** argv) {
         for (const DenseShape& s : model_of(kind).dense_shapes(batch, math)) {
             DenseCase c(s);
             bench(c, kind, describe(s), [](const std::string& launcher) {
-                if (launcher == "gemm" || launcher == "dense") return std::vector<std::string>{"dense_forward", "dense_backward"};
+                if (launcher == "gemm" || launcher == "gemm_split" || launcher == "dense")
+                    return std::vector<std::string>{"dense_forward", "dense_backward"};
                 return std::vector<std::string>{};
             });
         }

@@ -162,6 +162,8 @@ class GpuDevice final : public Device {
         loss_sum_ = device_alloc<double>(1, gpu_, "the loss sum");
         correct_ = device_alloc<unsigned long long>(1, gpu_, "the accuracy count");
         first_bad_ = device_alloc<int32_t>(1, gpu_, "the divergence watch");
+        tickets_ = device_alloc<unsigned>(cuda::workspace_tickets, gpu_, "the split products' tickets");
+        kernels_.tickets = tickets_;
         if (setup_.across_processes) {
             CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_grads_), grad_floats_ * sizeof(float)));
         }
@@ -169,6 +171,7 @@ class GpuDevice final : public Device {
         fill_now(grads_, 0, grad_floats_ * sizeof(float), stream_);
         fill_now(loss_sum_, 0, sizeof(double), stream_);
         fill_now(correct_, 0, sizeof(unsigned long long), stream_);
+        fill_now(tickets_, 0, cuda::workspace_tickets * sizeof(unsigned), stream_);
     }
 
     ~GpuDevice() override {
@@ -180,7 +183,7 @@ class GpuDevice final : public Device {
             if (cudaSetDevice(g) == cudaSuccess) cudaDeviceSynchronize();
         cudaSetDevice(gpu_);
         for (void* p : {(void*)params_, (void*)grads_, (void*)staging_, (void*)activations_, (void*)order_,
-                        (void*)loss_sum_, (void*)correct_, (void*)first_bad_})
+                        (void*)loss_sum_, (void*)correct_, (void*)first_bad_, (void*)tickets_})
             device_free(p);
         cudaEventDestroy(event_);
         for (Timeline& t : timelines_)
@@ -525,6 +528,7 @@ class GpuDevice final : public Device {
     double* loss_sum_ = nullptr;
     unsigned long long* correct_ = nullptr;
     int32_t* first_bad_ = nullptr;  // the earliest step whose gradients were not finite, or no_bad_step
+    unsigned* tickets_ = nullptr;   // the split products' (kernels_.tickets)
     static constexpr int32_t no_check = std::numeric_limits<int32_t>::min();
     int32_t pending_check_ = no_check;  // check_gradients' step, until an update (or a wait) queues it
     // A multi-process run's: the gradients' way through the host (sum_across).

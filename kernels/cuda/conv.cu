@@ -679,7 +679,8 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 }
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
-                            float* scratch, cudaStream_t stream) {
+                            Workspace ws, cudaStream_t stream) {
+    float* scratch = ws.scratch;
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, scratch, stream);
     const Geometry g(s);
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
@@ -688,14 +689,8 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     if (bias_in_product(s)) {  // version 4: [dw | db] += dy . [unfold(x)^T | 1]
         const UnfoldTransposedAndOnes b1{b, n};
         const StoreWeightsAndBias out{dw, db, n};
-        if (splits == 1) {
-            tiled::gemm(m, n + 1, k, a, b1, out, stream);
-        } else {
-            tiled::gemm(m, n + 1, k, a, b1, tiled::StoreSplit{scratch, size_t(m) * (n + 1), n + 1}, stream, splits);
-            launch::kernel("finish_splits", tiled::finish_splits<StoreWeightsAndBias>,
-                           launch::grid_for(size_t(m) * (n + 1)), launch::threads, stream, out,
-                           static_cast<const float*>(scratch), splits, m, n + 1);
-        }
+        if (splits == 1) tiled::gemm(m, n + 1, k, a, b1, out, stream);
+        else tiled::gemm_splits(m, n + 1, k, a, b1, out, ws, splits, stream);
         return;
     }
     if (splits == 1) {
@@ -726,12 +721,13 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
 
 void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                  const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                 const PoolShape& ps, float* scratch, cudaStream_t stream) {
+                                 const PoolShape& ps, Workspace ws, cudaStream_t stream) {
     check_pooling(s, ps, "conv2d_backward_weight_pool");
     if (!small_weight_grad(s) || ps.in_size() == 0) {
         pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps, stream);
-        return conv2d_backward_weight(dw, db, dy, x, s, scratch, stream);
+        return conv2d_backward_weight(dw, db, dy, x, s, ws, stream);
     }
+    float* scratch = ws.scratch;
     if (kind == PoolKind::max)
         launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::max>{d_pooled, y, pooled, ps.k, ps.stride,
                                                                               ps.oh(), ps.ow()},

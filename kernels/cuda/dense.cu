@@ -89,16 +89,16 @@ __global__ void dense_bias_grad(float* db, const float* dy, int n, int out) {
 // Version 2 (versions.hpp: "dense") splits each product along k through
 // scratch where that fills the GPU better (tiles.cuh: gemm_split).
 template <class A, class B, class Out>
-void product(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream, Math math) {
-    if (dense_version >= 2) tiled::gemm_split(m, n, k, a, b, out, scratch, stream, math);
+void product(int m, int n, int k, A a, B b, Out out, Workspace ws, cudaStream_t stream, Math math) {
+    if (dense_version >= 2) tiled::gemm_split(m, n, k, a, b, out, ws, stream, math);
     else tiled::gemm(m, n, k, a, b, out, stream, 1, math);
 }
 
 template <bool relu>
-void forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, float* scratch,
+void forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, Workspace ws,
              cudaStream_t stream, Math math) {
     // y (n, out) = x (n, in) . w^T (in, out)
-    product(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, scratch, stream, math);
+    product(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, ws, stream, math);
 }
 
 }  // namespace
@@ -111,51 +111,51 @@ size_t dense_scratch_floats(int n, int in, int out, Math) {
                      tiled::split_scratch_floats(n, in, out)});
 }
 
-void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, float* scratch,
+void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, Workspace ws,
                    cudaStream_t stream, Math math) {
-    forward<false>(y, x, w, b, n, in, out, scratch, stream, math);
+    forward<false>(y, x, w, b, n, in, out, ws, stream, math);
 }
 
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n, int in, int out,
-                        float* scratch, cudaStream_t stream, Math math) {
-    forward<true>(y, x, w, b, n, in, out, scratch, stream, math);
+                        Workspace ws, cudaStream_t stream, Math math) {
+    forward<true>(y, x, w, b, n, in, out, ws, stream, math);
 }
 
 namespace {
 
 template <bool relu_before>
 void backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
-              float* scratch, cudaStream_t stream, Math math) {
+              Workspace ws, cudaStream_t stream, Math math) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
     if (dense_version >= 3 && math == Math::fp32) {
         // [dw | db] (out, in + 1) += dy^T (out, n) . [x | 1] (n, in + 1).
         // (Not with --tf32: its bias would be the sum of rounded dy.)
-        product(out, in + 1, n, ColumnsOf{dy, out}, RowsAndOnes{x, in}, StoreWeightsAndBias{dw, db, in}, scratch,
+        product(out, in + 1, n, ColumnsOf{dy, out}, RowsAndOnes{x, in}, StoreWeightsAndBias{dw, db, in}, ws,
                 stream, math);
     } else {
         // dw (out, in) += dy^T (out, n) . x (n, in)
-        product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, scratch, stream,
+        product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, ws, stream,
                 math);
         launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
     }
     // dx (n, in) = dy (n, out) . w (out, in), masked by the ReLU before
     if (!dx) return;
     if constexpr (relu_before)
-        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, StoreMasked{dx, x, in}, scratch, stream, math);
+        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, StoreMasked{dx, x, in}, ws, stream, math);
     else
-        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, scratch, stream, math);
+        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, ws, stream, math);
 }
 
 }  // namespace
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                    int in, int out, float* scratch, cudaStream_t stream, Math math) {
-    backward<false>(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
+                    int in, int out, Workspace ws, cudaStream_t stream, Math math) {
+    backward<false>(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
 }
 
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                         int in, int out, float* scratch, cudaStream_t stream, Math math) {
-    backward<true>(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
+                         int in, int out, Workspace ws, cudaStream_t stream, Math math) {
+    backward<true>(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
 }
 
 }  // namespace dpt::cuda

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "shapes.hpp"
+#include "splits.hpp"
 
 namespace dpt::cuda {
 
@@ -53,7 +54,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w,
                           const ConvShape& s, float* scratch, cudaStream_t stream);
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                            const ConvShape& s, float* scratch, cudaStream_t stream);
+                            const ConvShape& s, Workspace ws, cudaStream_t stream);
 // The weight gradient of a convolution whose output y, after its ReLU, was
 // pooled (conv2d_forward_relu_pool), from the pooling's output gradient:
 // dy = pool2d_backward_relu(d_pooled), then conv2d_backward_weight. Where the
@@ -62,7 +63,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
 // written on the way. For a first layer, which needs no data gradient.
 void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                  const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                 const PoolShape& ps, float* scratch, cudaStream_t stream);
+                                 const PoolShape& ps, Workspace ws, cudaStream_t stream);
 
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
                     cudaStream_t stream);
@@ -75,25 +76,28 @@ void pool2d_backward_relu(float* dx, const float* dy, const float* x, const floa
                           PoolKind kind, const PoolShape& s, cudaStream_t stream);
 
 // Scratch floats the dense launchers need at n samples (their products,
-// split along k, keep partial sums there).
+// split along k, keep partial sums there). The dense launchers and the
+// convolutions' weight gradients take a Workspace (splits.hpp): that
+// scratch, and the tickets with which a split product adds its partial sums
+// in its own kernel.
 size_t dense_scratch_floats(int n, int in, int out, Math math = Math::fp32);
 // y (n, out) = x (n, in) . w^T + b; the _relu form stores max(., 0).
 // `math`: the products' arithmetic (shapes.hpp), on every dense launcher.
 void dense_forward(float* y, const float* x, const float* w, const float* b,
-                   int n, int in, int out, float* scratch, cudaStream_t stream,
+                   int n, int in, int out, Workspace ws, cudaStream_t stream,
                    Math math = Math::fp32);
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
-                        int n, int in, int out, float* scratch, cudaStream_t stream,
+                        int n, int in, int out, Workspace ws, cudaStream_t stream,
                         Math math = Math::fp32);
 // dw += dy^T . x; db += column sums of dy; dx = dy . w (skipped when null).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out,
-                    float* scratch, cudaStream_t stream, Math math = Math::fp32);
+                    Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 // dense_backward, then ReLU's backward mask on dx (x is the output of the
 // ReLU before the layer): dx = 0 where x <= 0.
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
                          const float* x, const float* w, int n, int in, int out,
-                         float* scratch, cudaStream_t stream, Math math = Math::fp32);
+                         Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -145,6 +149,9 @@ void batch_norm_update_running(float* running, const float* stats, double count,
 struct KernelSet {
     cudaStream_t stream;
     Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)
+    unsigned* tickets = nullptr;  // workspace_tickets, zeroed (splits.hpp: Workspace)
+
+    Workspace workspace(float* scratch) const { return {scratch, tickets}; }
 
     static size_t conv2d_scratch_floats(const ConvShape& s) { return cuda::conv2d_scratch_floats(s); }
     void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
@@ -165,12 +172,12 @@ struct KernelSet {
     }
     void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                 const ConvShape& s, float* scratch) const {
-        cuda::conv2d_backward_weight(dw, db, dy, x, s, scratch, stream);
+        cuda::conv2d_backward_weight(dw, db, dy, x, s, workspace(scratch), stream);
     }
     void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
                                      const PoolShape& ps, float* scratch) const {
-        cuda::conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, scratch, stream);
+        cuda::conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, workspace(scratch), stream);
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);
@@ -188,19 +195,19 @@ struct KernelSet {
     }
     void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in,
                        int out, float* scratch, Math math) const {
-        cuda::dense_forward(y, x, w, b, n, in, out, scratch, stream, math);
+        cuda::dense_forward(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
     void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n,
                             int in, int out, float* scratch, Math math) const {
-        cuda::dense_forward_relu(y, x, w, b, n, in, out, scratch, stream, math);
+        cuda::dense_forward_relu(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                         const float* w, int n, int in, int out, float* scratch, Math math) const {
-        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
+        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
     }
     void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x,
                              const float* w, int n, int in, int out, float* scratch, Math math) const {
-        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, scratch, stream, math);
+        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

@@ -1,9 +1,27 @@
 // How a product split along k through scratch (tiles.cuh: gemm_split) is
-// split, and the scratch that takes: host arithmetic alone, so that the
-// tests can check it without a GPU.
+// split, and the scratch and tickets that takes: host arithmetic alone, so
+// that the tests can check it without a GPU.
 #pragma once
 #include <algorithm>
 #include <cstddef>
+
+namespace dpt::cuda {
+
+// Where the launchers that split a product along k keep its partial sums
+// (scratch: their *_scratch_floats) and take its tickets. A ticket is an
+// unsigned counter a tile of the product: each split's block takes one when
+// its partial sums are stored, and the block that takes the last adds them
+// up (tiles.cuh: StoreSplitAndFinish) and puts the counter back to 0. So
+// the tickets are zero between launches; they start zeroed (a device's are
+// filled with zeros when it is made), and one workspace serves one stream.
+// No tickets (nullptr): the sums are added by a kernel of their own.
+constexpr int workspace_tickets = 4096;
+struct Workspace {
+    float* scratch = nullptr;
+    unsigned* tickets = nullptr;  // workspace_tickets of them, or none
+};
+
+}  // namespace dpt::cuda
 
 namespace dpt::cuda::tiled {
 

@@ -44,6 +44,14 @@ constexpr int BM = 64, BN = 64, BK = 16, threads = 256;  // threads: one GEMM bl
 // number, not the device's, so every GPU splits (and rounds) the same way.
 constexpr int target_blocks = 256;
 
+// An epilogue that finishes its tile once the whole tile is stored (its
+// finish_tile runs after the last result is handed over): those of products
+// split along k whose last split adds the partial sums (StoreSplitAndFinish).
+template <class Out, class = void>
+struct FinishesTiles : std::false_type {};
+template <class Out>
+struct FinishesTiles<Out, std::void_t<decltype(Out::finishes_tiles)>> : std::bool_constant<Out::finishes_tiles> {};
+
 template <class A, class B, class Out>
 __global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int k_per_split, A a, B b, Out out) {
     __shared__ float as[BK][BM + 4];  // as[kk][i] = A(row0 + i, k0 + kk)
@@ -91,6 +99,7 @@ __global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int 
             const int i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
         }
+    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(row0, col0);
 }
 
 // ---- Version 2 of the GEMM core (versions.hpp: "gemm") ----
@@ -394,6 +403,7 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>
         buf ^= 1;
     }
     core.finish(out, m, n, row0, col0);
+    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(row0, col0);
 }
 
 template <class T, class A, class B, class Out>
@@ -446,8 +456,11 @@ void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int split
 // A product with few tiles and a long k (the dense layers: 8 tiles over
 // k = 800 for LeNet's dense1 forward) leaves most multiprocessors idle and
 // each block waiting on one k-step's loads after another. Split along k,
-// the splits' partial sums go to scratch, and finish_splits hands each
-// result's sum, its splits added in order, to the product's own epilogue.
+// the splits' partial sums go to scratch and are added in split order, each
+// result's sum handed to the product's own epilogue: by a kernel of their
+// own, finish_splits (version 1 of "gemm_split", versions.hpp), or in the
+// product's kernel by the last of each tile's blocks to store its partial
+// sums (version 2, StoreSplitAndFinish). The sums are the same either way.
 
 struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
     float* scratch;
@@ -466,18 +479,68 @@ __global__ void finish_splits(Out out, const float* scratch, int splits, int m, 
     }
 }
 
+// Stores a split's partial sums as StoreSplit does; then each block takes
+// its tile's ticket (an integer atomic: the order in which the splits finish
+// varies from run to run, the sums do not), and the block that takes the
+// last adds the tile's partial sums in split order, as finish_splits does,
+// hands them to `out`, and puts the ticket back to 0 for the next launch.
+// The partial sums are read past the multiprocessor's own cache (__ldcg):
+// another block of this one may have cached a line of them before the
+// splits that share it had all been stored.
+template <class Out>
+struct StoreSplitAndFinish {
+    StoreSplit partial;
+    Out out;
+    unsigned* tickets;  // one a tile, blockIdx.y * gridDim.x + blockIdx.x
+    int m;
+    static constexpr bool finishes_tiles = true;
+    __device__ void operator()(int z, int i, int j, float v) const { partial(z, i, j, v); }
+    template <int BM, int BN, int threads>
+    __device__ void finish_tile(int row0, int col0) const {
+        __shared__ bool last;
+        const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+        __threadfence();  // every thread's partial sums are visible to the GPU before the ticket is taken
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(&tickets[tile], 1u) == gridDim.z - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        for (int e = int(threadIdx.x); e < BM * BN; e += threads) {
+            const int i = row0 + e / BN, j = col0 + e % BN;
+            if (i >= m || j >= partial.n) continue;
+            const float* p = partial.scratch + size_t(i) * partial.n + j;
+            float sum = 0.0f;
+            for (unsigned z = 0; z < gridDim.z; ++z) sum += __ldcg(p + z * partial.size);
+            out(0, i, j, sum);
+        }
+        if (threadIdx.x == 0) tickets[tile] = 0;
+    }
+};
+
+// C (m, n) through `out` = A (m, k) . B (k, n) in `splits` parts along k,
+// their partial sums in ws.scratch (splits * m * n floats).
+template <class A, class B, class Out>
+void gemm_splits(int m, int n, int k, A a, B b, Out out, Workspace ws, int splits, cudaStream_t stream,
+                 Math math = Math::fp32) {
+    const StoreSplit partial{ws.scratch, size_t(m) * n, n};
+    // (No tile is smaller than 32 x 64, so this many tickets suffice.)
+    const long most_tiles = long(ceil_div(m, 32)) * ceil_div(n, 64);
+    if (gemm_split_version >= 2 && ws.tickets && most_tiles <= workspace_tickets) {
+        gemm(m, n, k, a, b, StoreSplitAndFinish<Out>{partial, out, ws.tickets, m}, stream, splits, math);
+        return;
+    }
+    gemm(m, n, k, a, b, partial, stream, splits, math);
+    launch::kernel("finish_splits", finish_splits<Out>, launch::grid_for(size_t(m) * n), launch::threads, stream,
+                   out, static_cast<const float*>(ws.scratch), splits, m, n);
+}
+
 // C (m, n) through `out` = A (m, k) . B (k, n), split along k where that
 // fills the GPU better (scratch: split_scratch_floats(m, n, k) floats).
 template <class A, class B, class Out>
-void gemm_split(int m, int n, int k, A a, B b, Out out, float* scratch, cudaStream_t stream, Math math = Math::fp32) {
+void gemm_split(int m, int n, int k, A a, B b, Out out, Workspace ws, cudaStream_t stream, Math math = Math::fp32) {
     const int splits = splits_to_fill(m, n, k);
-    if (splits == 1 || m <= 0 || n <= 0) {
-        gemm(m, n, k, a, b, out, stream, 1, math);
-        return;
-    }
-    gemm(m, n, k, a, b, StoreSplit{scratch, size_t(m) * n, n}, stream, splits, math);
-    launch::kernel("finish_splits", finish_splits<Out>, launch::grid_for(size_t(m) * n), launch::threads, stream,
-                   out, static_cast<const float*>(scratch), splits, m, n);
+    if (splits == 1 || m <= 0 || n <= 0) gemm(m, n, k, a, b, out, stream, 1, math);
+    else gemm_splits(m, n, k, a, b, out, ws, splits, stream, math);
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

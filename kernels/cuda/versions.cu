@@ -12,6 +12,13 @@ const char* const gemm_versions[] = {
     "tiles by m (32, 64 or 128 rows x 128 columns), 8x8 (4x8) results a thread from 4-float shared-memory "
     "reads, double-buffered",
 };
+// A product split along k through scratch (tiles.cuh: gemm_split), which
+// the dense layers and the larger convolutions' weight gradients run.
+const char* const gemm_split_versions[] = {
+    "the splits' partial sums into scratch, then a kernel of its own (finish_splits) adds them in split order",
+    "the same sums in the same order, added in the product's kernel by the last block of each tile to store its "
+    "partial sums (an integer ticket a tile): no second kernel",
+};
 const char* const conv2d_forward_versions[] = {
     "implicit GEMM: the unfolded input computed as tiles load; bias and ReLU in the epilogue",
     "version 1, but a filter bank of at most 64 channels and 64 taps on an image of at most 4,096 values summed "
@@ -43,6 +50,7 @@ const char* const dense_versions[] = {
 }  // namespace
 
 int gemm_version = int(std::size(gemm_versions));
+int gemm_split_version = int(std::size(gemm_split_versions));
 int conv2d_forward_version = int(std::size(conv2d_forward_versions));
 int conv2d_backward_data_version = int(std::size(conv2d_backward_data_versions));
 int conv2d_backward_weight_version = int(std::size(conv2d_backward_weight_versions));
@@ -51,6 +59,7 @@ int dense_version = int(std::size(dense_versions));
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
         {"gemm", {std::begin(gemm_versions), std::end(gemm_versions)}, &gemm_version},
+        {"gemm_split", {std::begin(gemm_split_versions), std::end(gemm_split_versions)}, &gemm_split_version},
         {"conv2d_forward", {std::begin(conv2d_forward_versions), std::end(conv2d_forward_versions)},
          &conv2d_forward_version},
         {"conv2d_backward_data", {std::begin(conv2d_backward_data_versions), std::end(conv2d_backward_data_versions)},

@@ -25,7 +25,7 @@ bool select_version(std::string_view launcher, int version);
 int version_count(std::string_view launcher);
 
 // The selections the launchers read (versions.cu keeps the list above).
-extern int gemm_version, conv2d_forward_version, conv2d_backward_data_version, conv2d_backward_weight_version,
+extern int gemm_version, gemm_split_version, conv2d_forward_version, conv2d_backward_data_version, conv2d_backward_weight_version,
     dense_version;
 
 }  // namespace dpt::cuda

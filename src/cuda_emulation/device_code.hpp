@@ -86,6 +86,14 @@ inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
 inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
 void __nanosleep(unsigned ns);
+// Memory order between blocks: a block's fibers all run on its stream's host
+// thread, and its blocks one after another, so a fence orders what that
+// thread does (and a load that skips the L1 cache is a load).
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <class T>
+T __ldcg(const T* address) {
+    return *address;
+}
 template <class T>
 T atomicMin(T* address, T value) {
     std::atomic_ref<T> a(*address);

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,7 @@ struct Buffer {
         CUDA_CHECK(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
     }
     void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
+    void zero() { CUDA_CHECK(cudaMemset(p, 0, n * sizeof(T))); }
     std::vector<T> download() const {
         CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<T> host(n);
@@ -95,6 +97,19 @@ void compare(const std::string& what, const std::vector<float>& got, const std::
 }
 
 std::vector<float> random(size_t n, uint64_t seed) { return testing::random_vector(n, seed); }
+
+// The tickets of the launchers' split products (splits.hpp: Workspace),
+// zeroed as a device's are.
+struct Tickets : Buffer<unsigned> {
+    Tickets() : Buffer<unsigned>(size_t(cuda::workspace_tickets)) { zero(); }
+};
+// Every ticket is back at 0 after a launcher ran: else the next split
+// product's blocks would not know which of them is last.
+void check_tickets(const Tickets& t, const std::string& what) {
+    const auto host = t.download();
+    const auto left = std::count_if(host.begin(), host.end(), [](unsigned v) { return v != 0; });
+    report(left == 0, what + ": every ticket back at 0", std::to_string(left) + " not");
+}
 
 // Integers in [-3, 3]: many ties, for max pooling's and argmax's first-wins rules.
 std::vector<float> small_integers(size_t n, uint64_t seed) {
@@ -195,17 +210,32 @@ void test_conv() {
 
         std::vector<float> want_dw = dw0, want_db = db0;
         cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
-        // Every version (kernels/cuda/versions.hpp), the one trained with last.
+        // Every version (kernels/cuda/versions.hpp), the one trained with
+        // last, and for each every way of finishing a split product: those
+        // the same sums, bit for bit.
+        Tickets tickets;
         const int versions = cuda::version_count("conv2d_backward_weight");
         for (int v = 1; v <= versions; ++v) {
             cuda::select_version("conv2d_backward_weight", v);
-            gw.upload(dw0);
-            gb.upload(db0);
-            scratch.poison();
-            cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, scratch.p, nullptr);
-            const std::string version = " (version " + std::to_string(v) + ")";
-            compare("conv2d_backward_weight dw " + name + version, gw.download(), want_dw, gemm_tol);
-            compare("conv2d_backward_weight db " + name + version, gb.download(), want_db, gemm_tol);
+            std::vector<float> first_dw, first_db;
+            for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
+                cuda::select_version("gemm_split", sv);
+                gw.upload(dw0);
+                gb.upload(db0);
+                scratch.poison();
+                cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, {scratch.p, tickets.p}, nullptr);
+                const std::string version = " (version " + std::to_string(v) + ", gemm_split " + std::to_string(sv) + ")";
+                const auto got_dw = gw.download(), got_db = gb.download();
+                compare("conv2d_backward_weight dw " + name + version, got_dw, want_dw, gemm_tol);
+                compare("conv2d_backward_weight db " + name + version, got_db, want_db, gemm_tol);
+                if (sv == 1) {
+                    first_dw = got_dw, first_db = got_db;
+                } else {
+                    compare("conv2d_backward_weight dw " + name + version + " = gemm_split 1", got_dw, first_dw, 0.0);
+                    compare("conv2d_backward_weight db " + name + version + " = gemm_split 1", got_db, first_db, 0.0);
+                    check_tickets(tickets, "conv2d_backward_weight " + name + version);
+                }
+            }
         }
     }
 }
@@ -266,6 +296,7 @@ void test_conv_pool() {
             cpu::pool2d_backward_relu(dy.data(), d_pooled.data(), want.data(), want_pooled.data(), kind, ps);
             cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
             Buffer<float> dd_pooled(d_pooled), cpu_y(want), cpu_pooled(want_pooled), gw(dw0), gb(db0), gdy(s.out_size());
+            Tickets tickets;
             for (int v = 1; v <= cuda::version_count("conv2d_backward_weight"); ++v) {
                 cuda::select_version("conv2d_backward_weight", v);
                 const std::string version = " (version " + std::to_string(v) + ")";
@@ -273,7 +304,7 @@ void test_conv_pool() {
                 gb.upload(db0);
                 scratch.poison();
                 cuda::conv2d_backward_weight_pool(gw.p, gb.p, gdy.p, dd_pooled.p, dx.p, cpu_y.p, cpu_pooled.p, s, kind,
-                                                  ps, scratch.p, nullptr);
+                                                  ps, {scratch.p, tickets.p}, nullptr);
                 compare("conv2d_backward_weight_pool dw " + name + version, gw.download(), want_dw, gemm_tol);
                 compare("conv2d_backward_weight_pool db " + name + version, gb.download(), want_db, gemm_tol);
             }
@@ -389,36 +420,51 @@ void test_dense() {
         cpu::dense_backward_relu(want_relu_dx.data(), want_relu_dw.data(), unused_db.data(), dy.data(), relu_x.data(),
                                  w.data(), z.n, z.in, z.out);
         Buffer<float> dr_(relu_x);
-        // Every version (kernels/cuda/versions.hpp), the one trained with last.
-        for (int v = 1; v <= cuda::version_count("dense"); ++v) {
-            cuda::select_version("dense", v);
-            const std::string version = std::string(name) + " (version " + std::to_string(v) + ")";
-            y.poison();
-            scratch.poison();
-            cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, scratch.p, nullptr);
-            compare("dense_forward " + version, y.download(), want, gemm_tol);
-            y.poison();
-            scratch.poison();
-            cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, scratch.p, nullptr);
-            compare("dense_forward_relu (fused) " + version, y.download(), want_relu, gemm_tol);
-
-            // Plain, then with the ReLU before the layer in the same pass
-            // (x then stands for the ReLU's output, half of it zero).
-            for (const bool relu : {false, true}) {
-                const std::string what = relu ? "dense_backward_relu (fused) " : "dense_backward ";
-                dx.poison();
+        Tickets tickets;
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        // Every version (kernels/cuda/versions.hpp), the one trained with
+        // last, and for each every way of finishing a split product: those
+        // the same sums, bit for bit (first: gemm_split version 1's).
+        std::map<std::string, std::vector<float>> first;
+        for (int v = 1; v <= cuda::version_count("dense"); ++v)
+            for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
+                cuda::select_version("dense", v);
+                cuda::select_version("gemm_split", sv);
+                const std::string version = std::string(name) + " (version " + std::to_string(v) + ", gemm_split " +
+                                            std::to_string(sv) + ")";
+                auto check = [&](const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
+                    compare(what + version, got, want, gemm_tol);
+                    const std::string key = what + std::to_string(v);
+                    if (sv == 1) first[key] = got;
+                    else compare(what + version + " = gemm_split 1", got, first[key], 0.0);
+                };
+                y.poison();
                 scratch.poison();
-                gw.upload(dw0);
-                gb.upload(db0);
-                if (relu)
-                    cuda::dense_backward_relu(dx.p, gw.p, gb.p, ddy.p, dr_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr);
-                else
-                    cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr);
-                compare(what + "dx " + version, dx.download(), relu ? want_relu_dx : want_dx, gemm_tol);
-                compare(what + "dw " + version, gw.download(), relu ? want_relu_dw : want_dw, gemm_tol);
-                compare(what + "db " + version, gb.download(), want_db, gemm_tol);
+                cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, ws, nullptr);
+                check("dense_forward ", y.download(), want);
+                y.poison();
+                scratch.poison();
+                cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, ws, nullptr);
+                check("dense_forward_relu (fused) ", y.download(), want_relu);
+
+                // Plain, then with the ReLU before the layer in the same pass
+                // (x then stands for the ReLU's output, half of it zero).
+                for (const bool relu : {false, true}) {
+                    const std::string what = relu ? "dense_backward_relu (fused) " : "dense_backward ";
+                    dx.poison();
+                    scratch.poison();
+                    gw.upload(dw0);
+                    gb.upload(db0);
+                    if (relu)
+                        cuda::dense_backward_relu(dx.p, gw.p, gb.p, ddy.p, dr_.p, dw_.p, z.n, z.in, z.out, ws, nullptr);
+                    else
+                        cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, ws, nullptr);
+                    check(what + "dx ", dx.download(), relu ? want_relu_dx : want_dx);
+                    check(what + "dw ", gw.download(), relu ? want_relu_dw : want_dw);
+                    check(what + "db ", gb.download(), want_db);
+                }
+                if (sv > 1) check_tickets(tickets, "dense " + version);
             }
-        }
     }
 }
 
@@ -472,6 +518,7 @@ void test_tf32() {
         const auto dw0 = random(s.weight_size(), 14), db0 = random(size_t(s.oc), 15);
         const auto rx = rounded(x), rw = rounded(w), rdy = rounded(dy);
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
+        Tickets tickets;
         Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), scratch(cuda::conv2d_scratch_floats(s));
         Buffer<float> y(s.out_size()), dx(s.in_size()), gw(dw0), gb(db0);
 
@@ -498,7 +545,7 @@ void test_tf32() {
         gw.upload(dw0);
         gb.upload(db0);
         scratch.poison();
-        cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, scratch.p, nullptr);
+        cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, {scratch.p, tickets.p}, nullptr);
         compare_tf32("conv2d_backward_weight dw " + name, gw.download(), twin_dw, fp32_dw);
         compare("conv2d_backward_weight db " + name + ": the FP32 sum of dy", gb.download(), twin_db, gemm_tol);
     }
@@ -510,12 +557,13 @@ void test_tf32() {
         const auto dy = random(size_t(z.n) * z.out, 33), dw0 = random(w.size(), 34), db0 = random(b.size(), 35);
         const auto rx = rounded(x), rw = rounded(w), rdy = rounded(dy);
         Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), y(size_t(z.n) * z.out), dx(x.size()), gw(dw0), gb(db0);
+        Tickets tickets;
         Buffer<float> scratch(std::max<size_t>(cuda::dense_scratch_floats(z.n, z.in, z.out, Math::tf32), 1));
         std::vector<float> twin(size_t(z.n) * z.out), fp32(twin.size());
         cpu::dense_forward(twin.data(), rx.data(), rw.data(), b.data(), z.n, z.in, z.out);
         cpu::dense_forward(fp32.data(), x.data(), w.data(), b.data(), z.n, z.in, z.out);
         y.poison();
-        cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, scratch.p, nullptr, Math::tf32);
+        cuda::dense_forward(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, {scratch.p, tickets.p}, nullptr, Math::tf32);
         compare_tf32(std::string("dense_forward ") + name, y.download(), twin, fp32);
         std::vector<float> twin_dx(x.size()), twin_dw = dw0, twin_db = db0, fp32_dx(x.size()), fp32_dw = dw0,
                                               unused = db0;
@@ -525,7 +573,8 @@ void test_tf32() {
                             z.out);
         dx.poison();
         scratch.poison();
-        cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, scratch.p, nullptr, Math::tf32);
+        cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, {scratch.p, tickets.p}, nullptr,
+                             Math::tf32);
         compare_tf32(std::string("dense_backward dx ") + name, dx.download(), twin_dx, fp32_dx);
         compare_tf32(std::string("dense_backward dw ") + name, gw.download(), twin_dw, fp32_dw);
         compare(std::string("dense_backward db ") + name + ": the FP32 sum of dy", gb.download(), twin_db, gemm_tol);

@@ -399,7 +399,9 @@ __global__ void finish_weight_grad(float* dw, const float* w_partial, int w_spli
 // unfolded input of every tap), and each thread sums the products of up to
 // `small_per_thread` weights and biases over them, in pixel order. Each
 // block writes its sums to partial[block][weight or bias]; finish_small
-// adds the blocks' sums, one block an element, in block_sum's fixed order.
+// adds the blocks' sums, one block an element, in block_sum's fixed order
+// (version 3), or the last block to store its sums adds them all, each
+// thread an element's, in block order (version 5: no second kernel).
 constexpr int small_pixels = 64, small_max_oc = 64, small_max_taps = 64, small_per_thread = 4;
 
 // (Not with --tf32: its bias sums would then be of rounded gradients.)
@@ -438,7 +440,9 @@ struct OutputGradThroughPool {
 
 template <class Dy>
 __global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, Dy dy,
-                                                                              const float* x, Geometry g) {
+                                                                              const float* x, Geometry g,
+                                                                              float* dw, float* db,
+                                                                              unsigned* ticket) {
     __shared__ float dys[small_max_oc][small_pixels + 1];     // dys[o][p]: +1, so that rows fall in other banks
     __shared__ float cols[small_max_taps][small_pixels + 1];  // cols[q][p] = unfold(x)[q][pixel p]
     const int taps = g.c * g.kh * g.kw, weights = g.oc * taps, outputs = weights + g.oc;
@@ -482,6 +486,13 @@ __global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(fl
     for (int u = 0; u < small_per_thread; ++u) {
         const int j = int(threadIdx.x) + u * launch::threads;
         if (j < outputs) partial[size_t(blockIdx.x) * outputs + j] = acc[u];
+    }
+    if (!ticket || !launch::last_to_arrive(ticket, gridDim.x)) return;  // (no ticket: finish_small adds them)
+    for (int j = int(threadIdx.x); j < outputs; j += launch::threads) {
+        float sum = 0.0f;
+        for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partial + size_t(b) * outputs + j);
+        if (j < weights) dw[j] += sum;
+        else db[j - weights] += sum;
     }
 }
 
@@ -580,15 +591,18 @@ __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, floa
 }
 
 // The small filter bank's weight gradient (version 3): the blocks' partial
-// sums into scratch, then finish_small; dy read through `Dy`.
+// sums into scratch, then finish_small; in version 5, with the workspace's
+// tickets, added by the last block instead. dy read through `Dy`.
 template <class Dy>
-void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const ConvShape& s, float* scratch,
+void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const ConvShape& s, Workspace ws,
                               cudaStream_t stream) {
     const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
+    unsigned* ticket = conv2d_backward_weight_version >= 5 ? ws.tickets : nullptr;
     launch::kernel("small_weight_grad_partials", small_weight_grad_partials<Dy>, unsigned(blocks), launch::threads,
-                   stream, scratch, dy, x, Geometry(s));
+                   stream, ws.scratch, dy, x, Geometry(s), dw, db, ticket);
+    if (ticket) return;
     launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
-                   static_cast<const float*>(scratch), blocks, weights, outputs);
+                   static_cast<const float*>(ws.scratch), blocks, weights, outputs);
 }
 
 // Throws unless ps pools the output of convolution s.
@@ -681,7 +695,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             Workspace ws, cudaStream_t stream) {
     float* scratch = ws.scratch;
-    if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, scratch, stream);
+    if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
     const Geometry g(s);
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
@@ -727,15 +741,14 @@ void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d
         pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps, stream);
         return conv2d_backward_weight(dw, db, dy, x, s, ws, stream);
     }
-    float* scratch = ws.scratch;
     if (kind == PoolKind::max)
         launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::max>{d_pooled, y, pooled, ps.k, ps.stride,
                                                                               ps.oh(), ps.ow()},
-                                 x, s, scratch, stream);
+                                 x, s, ws, stream);
     else
         launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::avg>{d_pooled, y, pooled, ps.k, ps.stride,
                                                                               ps.oh(), ps.ow()},
-                                 x, s, scratch, stream);
+                                 x, s, ws, stream);
 }
 
 }  // namespace dpt::cuda

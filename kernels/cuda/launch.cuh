@@ -46,6 +46,27 @@ __device__ T block_sum(T v) {
     return partial[0];
 }
 
+// Whether the calling block is the last of the grid's `blocks` to get here,
+// counted on *ticket: an unsigned in device memory that is 0 before the
+// first block arrives, and that the last one puts back to 0 for the next
+// launch. What every block stored before it arrived is visible to the last
+// one after (a fence on each side of the count). Read it with __ldcg, past
+// the multiprocessor's own cache, where another block of the same
+// multiprocessor may have read the same line before it was all stored.
+// Every thread of every block must call it; no float is added atomically.
+__device__ inline bool last_to_arrive(unsigned* ticket, unsigned blocks) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1u) == blocks - 1;
+        if (last) *ticket = 0;
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 // After a GPU thread has seen a count that a host thread raised in mapped
 // memory: order what comes after it behind what the host wrote before. On a
 // GPU a system-wide fence; on the emulated GPU an acquire, which

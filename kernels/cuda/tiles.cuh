@@ -479,14 +479,11 @@ __global__ void finish_splits(Out out, const float* scratch, int splits, int m, 
     }
 }
 
-// Stores a split's partial sums as StoreSplit does; then each block takes
-// its tile's ticket (an integer atomic: the order in which the splits finish
-// varies from run to run, the sums do not), and the block that takes the
-// last adds the tile's partial sums in split order, as finish_splits does,
-// hands them to `out`, and puts the ticket back to 0 for the next launch.
-// The partial sums are read past the multiprocessor's own cache (__ldcg):
-// another block of this one may have cached a line of them before the
-// splits that share it had all been stored.
+// Stores a split's partial sums as StoreSplit does; then the last of a
+// tile's splits to store them (launch::last_to_arrive, a ticket a tile: the
+// order in which the splits finish varies from run to run, the sums do not)
+// adds the tile's partial sums in split order, as finish_splits does, and
+// hands them to `out`.
 template <class Out>
 struct StoreSplitAndFinish {
     StoreSplit partial;
@@ -497,14 +494,7 @@ struct StoreSplitAndFinish {
     __device__ void operator()(int z, int i, int j, float v) const { partial(z, i, j, v); }
     template <int BM, int BN, int threads>
     __device__ void finish_tile(int row0, int col0) const {
-        __shared__ bool last;
-        const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
-        __threadfence();  // every thread's partial sums are visible to the GPU before the ticket is taken
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(&tickets[tile], 1u) == gridDim.z - 1;
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
+        if (!launch::last_to_arrive(&tickets[blockIdx.y * gridDim.x + blockIdx.x], gridDim.z)) return;
         for (int e = int(threadIdx.x); e < BM * BN; e += threads) {
             const int i = row0 + e / BN, j = col0 + e % BN;
             if (i >= m || j >= partial.n) continue;
@@ -513,7 +503,6 @@ struct StoreSplitAndFinish {
             for (unsigned z = 0; z < gridDim.z; ++z) sum += __ldcg(p + z * partial.size);
             out(0, i, j, sum);
         }
-        if (threadIdx.x == 0) tickets[tile] = 0;
     }
 };
 

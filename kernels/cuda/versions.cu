@@ -38,6 +38,8 @@ const char* const conv2d_backward_weight_versions[] = {
     "in shared memory, the blocks' sums added in a fixed order",
     "version 3, the bias gradient as one more column of the product (dy . [unfold(x)^T | 1]) where it fits the last "
     "tile (taps not a multiple of 128; FP32): no bias kernel of its own",
+    "version 4, the small filter bank's blocks' sums added by the last of them to store its own (an integer ticket; "
+    "each sum in block order) instead of by a kernel of their own",
 };
 
 const char* const dense_versions[] = {

@@ -150,25 +150,33 @@ def compile_kernels(arch):
     return kernels
 
 
-def loop_mix(instructions):
+def loop_mix(instructions, products=1):
     """The main loop of a function's SASS (address, opcode, operands list):
     of the ranges a backward branch closes, the one with the most FFMA/MMA
-    (the shortest of equals). Returns (ffma, mma, lds, count) or None."""
-    best = None
+    (the shortest of equals). A kernel of `products` products has as many
+    main loops, each outside the others: of those, the one whose share of
+    FFMA + MMA is the lowest. Returns (ffma, mma, lds, count) or None."""
+    loops = []
     for address, opcode, operands in instructions:
         if not opcode.startswith("BRA"):
             continue
         m = re.search(r"0x([0-9a-f]+)", operands)
         if not m or int(m.group(1), 16) >= address:
             continue
-        body = [op for a, op, _ in instructions if int(m.group(1), 16) <= a <= address and op != "NOP"]
+        start = int(m.group(1), 16)
+        body = [op for a, op, _ in instructions if start <= a <= address and op != "NOP"]
         ffma = sum(op.startswith("FFMA") for op in body)
         mma = sum(op.startswith(("HMMA", "IMMA", "HGMMA")) for op in body)
         lds = sum(op.startswith("LDS") for op in body)
-        score = (ffma + mma, -len(body))
-        if ffma + mma > 0 and (best is None or score > best[0]):
-            best = (score, (ffma, mma, lds, len(body)))
-    return best[1] if best else None
+        if ffma + mma > 0:
+            loops.append(((ffma + mma, -len(body)), (start, address), (ffma, mma, lds, len(body))))
+    main = []
+    for score, (start, end), mix in sorted(loops, reverse=True):
+        if len(main) < products and all(end < s or start > e for _, (s, e), _ in main):
+            main.append((score, (start, end), mix))
+    if not main:
+        return None
+    return min((m[2] for m in main), key=lambda mix: (mix[0] + mix[1]) / mix[3])
 
 
 def read_sass(kernels, cuobjdump, tool_dir):
@@ -179,7 +187,8 @@ def read_sass(kernels, cuobjdump, tool_dir):
 
         def close():
             if function in kernels:
-                kernels[function]["loop"] = loop_mix(instructions)
+                products = 2 if "gemm_pair_kernel" in function else 1  # (tiles.cuh: two products a launch)
+                kernels[function]["loop"] = loop_mix(instructions, products)
                 kernels[function]["instructions"] = sum(op != "NOP" for _, op, _ in instructions)
 
         for line in text.splitlines():
@@ -274,7 +283,8 @@ def main():
     arch = ARCHES[args.arch]
     print(f"## The kernels as nvcc compiles them for {args.arch} ({arch['name']})\n")
     print("Main loop: the loop with the most FFMA/MMA; its share of FFMA + MMA, and its LDS, "
-          "among its instructions.\n")
+          "among its instructions (`gemm_pair_kernel`, two products: of their two main loops, "
+          "the one with the lower share).\n")
     print("| file | kernel | registers | shared (B) | spills (B) | main loop: instructions | FFMA+MMA | LDS |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in sorted(kernels, key=lambda n: (kernels[n]["file"], kernels[n]["pretty"])):
@@ -314,7 +324,7 @@ def main():
         k = max(matches, key=lambda m: m.get("regs", 0))  # instances alike but for template values: the larger
         if blocks < arch["sms"]:
             small.append(i)
-        if name.startswith("gemm_kernel") and k.get("loop"):
+        if name.startswith(("gemm_kernel", "gemm_pair_kernel")) and k.get("loop"):
             loop = k["loop"]
             gemm_shares.append((loop[0] + loop[1]) / loop[3])
         resident, occ = occupancy(k, threads, args.arch)

@@ -103,12 +103,12 @@ void forward(float* y, const float* x, const float* w, const float* b, int n, in
 
 }  // namespace
 
-// The three products' scratch, the most any of them needs (they run one
-// after another on a stream); the weight gradient's with version 3's
-// column of ones.
+// The products' scratch, the most any of them needs: the forward's, or the
+// backward's two (the weight gradient's with version 3's column of ones)
+// at once, as version 4 runs them.
 size_t dense_scratch_floats(int n, int in, int out, Math) {
-    return std::max({tiled::split_scratch_floats(n, out, in), tiled::split_scratch_floats(out, in + 1, n),
-                     tiled::split_scratch_floats(n, in, out)});
+    return std::max(tiled::split_scratch_floats(n, out, in),
+                    tiled::split_scratch_floats(out, in + 1, n) + tiled::split_scratch_floats(n, in, out));
 }
 
 void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, Workspace ws,
@@ -123,27 +123,45 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
 
 namespace {
 
+template <class A, class B, class Out>
+void product(const tiled::Product<A, B, Out>& p, Workspace ws, cudaStream_t stream, Math math) {
+    product(p.m, p.n, p.k, p.a, p.b, p.out, ws, stream, math);
+}
+
 template <bool relu_before>
 void backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
               Workspace ws, cudaStream_t stream, Math math) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
-    if (dense_version >= 3 && math == Math::fp32) {
-        // [dw | db] (out, in + 1) += dy^T (out, n) . [x | 1] (n, in + 1).
-        // (Not with --tf32: its bias would be the sum of rounded dy.)
-        product(out, in + 1, n, ColumnsOf{dy, out}, RowsAndOnes{x, in}, StoreWeightsAndBias{dw, db, in}, ws,
-                stream, math);
-    } else {
-        // dw (out, in) += dy^T (out, n) . x (n, in)
-        product(out, in, n, ColumnsOf{dy, out}, RowsOf{x, in}, tiled::StoreMatrix{dw, in, true}, ws, stream,
-                math);
+    // [dw | db] (out, in + 1) += dy^T (out, n) . [x | 1] (n, in + 1) (version 3;
+    // not with --tf32, whose bias would be the sum of rounded dy), else
+    // dw (out, in) += dy^T (out, n) . x (n, in) and a kernel for db.
+    const bool bias_in_product = dense_version >= 3 && math == Math::fp32;
+    if (!bias_in_product)
         launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
-    }
+    const auto weights = [&](auto&& then) {
+        if (bias_in_product)
+            then(tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias>{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}});
+        else
+            then(tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix>{out, in, n, {dy, out}, {x, in}, {dw, in, true}});
+    };
     // dx (n, in) = dy (n, out) . w (out, in), masked by the ReLU before
-    if (!dx) return;
-    if constexpr (relu_before)
-        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, StoreMasked{dx, x, in}, ws, stream, math);
-    else
-        product(n, in, out, RowMajor{dy, out}, RowsOf{w, in}, tiled::StoreMatrix{dx, in, false}, ws, stream, math);
+    const auto data = [&](auto&& then) {
+        if constexpr (relu_before)
+            then(tiled::Product<RowMajor, RowsOf, StoreMasked>{n, in, out, {dy, out}, {w, in}, {dx, x, in}});
+        else
+            then(tiled::Product<RowMajor, RowsOf, tiled::StoreMatrix>{n, in, out, {dy, out}, {w, in}, {dx, in, false}});
+    };
+    weights([&](const auto& pw) {
+        if (!dx) return product(pw, ws, stream, math);
+        data([&](const auto& pd) {
+            if (dense_version >= 4) {
+                tiled::gemm_pair(pw, pd, ws, stream, math);
+            } else {
+                product(pw, ws, stream, math);
+                product(pd, ws, stream, math);
+            }
+        });
+    });
 }
 
 }  // namespace

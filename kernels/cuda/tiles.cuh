@@ -52,6 +52,18 @@ struct FinishesTiles : std::false_type {};
 template <class Out>
 struct FinishesTiles<Out, std::void_t<decltype(Out::finishes_tiles)>> : std::bool_constant<Out::finishes_tiles> {};
 
+// Where a block stands in its product's grid of tiles: column x and row y
+// of tiles, split z along k, and the grid's columns and splits. A product
+// launched alone takes it from blockIdx and gridDim; each of two products
+// launched together (gemm_pair) from its share of blockIdx.x.
+struct TileAt {
+    int x, y, z, columns, splits;
+    __device__ static TileAt of_block() {
+        return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), int(gridDim.x), int(gridDim.z)};
+    }
+    __device__ int tile() const { return y * columns + x; }  // of those sharing a split
+};
+
 template <class A, class B, class Out>
 __global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int k_per_split, A a, B b, Out out) {
     __shared__ float as[BK][BM + 4];  // as[kk][i] = A(row0 + i, k0 + kk)
@@ -99,7 +111,7 @@ __global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int 
             const int i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
             if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
         }
-    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(row0, col0);
+    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(TileAt::of_block(), row0, col0);
 }
 
 // ---- Version 2 of the GEMM core (versions.hpp: "gemm") ----
@@ -254,14 +266,14 @@ struct FmaCore {
         }
     }
     template <class Out>
-    __device__ void finish(const Out& out, int m, int n, int row0, int col0) {
+    __device__ void finish(const Out& out, int z, int m, int n, int row0, int col0) {
         const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
 #pragma unroll
         for (int r = 0; r < TM; ++r)
 #pragma unroll
             for (int c = 0; c < TN; ++c) {
                 const int i = row0 + spread_index<TM, BM>(ty, r), j = col0 + spread_index<TN, BN>(tx, c);
-                if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
+                if (i < m && j < n) out(z, i, j, acc[r][c]);
             }
     }
 };
@@ -309,7 +321,7 @@ struct Tf32Core {
         }
     }
     template <class Out>
-    __device__ void finish(const Out& out, int m, int n, int row0, int col0) {
+    __device__ void finish(const Out& out, int z, int m, int n, int row0, int col0) {
         using namespace nvcuda;
         __shared__ __align__(32) float staged[warps][16 * 16];
         const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, wr = warp / warp_cols,
@@ -323,7 +335,7 @@ struct Tf32Core {
 #pragma unroll
                 for (int e = lane; e < 16 * 16; e += 32) {
                     const int i = row0 + wr * 32 + r * 16 + e / 16, j = col0 + wc * WN + c * 16 + e % 16;
-                    if (i < m && j < n) out(int(blockIdx.z), i, j, staged[warp][e]);
+                    if (i < m && j < n) out(z, i, j, staged[warp][e]);
                 }
                 __syncwarp();  // every lane has read the fragment before the next one is stored
             }
@@ -332,7 +344,7 @@ struct Tf32Core {
     __device__ static void round(float*, int) { __trap(); }
     __device__ void step(const float (*)[a_stride], const float (*)[b_stride]) { __trap(); }
     template <class Out>
-    __device__ void finish(const Out&, int, int, int, int) { __trap(); }
+    __device__ void finish(const Out&, int, int, int, int, int) { __trap(); }
 #endif
 };
 
@@ -341,17 +353,24 @@ struct Tf32Core {
 template <class Core>
 struct Arithmetic {};
 
-template <class T, class A, class B, class Out, class Core = FmaCore<T>>
-__global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>, int m, int n, int k, int k_per_split,
-                                                              A a, B b, Out out) {  // (T: the tile, also by value,
-                                                                                    // so that a launch's signature
-                                                                                    // names it)
+// The shared memory a version-2 tile stages its operands in, two k-steps of
+// each: as[buf][kk][i] = A(row0 + i, k0 + kk), bs[buf][kk][j] = B(k0 + kk, col0 + j).
+template <class T, class Core>
+struct Staged {
+    __align__(32) float as[2][T::BK][Core::a_stride];
+    __align__(32) float bs[2][T::BK][Core::b_stride];
+};
+
+// One block's tile of C (m, n) = A . B, split `at.z` along k.
+template <class T, class Core, class A, class B, class Out>
+__device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split, const A& a, const B& b,
+                          const Out& out, Staged<T, Core>& staged) {
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, threads = T::threads;
     static_assert(BM * BK % threads == 0 && BN * BK % threads == 0, "tile not a whole number of loads");
-    __shared__ __align__(32) float as[2][BK][Core::a_stride];  // as[buf][kk][i] = A(row0 + i, k0 + kk)
-    __shared__ __align__(32) float bs[2][BK][Core::b_stride];  // bs[buf][kk][j] = B(k0 + kk, col0 + j)
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const int k_begin = blockIdx.z * k_per_split, k_end = min(k, k_begin + k_per_split);
+    auto& as = staged.as;
+    auto& bs = staged.bs;
+    const int row0 = at.y * BM, col0 = at.x * BN;
+    const int k_begin = at.z * k_per_split, k_end = min(k, k_begin + k_per_split);
 
     using OpA = Operand<true, A, BM, BK, threads>;
     using OpB = Operand<false, B, BN, BK, threads>;
@@ -402,8 +421,17 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>
         __syncthreads();
         buf ^= 1;
     }
-    core.finish(out, m, n, row0, col0);
-    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(row0, col0);
+    core.finish(out, at.z, m, n, row0, col0);
+    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(at, row0, col0);
+}
+
+template <class T, class A, class B, class Out, class Core = FmaCore<T>>
+__global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>, int m, int n, int k, int k_per_split,
+                                                              A a, B b, Out out) {  // (T: the tile, also by value,
+                                                                                    // so that a launch's signature
+                                                                                    // names it)
+    __shared__ Staged<T, Core> staged;
+    gemm_tile<T, Core>(TileAt::of_block(), m, n, k, k_per_split, a, b, out, staged);
 }
 
 template <class T, class A, class B, class Out>
@@ -488,19 +516,23 @@ template <class Out>
 struct StoreSplitAndFinish {
     StoreSplit partial;
     Out out;
-    unsigned* tickets;  // one a tile, blockIdx.y * gridDim.x + blockIdx.x
+    unsigned* tickets;  // one a tile (TileAt::tile)
     int m;
+    bool split = true;  // false: the product is not split, and each result goes straight to `out`
     static constexpr bool finishes_tiles = true;
-    __device__ void operator()(int z, int i, int j, float v) const { partial(z, i, j, v); }
+    __device__ void operator()(int z, int i, int j, float v) const {
+        if (split) partial(z, i, j, v);
+        else out(z, i, j, v);
+    }
     template <int BM, int BN, int threads>
-    __device__ void finish_tile(int row0, int col0) const {
-        if (!launch::last_to_arrive(&tickets[blockIdx.y * gridDim.x + blockIdx.x], gridDim.z)) return;
+    __device__ void finish_tile(const TileAt& at, int row0, int col0) const {
+        if (!split || !launch::last_to_arrive(&tickets[at.tile()], unsigned(at.splits))) return;
         for (int e = int(threadIdx.x); e < BM * BN; e += threads) {
             const int i = row0 + e / BN, j = col0 + e % BN;
             if (i >= m || j >= partial.n) continue;
             const float* p = partial.scratch + size_t(i) * partial.n + j;
             float sum = 0.0f;
-            for (unsigned z = 0; z < gridDim.z; ++z) sum += __ldcg(p + z * partial.size);
+            for (int z = 0; z < at.splits; ++z) sum += __ldcg(p + size_t(z) * partial.size);
             out(0, i, j, sum);
         }
     }
@@ -530,6 +562,98 @@ void gemm_split(int m, int n, int k, A a, B b, Out out, Workspace ws, cudaStream
     const int splits = splits_to_fill(m, n, k);
     if (splits == 1 || m <= 0 || n <= 0) gemm(m, n, k, a, b, out, stream, 1, math);
     else gemm_splits(m, n, k, a, b, out, ws, splits, stream, math);
+}
+
+// ---- Two products in one launch ----
+//
+// Two products that may run at the same time (a layer's weight and data
+// gradients, both read from dy) launched as one kernel: the first one's
+// blocks, then the second one's, along blockIdx.x, each block working out
+// its place in its own product (TileAt). Both take the tile gemm() would
+// choose for the two together (every tile sums each result along k in the
+// same order, so each product's results are what it alone would give),
+// each split along k as gemm_split would split it, with its partial sums in
+// its own part of the scratch and its own tickets.
+
+template <class A, class B, class Out>
+struct Product {  // C (m, n) through `out` = A (m, k) . B (k, n)
+    int m, n, k;
+    A a;
+    B b;
+    Out out;
+};
+
+// A product as gemm_pair_kernel runs it: its grid of tiles, and its
+// epilogue through its splits' partial sums where it is split.
+template <class A, class B, class Out>
+struct PlacedProduct {
+    int m, n, k, k_per_split, columns, rows, splits;
+    A a;
+    B b;
+    StoreSplitAndFinish<Out> out;
+    __host__ __device__ int blocks() const { return columns * rows * splits; }
+    __device__ TileAt at(int block) const {
+        const int per_split = columns * rows;
+        return {block % columns, block % per_split / columns, block / per_split, columns, splits};
+    }
+};
+
+template <class T, class A, class B, class Out>
+PlacedProduct<A, B, Out> place(const Product<A, B, Out>& p, float* scratch, unsigned* tickets) {
+    const int splits = p.m > 0 && p.n > 0 ? splits_to_fill(p.m, p.n, p.k) : 1;
+    const StoreSplit partial{scratch, size_t(p.m) * p.n, p.n};
+    return {p.m,  p.n, p.k, ceil_div(ceil_div(p.k, splits), T::BK) * T::BK, ceil_div(p.n, T::BN), ceil_div(p.m, T::BM),
+            splits, p.a, p.b, StoreSplitAndFinish<Out>{partial, p.out, tickets, p.m, splits > 1}};
+}
+
+template <class T, class Core, class P1, class P2>
+__global__ void __launch_bounds__(T::threads) gemm_pair_kernel(T, Arithmetic<Core>, P1 p1, P2 p2) {
+    __shared__ Staged<T, Core> staged;
+    const int block = int(blockIdx.x), first = p1.blocks();
+    if (block < first) gemm_tile<T, Core>(p1.at(block), p1.m, p1.n, p1.k, p1.k_per_split, p1.a, p1.b, p1.out, staged);
+    else gemm_tile<T, Core>(p2.at(block - first), p2.m, p2.n, p2.k, p2.k_per_split, p2.a, p2.b, p2.out, staged);
+}
+
+template <class T, class A1, class B1, class Out1, class A2, class B2, class Out2>
+void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream,
+                  Math math) {
+    using P1 = PlacedProduct<A1, B1, Out1>;
+    using P2 = PlacedProduct<A2, B2, Out2>;
+    const P1 q1 = place<T>(p1, ws.scratch, ws.tickets);
+    const size_t scratch1 = q1.splits > 1 ? size_t(q1.splits) * p1.m * p1.n : 0;
+    const P2 q2 = place<T>(p2, ws.scratch + scratch1, ws.tickets + q1.columns * q1.rows);
+    const unsigned blocks = unsigned(q1.blocks() + q2.blocks());
+    if (blocks == 0) return;
+    if (math == Math::tf32)
+        launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, Tf32Core<T>, P1, P2>, blocks, T::threads, stream, T{},
+                       Arithmetic<Tf32Core<T>>{}, q1, q2);
+    else
+        launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, FmaCore<T>, P1, P2>, blocks, T::threads, stream, T{},
+                       Arithmetic<FmaCore<T>>{}, q1, q2);
+}
+
+// p1 and p2 in one launch, on version 2 of the GEMM core with the
+// workspace's tickets (scratch: the two products' split_scratch_floats
+// added); else one after the other (gemm_split).
+template <class A1, class B1, class Out1, class A2, class B2, class Out2>
+void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream,
+               Math math = Math::fp32) {
+    const long most_tiles = long(ceil_div(p1.m, 32)) * ceil_div(p1.n, 128) + long(ceil_div(p2.m, 32)) * ceil_div(p2.n, 128);
+    if ((gemm_version < 2 && math == Math::fp32) || gemm_split_version < 2 || !ws.tickets ||
+        most_tiles > workspace_tickets) {
+        gemm_split(p1.m, p1.n, p1.k, p1.a, p1.b, p1.out, ws, stream, math);
+        gemm_split(p2.m, p2.n, p2.k, p2.a, p2.b, p2.out, ws, stream, math);
+        return;
+    }
+    // The tile as gemm() chooses it, for the two products' blocks together.
+    const auto blocks_of = [](int m, int n, int k, int rows) {
+        return m > 0 && n > 0 ? long(ceil_div(m, rows)) * ceil_div(n, 128) * splits_to_fill(m, n, k) : 0L;
+    };
+    const auto blocks = [&](int rows) { return blocks_of(p1.m, p1.n, p1.k, rows) + blocks_of(p2.m, p2.n, p2.k, rows); };
+    const int m = std::max(p1.m, p2.m);
+    if (m <= 32 || blocks(64) < 132) gemm_pair_v2<Tile32>(p1, p2, ws, stream, math);
+    else if (m <= 64 || blocks(128) < 132) gemm_pair_v2<Tile64>(p1, p2, ws, stream, math);
+    else gemm_pair_v2<Tile128>(p1, p2, ws, stream, math);
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

@@ -47,6 +47,7 @@ const char* const dense_versions[] = {
     "each product split along k through scratch where its tiles would leave the GPU idle, the splits added in order",
     "version 2, the bias gradient as one more column of the weight gradient's product (dy^T . [x | 1]) instead of a "
     "kernel of its own (FP32; with --tf32 the bias keeps its own kernel, to sum the unrounded dy)",
+    "version 3, the weight and data gradients' products in one launch (tiles.cuh: gemm_pair), each split as before",
 };
 
 }  // namespace

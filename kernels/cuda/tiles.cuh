@@ -434,9 +434,24 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>
     gemm_tile<T, Core>(TileAt::of_block(), m, n, k, k_per_split, a, b, out, staged);
 }
 
+// The length along k of each of `splits` splits: whole BK-wide steps, so
+// that only the last one is ragged.
+inline int split_length(int k, int splits, int bk) { return ceil_div(ceil_div(k, splits), bk) * bk; }
+
+// The rows of version 2's tile for a product of m rows, given the blocks a
+// tile of r rows would take (blocks(r)): the fewest rows that hold m, up to
+// 128; fewer when that leaves an H100's 132 multiprocessors without a block
+// each. (Every tile sums each result along k in the same order.)
+template <class Blocks>
+int tile_rows(int m, const Blocks& blocks) {
+    if (m <= 32 || blocks(64) < 132) return 32;
+    if (m <= 64 || blocks(128) < 132) return 64;
+    return 128;
+}
+
 template <class T, class A, class B, class Out>
 void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits, Math math) {
-    const int k_per_split = ceil_div(ceil_div(k, splits), T::BK) * T::BK;
+    const int k_per_split = split_length(k, splits, T::BK);
     const dim3 grid(unsigned(ceil_div(n, T::BN)), unsigned(ceil_div(m, T::BM)), unsigned(splits));
     if (math == Math::tf32)  // (the same name: the signature, which names Tf32Core, tells them apart)
         launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out, Tf32Core<T>>, grid, T::threads, stream, T{},
@@ -463,18 +478,13 @@ template <class A, class B, class Out>
 void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1, Math math = Math::fp32) {
     if (m <= 0 || n <= 0) return;
     if (gemm_version >= 2 || math == Math::tf32) {
-        // The tile by m: the fewest rows that hold it, up to 128; fewer rows
-        // when that leaves an H100's 132 multiprocessors without a block
-        // each. (Every tile sums each result along k in the same order.)
-        const long blocks128 = long(ceil_div(m, 128)) * ceil_div(n, 128) * splits;
-        const long blocks64 = long(ceil_div(m, 64)) * ceil_div(n, 128) * splits;
-        if (m <= 32 || blocks64 < 132) gemm_v2<Tile32>(m, n, k, a, b, out, stream, splits, math);
-        else if (m <= 64 || blocks128 < 132) gemm_v2<Tile64>(m, n, k, a, b, out, stream, splits, math);
+        const int rows = tile_rows(m, [&](int r) { return long(ceil_div(m, r)) * ceil_div(n, 128) * splits; });
+        if (rows == 32) gemm_v2<Tile32>(m, n, k, a, b, out, stream, splits, math);
+        else if (rows == 64) gemm_v2<Tile64>(m, n, k, a, b, out, stream, splits, math);
         else gemm_v2<Tile128>(m, n, k, a, b, out, stream, splits, math);
         return;
     }
-    // Each split covers whole BK-wide steps, so only the last one is ragged.
-    const int k_per_split = ceil_div(ceil_div(k, splits), BK) * BK;
+    const int k_per_split = split_length(k, splits, BK);
     const dim3 grid(unsigned(ceil_div(n, BN)), unsigned(ceil_div(m, BM)), unsigned(splits));
     launch::kernel("gemm_kernel", gemm_kernel<A, B, Out>, grid, threads, stream, m, n, k, k_per_split, a, b, out);
 }
@@ -602,8 +612,8 @@ template <class T, class A, class B, class Out>
 PlacedProduct<A, B, Out> place(const Product<A, B, Out>& p, float* scratch, unsigned* tickets) {
     const int splits = p.m > 0 && p.n > 0 ? splits_to_fill(p.m, p.n, p.k) : 1;
     const StoreSplit partial{scratch, size_t(p.m) * p.n, p.n};
-    return {p.m,  p.n, p.k, ceil_div(ceil_div(p.k, splits), T::BK) * T::BK, ceil_div(p.n, T::BN), ceil_div(p.m, T::BM),
-            splits, p.a, p.b, StoreSplitAndFinish<Out>{partial, p.out, tickets, p.m, splits > 1}};
+    return {p.m,    p.n,    p.k, split_length(p.k, splits, T::BK), ceil_div(p.n, T::BN), ceil_div(p.m, T::BM),
+            splits, p.a,    p.b, StoreSplitAndFinish<Out>{partial, p.out, tickets, p.m, splits > 1}};
 }
 
 template <class T, class Core, class P1, class P2>
@@ -649,10 +659,11 @@ void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2,
     const auto blocks_of = [](int m, int n, int k, int rows) {
         return m > 0 && n > 0 ? long(ceil_div(m, rows)) * ceil_div(n, 128) * splits_to_fill(m, n, k) : 0L;
     };
-    const auto blocks = [&](int rows) { return blocks_of(p1.m, p1.n, p1.k, rows) + blocks_of(p2.m, p2.n, p2.k, rows); };
-    const int m = std::max(p1.m, p2.m);
-    if (m <= 32 || blocks(64) < 132) gemm_pair_v2<Tile32>(p1, p2, ws, stream, math);
-    else if (m <= 64 || blocks(128) < 132) gemm_pair_v2<Tile64>(p1, p2, ws, stream, math);
+    const int rows = tile_rows(std::max(p1.m, p2.m), [&](int r) {
+        return blocks_of(p1.m, p1.n, p1.k, r) + blocks_of(p2.m, p2.n, p2.k, r);
+    });
+    if (rows == 32) gemm_pair_v2<Tile32>(p1, p2, ws, stream, math);
+    else if (rows == 64) gemm_pair_v2<Tile64>(p1, p2, ws, stream, math);
     else gemm_pair_v2<Tile128>(p1, p2, ws, stream, math);
 }
 

@@ -3,7 +3,8 @@
 // and ResNet-18's convolution and dense layers (the GEMM core, "gemm",
 // through each of their launchers; its products split along k,
 // "gemm_split", through the dense layers and the weight gradients; LeNet's
-// convolutions also with the pooling after them, conv2d_forward_relu_pool).
+// convolutions also with the pooling after them, conv2d_forward_relu_pool;
+// dense layers after a pooling also through it, dense_backward_pool).
 // For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
@@ -30,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -175,17 +177,38 @@ struct ConvCase {
     }
 };
 
-// One dense layer's products, forward (with ReLU) or backward, likewise.
+// One dense layer's products, forward (with ReLU) or backward, likewise;
+// where a pooling of a ReLU's output comes before the layer (shape `ps`),
+// also "dense_backward_pool" and "dense_backward_pool max": the backward
+// through that pooling (avg, as LeNet's --pool and ResNet-18 by default, or
+// max), with x the pooling of the ReLU of a random y.
 struct DenseCase {
     DenseShape s;
-    std::vector<float> x = random_floats(size_t(s.n) * s.in, 1), w = random_floats(size_t(s.out) * s.in, 2),
-                       b = random_floats(size_t(s.out), 3), dy = random_floats(size_t(s.n) * s.out, 4),
-                       dw0 = random_floats(size_t(s.out) * s.in, 5), db0 = random_floats(size_t(s.out), 6);
-    Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out, s.math)};
+    std::optional<PoolShape> ps;
+    std::vector<float> y_before = relu(random_floats(ps ? ps->in_size() : 0, 7));
+    std::vector<float> x = ps ? pooled(y_before, PoolKind::avg) : random_floats(size_t(s.n) * s.in, 1),
+                       x_max = ps ? pooled(y_before, PoolKind::max) : std::vector<float>{},
+                       w = random_floats(size_t(s.out) * s.in, 2), b = random_floats(size_t(s.out), 3),
+                       dy = random_floats(size_t(s.n) * s.out, 4), dw0 = random_floats(size_t(s.out) * s.in, 5),
+                       db0 = random_floats(size_t(s.out), 6);
+    Gpu gx{x}, gx_max{x_max}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out, s.math)};
     Gpu y{size_t(s.n) * s.out}, dx{size_t(s.n) * s.in}, dw{dw0}, db{db0};
+    Gpu gy_before{y_before}, grad_before{y_before.size()};
     Tickets tickets;
 
-    explicit DenseCase(const DenseShape& shape) : s(shape) {}
+    DenseCase(const DenseShape& shape, const std::optional<PoolShape>& pool) : s(shape), ps(pool) {}
+
+    static std::vector<float> relu(std::vector<float> y) {
+        cpu::relu_forward(y.data(), y.data(), y.size());
+        return y;
+    }
+    // The pooling of y, as the model's forward leaves it.
+    std::vector<float> pooled(const std::vector<float>& y, PoolKind kind) const {
+        std::vector<float> x(ps->out_size());
+        cpu::pool2d_forward(x.data(), y.data(), kind, *ps);
+        return x;
+    }
+    static PoolKind kind_of(const std::string& run) { return run.ends_with("max") ? PoolKind::max : PoolKind::avg; }
 
     // Forward: one product; backward: two (dw and dx).
     double flops(const std::string& run) const {
@@ -194,6 +217,10 @@ struct DenseCase {
     void run(const std::string& run, cudaStream_t stream) {
         if (run == "dense_forward")
             cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream, s.math);
+        else if (run.starts_with("dense_backward_pool"))
+            cuda::dense_backward_pool(grad_before.p, dx.p, dw.p, db.p, gdy.p,
+                                      kind_of(run) == PoolKind::max ? gx_max.p : gx.p, gw.p, s.n, s.in, s.out,
+                                      gy_before.p, kind_of(run), *ps, {scratch.p, tickets.p}, stream, s.math);
         else
             cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream,
                                  s.math);
@@ -210,12 +237,22 @@ struct DenseCase {
             this->run(run, nullptr);
             return error(y.get(), want);
         }
+        const std::vector<float>& x = kind_of(run) == PoolKind::max ? x_max : this->x;
         std::vector<float> want_dx(size_t(s.n) * s.in), want_dw = dw0, want_db = db0;
         cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), s.n, s.in,
                             s.out, cpu_scratch.data(), s.math);
         dw.put(dw0);
         db.put(db0);
         dx.poison();
+        if (run.starts_with("dense_backward_pool")) {
+            // The pooled input's gradient is on the way (dx, left alone
+            // where the product writes grad_before itself): not checked.
+            std::vector<float> want_before(y_before.size());
+            cpu::pool2d_backward_relu(want_before.data(), want_dx.data(), y_before.data(), x.data(), kind_of(run), *ps);
+            grad_before.poison();
+            this->run(run, nullptr);
+            return std::max({error(grad_before.get(), want_before), error(dw.get(), want_dw), error(db.get(), want_db)});
+        }
         this->run(run, nullptr);
         return std::max({error(dx.get(), want_dx), error(dw.get(), want_dw), error(db.get(), want_db)});
     }
@@ -397,12 +434,18 @@ int main(int argc, char** argv) {
                 return std::vector<std::string>{};
             });
         }
-        for (const DenseShape& s : model_of(kind).dense_shapes(batch, math)) {
-            DenseCase c(s);
-            bench(c, kind, describe(s), [](const std::string& launcher) {
+        const auto dense = model_of(kind).dense_shapes(batch, math);
+        const auto pools = model_of(kind).dense_pools(batch);
+        for (size_t i = 0; i < dense.size(); ++i) {
+            DenseCase c(dense[i], pools[i]);
+            bench(c, kind, describe(dense[i]), [&](const std::string& launcher) {
+                std::vector<std::string> runs;
                 if (launcher == "gemm" || launcher == "gemm_split" || launcher == "dense")
-                    return std::vector<std::string>{"dense_forward", "dense_backward"};
-                return std::vector<std::string>{};
+                    runs = {"dense_forward", "dense_backward"};
+                // The model's call where a pooling comes before: the backward
+                // through it (version 5 and later, in the product's epilogue).
+                if (launcher == "dense" && pools[i]) runs.insert(runs.end(), {"dense_backward_pool", "dense_backward_pool max"});
+                return runs;
             });
         }
     }

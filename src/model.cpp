@@ -79,6 +79,16 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
                 p.bias = add_tensor(base + ".bias", {l.out}, InitRole::bias, 0, 0);
                 p.out = {l.out, 1, 1};
                 p.relu_before = layers[i - 1].kind == LayerKind::relu;
+                // ReLU -> pool -> flatten -> dense: the dense layer's backward
+                // does the pooling's and the ReLU's (unless a first conv reads
+                // the pooling's gradient: conv2d_backward_weight_pool).
+                if (i >= 2 && layers[i - 1].kind == LayerKind::flatten && layers[i - 2].kind == LayerKind::pool) {
+                    Planned& pooling = plan_[i - 2];
+                    if (pooling.relu_before && !pooling.backward_by_conv) {
+                        p.pool_before = int(i - 2);
+                        pooling.backward_by_dense = true;
+                    }
+                }
                 break;
             }
             case LayerKind::batch_norm: {
@@ -208,6 +218,14 @@ std::vector<DenseShape> Model::dense_shapes(int n, Math math) const {
     for (const Planned& p : plan_)
         if (p.layer.kind == LayerKind::dense) shapes.push_back({n, int(p.in.size()), p.layer.out, math});
     return shapes;
+}
+
+std::vector<std::optional<PoolShape>> Model::dense_pools(int n) const {
+    std::vector<std::optional<PoolShape>> pools;
+    for (const Planned& p : plan_)
+        if (p.layer.kind == LayerKind::dense)
+            pools.push_back(p.pool_before < 0 ? std::nullopt : std::optional(pool_shape(size_t(p.pool_before), n)));
+    return pools;
 }
 
 // Layout: input, labels, the outputs in buffer order, their gradients in

@@ -24,9 +24,12 @@
 // (conv2d_forward_relu_pool: one kernel on a GPU where the filter bank is
 // small, the plain calls on the CPU), and when that conv is the first layer
 // its weight gradient reads the pooling's gradient through the pooling
-// (conv2d_backward_weight_pool). ReLU and add work in place,
-// in the buffer of the layer before. The first layer computes no gradient
-// for the input.
+// (conv2d_backward_weight_pool); a dense layer after a pooling of a ReLU's
+// output (through a flatten) does that pooling's backward and the ReLU's
+// in its own (dense_backward_pool: on a GPU, in the epilogue of its data
+// gradient's product where the windows do not overlap). ReLU and add work
+// in place, in the buffer of the layer before. The first layer computes no
+// gradient for the input.
 //
 // Batch norm across devices (--bn): each replica normalises with the
 // statistics of its own part (local), or of the whole batch (sync): then the
@@ -182,6 +185,9 @@ class Model {
     NormShape norm_shape(size_t layer, int n) const;
     std::vector<ConvShape> conv_shapes(int n, Math math = Math::fp32) const;
     std::vector<DenseShape> dense_shapes(int n, Math math = Math::fp32) const;
+    // For each dense layer, in dense_shapes' order, the pooling whose
+    // backward its own does (dense_backward_pool), or none.
+    std::vector<std::optional<PoolShape>> dense_pools(int n) const;
 
     // Scratch floats kernel set K needs for every conv and dense layer at
     // this capacity, in arithmetic `math`.
@@ -235,6 +241,8 @@ class Model {
         int pool_after = -1;          // conv: the pooling layer after its ReLU, whose forward it does too
         bool pooled_by_conv = false;  // pool: its forward done by the convolution before
         bool backward_by_conv = false;  // pool: its backward too (that convolution's input is x: it needs no data gradient)
+        int pool_before = -1;         // dense: the pooling before it (through a flatten), whose backward it does too
+        bool backward_by_dense = false;  // pool: its backward done by the dense layer after it
     };
     const float* input_of(const Planned& p, const Activations& a, const float* x) const {
         return p.input < 0 ? x : a.out[size_t(p.input)];
@@ -335,7 +343,14 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
         }
         case LayerKind::dense:
             assert(d_in && "a dense first layer needs a backward without the input's gradient");
-            if (p.relu_before)  // the ReLU before: its mask in the same pass
+            if (p.pool_before >= 0) {  // through the pooling before and its ReLU, into the gradient of the pooled y
+                const size_t pi = size_t(p.pool_before);
+                const Planned& pooling = plan_[pi];
+                k.dense_backward_pool(a.grad[size_t(pooling.input)], d_in, tensor_at(grads, p.weight),
+                                      tensor_at(grads, p.bias), d_out, in, tensor_at(params, p.weight), n,
+                                      int(p.in.size()), p.layer.out, a.out[size_t(pooling.input)],
+                                      pooling.layer.pool_kind.value_or(pool), pool_shape(pi, n), a.scratch, k.math);
+            } else if (p.relu_before)  // the ReLU before: its mask in the same pass
                 k.dense_backward_relu(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
                                       tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
             else
@@ -344,7 +359,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             done(tensors_[size_t(p.weight)].offset);
             break;
         case LayerKind::pool: {
-            if (p.backward_by_conv) break;
+            if (p.backward_by_conv || p.backward_by_dense) break;
             // After a ReLU, the pool's backward applies the ReLU's mask too.
             const PoolKind kind = p.layer.pool_kind.value_or(pool);
             if (p.relu_before) k.pool2d_backward_relu(d_in, d_out, in, a.out[size_t(p.buffer)], kind, pool_shape(i, n));

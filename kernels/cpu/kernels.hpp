@@ -172,6 +172,15 @@ inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, con
     pool2d_backward(dx, dy, x, y, kind, s);
     relu_backward(dx, dx, x, s.in_size());
 }
+// dense_backward into dx, then pool2d_backward_relu of dx into grad_y: the
+// backward of a dense layer whose input x is the flattened pooling (shape
+// ps) of a ReLU's output y.
+inline void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
+                                const float* w, int n, int in, int out, const float* y, PoolKind kind,
+                                const PoolShape& ps, float* scratch = nullptr, Math math = Math::fp32) {
+    dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, math);
+    pool2d_backward_relu(grad_y, dx, y, x, kind, ps);
+}
 // pool2d_backward_relu into dy, then conv2d_backward_weight: the weight
 // gradient of a pooled convolution from the pooling's output gradient.
 inline void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
@@ -201,6 +210,7 @@ struct KernelSet {
     static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;
     static constexpr auto dense_backward = &cpu::dense_backward;
     static constexpr auto dense_backward_relu = &cpu::dense_backward_relu;
+    static constexpr auto dense_backward_pool = &cpu::dense_backward_pool;
     static constexpr auto relu_forward = &cpu::relu_forward;
     static constexpr auto relu_backward = &cpu::relu_backward;
     static constexpr auto sum_into = &cpu::sum_into;

@@ -2,13 +2,16 @@
 // tiles.cuh, with bias (and ReLU) in the forward epilogue; backward, the
 // bias gradient as one more column of the weight gradient's product, and
 // the ReLU before the layer applied in the data gradient's epilogue
-// (dense_backward_relu). CPU twin: kernels/cpu/dense.cpp.
+// (dense_backward_relu), or the pooling and ReLU before it
+// (dense_backward_pool). CPU twin: kernels/cpu/dense.cpp.
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "pool.cuh"
 #include "tiles.cuh"
 #include "versions.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace dpt::cuda {
 namespace {
@@ -77,6 +80,56 @@ struct StoreMasked {
         dx[at] = x[at] > 0.0f ? v : 0.0f;
     }
 };
+// The pooling before a dense layer (dense_backward_pool), whose windows
+// do not overlap (k <= stride): k x k, stride apart, oh x ow of them on a
+// plane of h x w.
+struct PoolWindows {
+    int k, stride, h, w, oh, ow;
+};
+// dx (n, in) of a dense layer whose input x is the flattened pooling of a
+// ReLU's output y (n, planes, h, w), stored through the pooling's and the
+// ReLU's backward: dx[i, j], the gradient of pooled value j, goes to the
+// taps of its window of y as pool2d_backward_relu sends it (all to the
+// first maximal tap, or a k*k-th to each), and nothing where y <= 0. Each
+// window also writes the zeros of the pixels no window covers in its cell
+// (stride x stride, the last row and column of cells to the plane's edge):
+// the cells tile the plane, so every value of grad_y is written, once.
+// Not inlined: a call from each of a thread's results keeps the kernels
+// that store through it small (inlined at each of them, its loops made
+// nvcc's build of dense.cu for sm_90 take 102 s instead of 59 s).
+__device__ DPT_NOINLINE void store_through_pool(float* grad_y, const float* y, const float* x, int in, PoolKind kind,
+                                                PoolWindows p, int i, int j, float v) {
+    const int area = p.oh * p.ow;
+    const size_t pooled = size_t(i) * in + j, plane = pooled / area;
+    const int at = int(pooled - plane * area), oy = at / p.ow, ox = at - oy * p.ow;
+    const size_t base = plane * p.h * p.w + size_t(oy) * p.stride * p.w + ox * p.stride;
+    const int rows = oy == p.oh - 1 ? p.h - oy * p.stride : p.stride;
+    const int cols = ox == p.ow - 1 ? p.w - ox * p.stride : p.stride;
+    const float* win = y + base;
+    const int first = kind == PoolKind::max ? first_max_tap(win, p.w, p.k, x[pooled]) : -1;
+    const float share = 1.0f / float(p.k * p.k);
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+            const int tap = r * p.w + c;
+            float grad = 0.0f;  // as pool_backward sums (0 + -0 is 0)
+            if (r < p.k && c < p.k) {
+                if (kind == PoolKind::avg) grad += v * share;
+                else if (tap == first) grad += v;
+            }
+            grad_y[base + tap] = win[tap] > 0.0f ? grad : 0.0f;
+        }
+}
+struct StoreThroughPool {
+    float* grad_y;
+    const float* y;
+    const float* x;
+    int in;
+    PoolKind kind;
+    PoolWindows p;
+    __device__ void operator()(int, int i, int j, float v) const {
+        store_through_pool(grad_y, y, x, in, kind, p, i, j, v);
+    }
+};
 // db[o] += sum over rows of dy (n, out): one block per column, rows in order.
 __global__ void dense_bias_grad(float* db, const float* dy, int n, int out) {
     const int o = blockIdx.x;
@@ -128,52 +181,100 @@ void product(const tiled::Product<A, B, Out>& p, Workspace ws, cudaStream_t stre
     product(p.m, p.n, p.k, p.a, p.b, p.out, ws, stream, math);
 }
 
-template <bool relu_before>
-void backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
-              Workspace ws, cudaStream_t stream, Math math) {
-    if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
-    // [dw | db] (out, in + 1) += dy^T (out, n) . [x | 1] (n, in + 1) (version 3;
-    // not with --tf32, whose bias would be the sum of rounded dy), else
-    // dw (out, in) += dy^T (out, n) . x (n, in) and a kernel for db.
-    const bool bias_in_product = dense_version >= 3 && math == Math::fp32;
-    if (!bias_in_product)
-        launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
-    const auto weights = [&](auto&& then) {
-        if (bias_in_product)
-            then(tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias>{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}});
-        else
-            then(tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix>{out, in, n, {dy, out}, {x, in}, {dw, in, true}});
-    };
-    // dx (n, in) = dy (n, out) . w (out, in), masked by the ReLU before
-    const auto data = [&](auto&& then) {
-        if constexpr (relu_before)
-            then(tiled::Product<RowMajor, RowsOf, StoreMasked>{n, in, out, {dy, out}, {w, in}, {dx, x, in}});
-        else
-            then(tiled::Product<RowMajor, RowsOf, tiled::StoreMatrix>{n, in, out, {dy, out}, {w, in}, {dx, in, false}});
-    };
-    weights([&](const auto& pw) {
-        if (!dx) return product(pw, ws, stream, math);
-        data([&](const auto& pd) {
-            if (dense_version >= 4) {
-                tiled::gemm_pair(pw, pd, ws, stream, math);
-            } else {
-                product(pw, ws, stream, math);
-                product(pd, ws, stream, math);
-            }
-        });
-    });
+// The weight gradient's product: [dw | db] (out, in + 1) += dy^T (out, n)
+// . [x | 1] (n, in + 1) (version 3; not with --tf32, whose bias would be the
+// sum of rounded dy), else dw (out, in) += dy^T (out, n) . x (n, in), db
+// from a kernel of its own (launched here).
+struct WeightGrad {
+    tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias> with_bias;
+    tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix> plain;
+    bool bias_in_product;
+
+    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, cudaStream_t stream,
+               Math math)
+        : with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
+          plain{out, in, n, {dy, out}, {x, in}, {dw, in, true}},
+          bias_in_product(dense_version >= 3 && math == Math::fp32) {
+        if (!bias_in_product)
+            launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
+    }
+    void run(Workspace ws, cudaStream_t stream, Math math) const {
+        if (bias_in_product) product(with_bias, ws, stream, math);
+        else product(plain, ws, stream, math);
+    }
+};
+
+// The weight gradient's product and the data gradient's pd in one launch
+// (version 4, tiles.cuh: gemm_pair): FP32's with the bias column, --tf32's
+// without; false where they cannot share one (the caller runs them apart).
+template <class Store>
+bool in_one_launch(const WeightGrad& wg, const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws,
+                   cudaStream_t stream, Math math) {
+    if (dense_version < 4) return false;
+    if (math == Math::fp32) {
+        if (!tiled::pair_fits(wg.with_bias, pd, ws, math)) return false;
+        tiled::gemm_pair<Math::fp32>(wg.with_bias, pd, ws, stream);
+    } else {
+        if (!tiled::pair_fits(wg.plain, pd, ws, math)) return false;
+        tiled::gemm_pair<Math::tf32>(wg.plain, pd, ws, stream);
+    }
+    return true;
 }
+
+// dw, db and (with dx) the data gradient dx (n, in) = dy (n, out) . w
+// (out, in), stored by `store`: the products of dense_backward.
+template <class Store>
+void backward(float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
+              bool with_data, Store store, Workspace ws, cudaStream_t stream, Math math) {
+    if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
+    const WeightGrad wg(dw, db, dy, x, n, in, out, stream, math);
+    if (!with_data) return wg.run(ws, stream, math);
+    const tiled::Product<RowMajor, RowsOf, Store> pd{n, in, out, {dy, out}, {w, in}, store};
+    if (in_one_launch(wg, pd, ws, stream, math)) return;
+    wg.run(ws, stream, math);
+    product(pd, ws, stream, math);
+}
+
+// Windows that do not overlap: every input pixel in at most one.
+bool windows_apart(const PoolShape& ps) { return ps.k <= ps.stride; }
 
 }  // namespace
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
                     int in, int out, Workspace ws, cudaStream_t stream, Math math) {
-    backward<false>(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
+    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, tiled::StoreMatrix{dx, in, false}, ws, stream, math);
 }
 
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
                          int in, int out, Workspace ws, cudaStream_t stream, Math math) {
-    backward<true>(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
+    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, StoreMasked{dx, x, in}, ws, stream, math);
+}
+
+void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
+                         const float* w, int n, int in, int out, const float* y, PoolKind kind, const PoolShape& ps,
+                         Workspace ws, cudaStream_t stream, Math math) {
+    if (ps.n != n || size_t(in) * size_t(n) != ps.out_size())
+        throw std::invalid_argument("dense_backward_pool: the dense layer's input is not the pooling's output");
+    // Version 5, where the windows do not overlap: the data gradient's
+    // product, writing grad_y, in the weight gradient's launch. Only that
+    // launch is compiled with this epilogue (the products of earlier
+    // versions, compiled with it too, made dense.cu's build more than twice
+    // as long): where the two cannot share a launch, the pooling keeps its
+    // kernel.
+    if (dense_version >= 5 && windows_apart(ps) && n > 0) {
+        const PoolWindows windows{ps.k, ps.stride, ps.h, ps.w, ps.oh(), ps.ow()};
+        const tiled::Product<RowMajor, RowsOf, StoreThroughPool> pd{
+            n, in, out, {dy, out}, {w, in}, {grad_y, y, x, in, kind, windows}};
+        const WeightGrad wg(dw, db, dy, x, n, in, out, stream, math);
+        if (in_one_launch(wg, pd, ws, stream, math)) return;
+        // (No tickets: the products apart, then the pooling's kernel.)
+        wg.run(ws, stream, math);
+        product(tiled::Product<RowMajor, RowsOf, tiled::StoreMatrix>{n, in, out, {dy, out}, {w, in}, {dx, in, false}},
+                ws, stream, math);
+        return pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);
+    }
+    dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
+    pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);
 }
 
 }  // namespace dpt::cuda

@@ -98,6 +98,15 @@ void dense_backward(float* dx, float* dw, float* db, const float* dy,
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
                          const float* x, const float* w, int n, int in, int out,
                          Workspace ws, cudaStream_t stream, Math math = Math::fp32);
+// The backward of a dense layer whose input x (n, in) is the flattened
+// pooling (shape ps) of a ReLU's output y: dense_backward into dx, then
+// pool2d_backward_relu of dx into grad_y, the gradient of y. Where the
+// pooling's windows do not overlap (dense version 5), the data gradient's
+// product writes grad_y itself and leaves dx alone; otherwise dx is written
+// on the way.
+void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
+                         const float* w, int n, int in, int out, const float* y, PoolKind kind,
+                         const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -208,6 +217,12 @@ struct KernelSet {
     void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x,
                              const float* w, int n, int in, int out, float* scratch, Math math) const {
         cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
+    }
+    void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
+                             const float* w, int n, int in, int out, const float* y, PoolKind kind,
+                             const PoolShape& ps, float* scratch, Math math) const {
+        cuda::dense_backward_pool(grad_y, dx, dw, db, dy, x, w, n, in, out, y, kind, ps, workspace(scratch), stream,
+                                  math);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

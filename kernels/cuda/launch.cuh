@@ -10,6 +10,15 @@
 
 #include "check.hpp"
 
+// A device function compiled once and called, not inlined where it is
+// called (nvcc's __noinline__, which the emulated GPU's C++ build, beside
+// the standard library's own use of that name, cannot define).
+#ifdef DPTRAIN_CUDA_EMULATION
+#define DPT_NOINLINE __attribute__((noinline))
+#else
+#define DPT_NOINLINE __noinline__
+#endif
+
 namespace dpt::cuda::launch {
 
 // Every kernel launch of dptrain goes through here: the one place where

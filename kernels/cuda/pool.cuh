@@ -1,7 +1,9 @@
 // Pooling of one window, and pooling's backward for one input pixel, shared
-// by pool.cu's kernels and the convolution kernels that pool their output
+// by pool.cu's kernels, the convolution kernels that pool their output
 // (conv.cu: conv2d_forward_relu_pool) or read their output gradient through
-// the pooling after them (conv2d_backward_weight_pool).
+// the pooling after them (conv2d_backward_weight_pool), and the dense layer
+// that writes its data gradient through the pooling before it (dense.cu:
+// dense_backward_pool).
 #pragma once
 #include "shapes.hpp"
 
@@ -18,6 +20,16 @@ __device__ inline float pooled_window(const float* win, int w, int k) {
             else acc += v;
         }
     return kind == PoolKind::max ? acc : acc * (1.0f / float(k * k));
+}
+
+// Where in the k x k window at win (rows w apart) its maximum m first
+// occurs, as r * w + c: the tap that max pooling's backward credits.
+__device__ inline int first_max_tap(const float* win, int w, int k, float m) {
+    int at = -1;
+    for (int r = 0; r < k; ++r)
+        for (int c = 0; c < k; ++c)
+            if (at < 0 && win[r * w + c] == m) at = r * w + c;
+    return at;
 }
 
 // The gradient that input pixel (iy, ix) of one plane receives from the
@@ -38,13 +50,8 @@ __device__ inline float pooled_input_grad(const float* dy, const float* x, const
             if (kind == PoolKind::avg) {
                 grad += dy[out] * inv_area;
             } else {
-                const float m = y[out];
                 const int base = oy * stride * w + ox * stride;
-                int at = -1;
-                for (int r = 0; r < k; ++r)
-                    for (int c = 0; c < k; ++c)
-                        if (at < 0 && x[base + r * w + c] == m) at = base + r * w + c;
-                if (at == iy * w + ix) grad += dy[out];
+                if (base + first_max_tap(x + base, w, k, y[out]) == iy * w + ix) grad += dy[out];
             }
         }
     return grad;

@@ -624,37 +624,37 @@ __global__ void __launch_bounds__(T::threads) gemm_pair_kernel(T, Arithmetic<Cor
     else gemm_tile<T, Core>(p2.at(block - first), p2.m, p2.n, p2.k, p2.k_per_split, p2.a, p2.b, p2.out, staged);
 }
 
-template <class T, class A1, class B1, class Out1, class A2, class B2, class Out2>
-void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream,
-                  Math math) {
+template <class T, Math math, class A1, class B1, class Out1, class A2, class B2, class Out2>
+void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream) {
     using P1 = PlacedProduct<A1, B1, Out1>;
     using P2 = PlacedProduct<A2, B2, Out2>;
+    using Core = std::conditional_t<math == Math::tf32, Tf32Core<T>, FmaCore<T>>;
     const P1 q1 = place<T>(p1, ws.scratch, ws.tickets);
     const size_t scratch1 = q1.splits > 1 ? size_t(q1.splits) * p1.m * p1.n : 0;
     const P2 q2 = place<T>(p2, ws.scratch + scratch1, ws.tickets + q1.columns * q1.rows);
     const unsigned blocks = unsigned(q1.blocks() + q2.blocks());
     if (blocks == 0) return;
-    if (math == Math::tf32)
-        launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, Tf32Core<T>, P1, P2>, blocks, T::threads, stream, T{},
-                       Arithmetic<Tf32Core<T>>{}, q1, q2);
-    else
-        launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, FmaCore<T>, P1, P2>, blocks, T::threads, stream, T{},
-                       Arithmetic<FmaCore<T>>{}, q1, q2);
+    // (the same name for both cores: the signature, which names the core, tells them apart)
+    launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, Core, P1, P2>, blocks, T::threads, stream, T{},
+                   Arithmetic<Core>{}, q1, q2);
 }
 
-// p1 and p2 in one launch, on version 2 of the GEMM core with the
-// workspace's tickets (scratch: the two products' split_scratch_floats
-// added); else one after the other (gemm_split).
+// Whether gemm_pair can run p1 and p2 in one launch: version 2 of the GEMM
+// core (or --tf32's tiles) and of gemm_split, the workspace's tickets, and
+// no more tiles than it has tickets.
 template <class A1, class B1, class Out1, class A2, class B2, class Out2>
-void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream,
-               Math math = Math::fp32) {
+bool pair_fits(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, Math math) {
     const long most_tiles = long(ceil_div(p1.m, 32)) * ceil_div(p1.n, 128) + long(ceil_div(p2.m, 32)) * ceil_div(p2.n, 128);
-    if ((gemm_version < 2 && math == Math::fp32) || gemm_split_version < 2 || !ws.tickets ||
-        most_tiles > workspace_tickets) {
-        gemm_split(p1.m, p1.n, p1.k, p1.a, p1.b, p1.out, ws, stream, math);
-        gemm_split(p2.m, p2.n, p2.k, p2.a, p2.b, p2.out, ws, stream, math);
-        return;
-    }
+    return (gemm_version >= 2 || math == Math::tf32) && gemm_split_version >= 2 && ws.tickets &&
+           most_tiles <= workspace_tickets;
+}
+
+// p1 and p2 in one launch (where pair_fits holds: the caller runs them one
+// after the other, with gemm_split, where it does not), on version 2 of the
+// GEMM core in arithmetic `math` (scratch: the two products'
+// split_scratch_floats added). Only the arithmetic named is compiled.
+template <Math math, class A1, class B1, class Out1, class A2, class B2, class Out2>
+void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream) {
     // The tile as gemm() chooses it, for the two products' blocks together.
     const auto blocks_of = [](int m, int n, int k, int rows) {
         return m > 0 && n > 0 ? long(ceil_div(m, rows)) * ceil_div(n, 128) * splits_to_fill(m, n, k) : 0L;
@@ -662,9 +662,9 @@ void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2,
     const int rows = tile_rows(std::max(p1.m, p2.m), [&](int r) {
         return blocks_of(p1.m, p1.n, p1.k, r) + blocks_of(p2.m, p2.n, p2.k, r);
     });
-    if (rows == 32) gemm_pair_v2<Tile32>(p1, p2, ws, stream, math);
-    else if (rows == 64) gemm_pair_v2<Tile64>(p1, p2, ws, stream, math);
-    else gemm_pair_v2<Tile128>(p1, p2, ws, stream, math);
+    if (rows == 32) gemm_pair_v2<Tile32, math>(p1, p2, ws, stream);
+    else if (rows == 64) gemm_pair_v2<Tile64, math>(p1, p2, ws, stream);
+    else gemm_pair_v2<Tile128, math>(p1, p2, ws, stream);
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

@@ -48,6 +48,9 @@ const char* const dense_versions[] = {
     "version 2, the bias gradient as one more column of the weight gradient's product (dy^T . [x | 1]) instead of a "
     "kernel of its own (FP32; with --tf32 the bias keeps its own kernel, to sum the unrounded dy)",
     "version 3, the weight and data gradients' products in one launch (tiles.cuh: gemm_pair), each split as before",
+    "version 4; after a pooling whose windows do not overlap (dense_backward_pool), the data gradient's epilogue "
+    "writes the gradient of the pooling's input, through the pooling and the ReLU before it, in the launch of both "
+    "products: no pooling kernel",
 };
 
 }  // namespace

@@ -474,6 +474,78 @@ void test_dense() {
     }
 }
 
+// A dense layer after a pooling of a ReLU's output (dense_backward_pool):
+// the gradient of the pooled y against the CPU's dense_backward and
+// pool2d_backward_relu, and bit for bit against the GPU's own two
+// launchers. From version 5, where the windows do not overlap, the data
+// gradient's product (launched with the weight gradient's) writes that
+// gradient itself: the pooled gradient dx is left as it was.
+// LeNet's conv2 (9x9 by 2/2: a last row and column no window covers),
+// ResNet-18's last pooling (3x3 by 3/3), windows apart (2 by 3), and
+// overlapping ones (3 by 2), which keep the two launchers.
+void test_dense_pool() {
+    struct Case { PoolShape ps; int out; };
+    for (const Case z : {Case{{67, 50, 9, 9, 2, 2}, 128}, Case{{5, 256, 3, 3, 3, 3}, 10},
+                         Case{{3, 2, 8, 7, 2, 3}, 5}, Case{{2, 3, 7, 7, 3, 2}, 4}})
+        for (PoolKind kind : {PoolKind::avg, PoolKind::max}) {
+            const PoolShape& ps = z.ps;
+            const int n = ps.n, in = int(ps.out_size() / size_t(n)), out = z.out;
+            char name[120];
+            std::snprintf(name, sizeof name, "%s n%d c%d %dx%d k%d stride %d -> %d", kind == PoolKind::avg ? "avg" : "max",
+                          n, ps.c, ps.h, ps.w, ps.k, ps.stride, out);
+            // y: a ReLU's output, a third of it zero (ties for max).
+            std::vector<float> y = kind == PoolKind::max ? small_integers(ps.in_size(), 40) : random(ps.in_size(), 40);
+            for (float& v : y) v = v > -0.3f ? v : 0.0f;
+            std::vector<float> x(ps.out_size());
+            cpu::pool2d_forward(x.data(), y.data(), kind, ps);
+            const auto w = random(size_t(out) * in, 41), dy = random(size_t(n) * out, 42);
+            const auto dw0 = random(w.size(), 43), db0 = random(size_t(out), 44);
+            std::vector<float> want_gy(ps.in_size()), want_dx(x.size()), want_dw = dw0, want_db = db0;
+            cpu::dense_backward_pool(want_gy.data(), want_dx.data(), want_dw.data(), want_db.data(), dy.data(),
+                                     x.data(), w.data(), n, in, out, y.data(), kind, ps);
+            Buffer<float> gy_(y), gx(x), gw_(w), gdy(dy), gy(y.size()), dx(x.size()), dw(dw0), db(db0);
+            Buffer<float> scratch(cuda::dense_scratch_floats(n, in, out, Math::fp32));
+            Tickets tickets;
+            const cuda::Workspace ws{scratch.p, tickets.p};
+            for (int v = 1; v <= cuda::version_count("dense"); ++v) {
+                cuda::select_version("dense", v);
+                const std::string version = std::string(name) + " (version " + std::to_string(v) + ")";
+                // The two launchers, then the fused one.
+                gy.poison();
+                dx.poison();
+                dw.upload(dw0);
+                db.upload(db0);
+                cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw_.p, n, in, out, ws, nullptr);
+                cuda::pool2d_backward_relu(gy.p, dx.p, gy_.p, gx.p, kind, ps, nullptr);
+                const auto two_gy = gy.download(), two_dw = dw.download(), two_db = db.download();
+                gy.poison();
+                dx.poison();
+                dw.upload(dw0);
+                db.upload(db0);
+                cuda::dense_backward_pool(gy.p, dx.p, dw.p, db.p, gdy.p, gx.p, gw_.p, n, in, out, gy_.p, kind, ps, ws,
+                                          nullptr);
+                const auto got_gy = gy.download();
+                compare("dense_backward_pool grad y " + version, got_gy, want_gy, gemm_tol);
+                compare("dense_backward_pool dw " + version, dw.download(), want_dw, gemm_tol);
+                compare("dense_backward_pool db " + version, db.download(), want_db, gemm_tol);
+                compare("dense_backward_pool grad y = the two launchers' " + version, got_gy, two_gy, 0.0);
+                compare("dense_backward_pool dw = the two launchers' " + version, dw.download(), two_dw, 0.0);
+                compare("dense_backward_pool db = the two launchers' " + version, db.download(), two_db, 0.0);
+                const auto got_dx = dx.download();
+                // (One launch needs version 2 of the GEMM core; on version
+                // 1 the pooling keeps its kernel, through dx.)
+                if (v >= 5 && ps.k <= ps.stride && cuda::gemm_version >= 2) {
+                    const auto kept = std::count_if(got_dx.begin(), got_dx.end(), [](float f) { return std::isnan(f); });
+                    report(size_t(kept) == got_dx.size(), "dense_backward_pool " + version + ": one product, dx left alone",
+                           std::to_string(kept) + " of " + std::to_string(got_dx.size()) + " values of dx as they were");
+                } else {
+                    compare("dense_backward_pool dx on the way " + version, got_dx, want_dx, gemm_tol);
+                }
+                check_tickets(tickets, "dense_backward_pool " + version);
+            }
+        }
+}
+
 // --tf32 (shapes.hpp: Math): the conv and dense launchers on the tensor
 // cores against their CPU twins, the same products of operands rounded to
 // TF32 (cpu::round_to_tf32, the CPU's own rounding) in FP32, at FP32's
@@ -1167,6 +1239,7 @@ int main(int argc, char** argv) {
                 test_conv();
                 test_conv_pool();
                 test_dense();
+                test_dense_pool();
             }
             test_tf32();
             test_pool();

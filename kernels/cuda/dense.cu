@@ -183,18 +183,24 @@ void product(const tiled::Product<A, B, Out>& p, Workspace ws, cudaStream_t stre
 
 // The weight gradient's product: [dw | db] (out, in + 1) += dy^T (out, n)
 // . [x | 1] (n, in + 1) (version 3; not with --tf32, whose bias would be the
-// sum of rounded dy), else dw (out, in) += dy^T (out, n) . x (n, in), db
-// from a kernel of its own (launched here).
+// sum of rounded dy), else dw (out, in) += dy^T (out, n) . x (n, in) with db
+// from a kernel of its own (bias_kernel). Alone (run), or with the data
+// gradient's product pd in one launch (version 4, tiles.cuh: gemm_pair:
+// run_with) where pairs_with(pd) holds.
 struct WeightGrad {
+    float* db;
+    const float* dy;
+    int n, out;
     tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias> with_bias;
     tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix> plain;
     bool bias_in_product;
 
-    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, cudaStream_t stream,
-               Math math)
-        : with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
+    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, Math math)
+        : db(db), dy(dy), n(n), out(out), with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
           plain{out, in, n, {dy, out}, {x, in}, {dw, in, true}},
-          bias_in_product(dense_version >= 3 && math == Math::fp32) {
+          bias_in_product(dense_version >= 3 && math == Math::fp32) {}
+
+    void bias_kernel(cudaStream_t stream) const {
         if (!bias_in_product)
             launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
     }
@@ -202,35 +208,31 @@ struct WeightGrad {
         if (bias_in_product) product(with_bias, ws, stream, math);
         else product(plain, ws, stream, math);
     }
+    // (From version 4 on, FP32 has the bias column and --tf32 not.)
+    template <class Store>
+    bool pairs_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, Math math) const {
+        if (dense_version < 4) return false;
+        return math == Math::fp32 ? tiled::pair_fits(with_bias, pd, ws, math) : tiled::pair_fits(plain, pd, ws, math);
+    }
+    template <class Store>
+    void run_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, cudaStream_t stream,
+                  Math math) const {
+        if (math == Math::fp32) tiled::gemm_pair<Math::fp32>(with_bias, pd, ws, stream);
+        else tiled::gemm_pair<Math::tf32>(plain, pd, ws, stream);
+    }
 };
 
-// The weight gradient's product and the data gradient's pd in one launch
-// (version 4, tiles.cuh: gemm_pair): FP32's with the bias column, --tf32's
-// without; false where they cannot share one (the caller runs them apart).
-template <class Store>
-bool in_one_launch(const WeightGrad& wg, const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws,
-                   cudaStream_t stream, Math math) {
-    if (dense_version < 4) return false;
-    if (math == Math::fp32) {
-        if (!tiled::pair_fits(wg.with_bias, pd, ws, math)) return false;
-        tiled::gemm_pair<Math::fp32>(wg.with_bias, pd, ws, stream);
-    } else {
-        if (!tiled::pair_fits(wg.plain, pd, ws, math)) return false;
-        tiled::gemm_pair<Math::tf32>(wg.plain, pd, ws, stream);
-    }
-    return true;
-}
-
-// dw, db and (with dx) the data gradient dx (n, in) = dy (n, out) . w
+// dw, db and (with_data) the data gradient dx (n, in) = dy (n, out) . w
 // (out, in), stored by `store`: the products of dense_backward.
 template <class Store>
 void backward(float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
               bool with_data, Store store, Workspace ws, cudaStream_t stream, Math math) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
-    const WeightGrad wg(dw, db, dy, x, n, in, out, stream, math);
+    const WeightGrad wg(dw, db, dy, x, n, in, out, math);
+    wg.bias_kernel(stream);
     if (!with_data) return wg.run(ws, stream, math);
     const tiled::Product<RowMajor, RowsOf, Store> pd{n, in, out, {dy, out}, {w, in}, store};
-    if (in_one_launch(wg, pd, ws, stream, math)) return;
+    if (wg.pairs_with(pd, ws, math)) return wg.run_with(pd, ws, stream, math);
     wg.run(ws, stream, math);
     product(pd, ws, stream, math);
 }
@@ -260,18 +262,16 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
     // launch is compiled with this epilogue (the products of earlier
     // versions, compiled with it too, made dense.cu's build more than twice
     // as long): where the two cannot share a launch, the pooling keeps its
-    // kernel.
+    // kernel, as before version 5.
     if (dense_version >= 5 && windows_apart(ps) && n > 0) {
         const PoolWindows windows{ps.k, ps.stride, ps.h, ps.w, ps.oh(), ps.ow()};
         const tiled::Product<RowMajor, RowsOf, StoreThroughPool> pd{
             n, in, out, {dy, out}, {w, in}, {grad_y, y, x, in, kind, windows}};
-        const WeightGrad wg(dw, db, dy, x, n, in, out, stream, math);
-        if (in_one_launch(wg, pd, ws, stream, math)) return;
-        // (No tickets: the products apart, then the pooling's kernel.)
-        wg.run(ws, stream, math);
-        product(tiled::Product<RowMajor, RowsOf, tiled::StoreMatrix>{n, in, out, {dy, out}, {w, in}, {dx, in, false}},
-                ws, stream, math);
-        return pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);
+        const WeightGrad wg(dw, db, dy, x, n, in, out, math);
+        if (wg.pairs_with(pd, ws, math)) {
+            wg.bias_kernel(stream);
+            return wg.run_with(pd, ws, stream, math);
+        }
     }
     dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
     pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);

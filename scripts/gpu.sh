@@ -3,7 +3,9 @@
 # 10 minutes (each is planned for under 8 on a 16-core H100 machine, and
 # stops starting new work when its budget, STAGE_BUDGET_S, is spent):
 #
-#   build     the CUDA build (from bundle/ where there are no Debian packages)
+#   build     the CUDA build (from bundle/ where there are no Debian packages),
+#             machine code for the GPUs nvidia-smi lists alone (GPU_ARCHS=90
+#             chooses; without a GPU and without it, every architecture)
 #             and the GPU test suite alone: every kernel against its CPU twin,
 #             replicas against CPU devices, graphs against queued kernels
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck and synccheck
@@ -91,8 +93,17 @@ find_data() {
     echo ""
 }
 
-# The CUDA build in build/ (or $DPTRAIN_BUILD_DIR), as scripts/build.sh makes it.
+# The CUDA build in build/ (or $DPTRAIN_BUILD_DIR), as scripts/build.sh makes
+# it, but with machine code for this machine's GPUs alone (a third of nvcc's
+# time): their compute capabilities as nvidia-smi gives them, or $GPU_ARCHS
+# (e.g. 90; -Dgpu_archs), or without either the fat binary of every
+# architecture.
 dir=${DPTRAIN_BUILD_DIR:-build}
+gpu_archs() {
+    if [[ -n ${GPU_ARCHS:-} ]]; then echo "$GPU_ARCHS"; return; fi
+    gpu_visible || return 0
+    nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d '. ' | grep -E '^[0-9]+$' | sort -u | paste -sd, -
+}
 ensure_build() {
     local started=$SECONDS
     if ! scripts/deps.sh >>"$log" 2>&1; then
@@ -101,7 +112,10 @@ ensure_build() {
     fi
     local found="configured afresh"
     [[ -f $dir/build.ninja ]] && found="reused from an earlier call on this machine"
-    if ! DPTRAIN_BUILD_DIR=$dir scripts/build.sh -Dcuda=enabled >>"$log" 2>&1; then
+    local archs setup=(-Dcuda=enabled)
+    archs=$(gpu_archs)
+    [[ -n $archs ]] && setup+=("-Dgpu_archs=$archs")
+    if ! DPTRAIN_BUILD_DIR=$dir scripts/build.sh "${setup[@]}" >>"$log" 2>&1; then
         fail "CUDA build in $dir/ ($found): see $log"
         show_tail "$log" 25
         return 1
@@ -110,7 +124,8 @@ ensure_build() {
         fail "$dir/ has no CUDA backend (configured without nvcc?); remove $dir/ and run again"
         return 1
     fi
-    note "info  $dir/: $found; built in $((SECONDS - started)) s"
+    note "info  $dir/: $found; built in $((SECONDS - started)) s, machine code for $(
+        [[ -n $archs ]] && echo "sm_${archs//,/, sm_}" || echo "every architecture (sm_75, sm_80, sm_90)")"
     # What an offline bundle of Open MPI would have to match (multi-process runs).
     note "info  system: $( (. /etc/os-release && echo "$PRETTY_NAME") 2>/dev/null || uname -sr), glibc $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}'), mpirun: $(command -v mpirun || echo none), $(mpi_build && echo "an MPI build" || echo "no MPI in this build")"
 }

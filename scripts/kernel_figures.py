@@ -32,6 +32,7 @@ Exit status: 0, or 2 for bad arguments or a missing tool or build; with
 """
 import argparse
 import collections
+import concurrent.futures
 import glob
 import math
 import os
@@ -130,13 +131,24 @@ def compile_kernels(arch):
     if not nvcc:
         die("nvcc not found (on PATH or in /usr/local/cuda/bin): the figures are of nvcc's machine code")
     os.makedirs(WORK, exist_ok=True)
-    kernels = {}  # mangled name -> figures
-    for source in sorted(glob.glob(os.path.join(ROOT, "kernels", "cuda", "*.cu"))):
+    sources = sorted(glob.glob(os.path.join(ROOT, "kernels", "cuda", "*.cu")))
+
+    def compile_one(source):
         stem = os.path.splitext(os.path.basename(source))[0]
         cubin = os.path.join(WORK, f"{stem}.{arch}.cubin")
         # As kernels/cuda/meson.build builds them (-O3, C++17), for one architecture.
         ptxas = run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-I", os.path.join(ROOT, "kernels"),
                      "-Xptxas", "-v", "-o", cubin, source]).stderr
+        return stem, cubin, ptxas
+
+    # One nvcc a core, the largest sources first so that the long compiles
+    # (conv.cu, dense.cu) start at once; the results are read in the sources' order.
+    by_size = sorted(sources, key=os.path.getsize, reverse=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        compiled = dict(zip(by_size, pool.map(compile_one, by_size)))
+    kernels = {}  # mangled name -> figures
+    for source in sources:
+        stem, cubin, ptxas = compiled[source]
         current = None
         for line in ptxas.splitlines():
             if m := re.search(r"Compiling entry function '(\w+)'", line):

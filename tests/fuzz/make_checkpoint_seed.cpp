@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "checkpoint.hpp"
-#include "trainer.hpp"  // init_params
+#include "lenet.hpp"
 
 int main(int argc, char** argv) {
     if (argc != 2) {
@@ -16,7 +16,10 @@ int main(int argc, char** argv) {
     k.settings.split = {dpt::SplitMode::automatic, {200, 28, 28}};
     k.settings.limit_train = 1000;
     k.position = {2, 3, 123.25};
-    k.params = dpt::init_params(dpt::InitKind::xavier, 1);
+    // Parameters of LeNet's count, spread over [-1, 1] (their values do not
+    // matter to the reader, only that they are floats of the right count).
+    k.params.resize(dpt::lenet::model().param_count());
+    for (size_t i = 0; i < k.params.size(); ++i) k.params[i] = float(int(i % 201) - 100) / 100.0f;
     const std::string bytes = dpt::encode_checkpoint(k);
     std::ofstream(argv[1], std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
     return 0;

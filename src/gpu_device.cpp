@@ -59,7 +59,7 @@ bool has_code_for(int major, int minor) {
     return false;
 }
 
-// "7.5, 8.0 and 9.0 (and newer)": what the message for another GPU lists.
+// "7.5, 8.0 and 9.0 (and PTX for later GPUs)": what the refusal of another GPU lists.
 std::string architectures_built() {
     std::string text;
     const std::vector<int> archs DPTRAIN_CUDA_ARCHS;
@@ -67,8 +67,7 @@ std::string architectures_built() {
         if (i > 0) text += i + 1 == archs.size() ? " and " : ", ";
         text += std::to_string(archs[i] / 10) + "." + std::to_string(archs[i] % 10);
     }
-    return text + " (and, through PTX, newer than " + std::to_string(DPTRAIN_CUDA_PTX_ARCH / 10) + "." +
-           std::to_string(DPTRAIN_CUDA_PTX_ARCH % 10) + ")";
+    return text + " (and PTX for later GPUs)";
 }
 
 // Device memory with the sizes in the message when it cannot be had.

@@ -679,6 +679,19 @@ gpu)
         [[ $rc -eq 1 ]] && grep -q "^dptrain: error: gpu:0 failed during epoch 2 " "$tmp/err" \
             && echo "ok: a GPU failing beside a CPU device -> exit 1 after $((SECONDS - start)) s: $(grep '^dptrain' "$tmp/err")" \
             || fail "a failing GPU beside a CPU device: exit $rc (137: it hung): $(cat "$tmp/err")"
+        # The GPUs a build runs on (-Dgpu_archs, here the default): machine
+        # code for 7.5, 8.0 and 9.0, which an 8.6 runs as 8.0's, and PTX for
+        # later GPUs; a 7.0 has none, and a 7.5 no TF32 tensor cores.
+        for cc in 8.6 10.0; do
+            DPTRAIN_EMULATED_CAPABILITY=$cc "$dptrain" --gpus 1 --epochs 0 --limit-test 64 >"$tmp/out" 2>&1 \
+                && echo "ok: a GPU of compute capability $cc runs" || fail "compute capability $cc: $(cat "$tmp/out")"
+        done
+        DPTRAIN_EMULATED_CAPABILITY=7.0 "$dptrain" --gpus 1 --epochs 0 --limit-test 64 >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 1 ]] && grep -qF "GPU 0 (emulated GPU) has compute capability 7.0; this dptrain has code for 7.5, 8.0 and 9.0 (and PTX for later GPUs): use --cpus N" "$tmp/err" \
+            && echo "ok: a 7.0 -> exit 1: $(cat "$tmp/err")" || fail "compute capability 7.0: exit $rc: $(cat "$tmp/err")"
+        DPTRAIN_EMULATED_CAPABILITY=7.5 expect_error "--tf32 needs tensor cores that take TF32 (compute capability 8.0 or later); GPU 0 (emulated GPU) has 7.5" \
+            --gpus 1 --tf32 --epochs 0 --limit-test 64
     fi
     ;;
 resnet)

@@ -43,6 +43,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "block.hpp"
@@ -73,6 +74,25 @@ int env_int(const char* name, int fallback) {
         return fallback;
     }
     return int(v);
+}
+
+// The compute capability the GPUs report: DPTRAIN_EMULATED_CAPABILITY
+// ("7.0"; an H100's 9.0 by default), so that the refusals of a GPU that a
+// build has no code for, or no TF32 tensor cores, can be tried.
+std::pair<int, int> capability() {
+    static const std::pair<int, int> value = [] {
+        const char* text = std::getenv("DPTRAIN_EMULATED_CAPABILITY");
+        if (!text || !*text) return std::pair{9, 0};
+        int major = 0, minor = 0;
+        char end = 0;
+        if (std::sscanf(text, "%d.%d%c", &major, &minor, &end) != 2 || major < 1 || major > 99 || minor < 0 ||
+            minor > 9) {
+            say(std::string("DPTRAIN_EMULATED_CAPABILITY=") + text + " is not MAJOR.MINOR (such as 8.6); taking 9.0");
+            return std::pair{9, 0};
+        }
+        return std::pair{major, minor};
+    }();
+    return value;
 }
 
 }  // namespace
@@ -620,8 +640,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
     prop->sharedMemPerBlock = 48 * 1024;
     prop->maxThreadsPerBlock = 1024;
     prop->multiProcessorCount = 1;
-    prop->major = 9;
-    prop->minor = 0;
+    const auto [major, minor] = capability();
+    prop->major = major;
+    prop->minor = minor;
     prop->warpSize = 32;
     prop->pciBusID = d + 1;
     return cudaSuccess;

@@ -4,8 +4,9 @@
 // through each of their launchers; its products split along k,
 // "gemm_split", through the dense layers and the weight gradients; LeNet's
 // convolutions also with the pooling after them, conv2d_forward_relu_pool;
-// dense layers after a pooling also through it, dense_backward_pool).
-// For each launcher, layer and version it first
+// dense layers after a pooling also through it, dense_backward_pool; the
+// convolution after a pooling with the weight gradient of the one before,
+// conv2d_backward_data_weight_pool). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -173,6 +174,57 @@ struct ConvCase {
         db.put(db0);
         scratch.poison();
         run(launcher, nullptr);
+        return std::max(error(dw.get(), want_dw), error(db.get(), want_db));
+    }
+};
+
+// A convolution after a pooling of a ReLU'd convolution (LeNet's conv2 after
+// conv1), as the model runs both backwards at once:
+// "conv2d_backward_data_weight_pool", the second's input gradient and from it
+// the first's weight gradient (backward-data version 3: no gather kernel). FP32
+// (with --tf32 the first conv's weight gradient is a product: the two calls).
+struct ConvPoolConvCase {
+    ConvShape s, next;
+    PoolShape ps;
+    std::vector<float> x = random_floats(s.in_size(), 1), y = relu(random_floats(s.out_size(), 7)),
+                       pooled = pool(y), next_w = random_floats(next.weight_size(), 2),
+                       next_dy = random_floats(next.out_size(), 4), dw0 = random_floats(s.weight_size(), 5),
+                       db0 = random_floats(size_t(s.oc), 6);
+    Gpu gx{x}, gy{y}, gpooled{pooled}, gnext_w{next_w}, gnext_dy{next_dy},
+        scratch{std::max(cuda::conv2d_scratch_floats(s), cuda::conv2d_scratch_floats(next))};
+    Gpu d_pooled{ps.out_size()}, dy{s.out_size()}, dw{dw0}, db{db0};
+    Tickets tickets;
+
+    explicit ConvPoolConvCase(const Model::ConvPoolConv& c) : s(c.first), next(c.next), ps(c.pool) {}
+
+    static std::vector<float> relu(std::vector<float> v) {
+        cpu::relu_forward(v.data(), v.data(), v.size());
+        return v;
+    }
+    std::vector<float> pool(const std::vector<float>& v) const {
+        std::vector<float> out(ps.out_size());
+        cpu::pool2d_forward(out.data(), v.data(), PoolKind::max, ps);
+        return out;
+    }
+    // The two products: next's input gradient, the first's weight gradient.
+    double flops(const std::string&) const {
+        return 2.0 * next.oc * next.col_rows() * double(next.n) * next.col_cols() +
+               2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols();
+    }
+    void run(const std::string&, cudaStream_t stream) {
+        cuda::conv2d_backward_data_weight_pool(d_pooled.p, gnext_dy.p, gnext_w.p, next, dw.p, db.p, dy.p, gx.p, gy.p,
+                                               gpooled.p, s, PoolKind::max, ps, {scratch.p, tickets.p}, stream);
+    }
+    double check(const std::string& run) {
+        std::vector<float> cpu_scratch(std::max(cpu::conv2d_scratch_floats(s), cpu::conv2d_scratch_floats(next)));
+        std::vector<float> want_pooled(ps.out_size()), want_dy(s.out_size()), want_dw = dw0, want_db = db0;
+        cpu::conv2d_backward_data_weight_pool(want_pooled.data(), next_dy.data(), next_w.data(), next, want_dw.data(),
+                                              want_db.data(), want_dy.data(), x.data(), y.data(), pooled.data(), s,
+                                              PoolKind::max, ps, cpu_scratch.data());
+        dw.put(dw0);
+        db.put(db0);
+        scratch.poison();
+        this->run(run, nullptr);
         return std::max(error(dw.get(), want_dw), error(db.get(), want_db));
     }
 };
@@ -434,6 +486,14 @@ int main(int argc, char** argv) {
                 return std::vector<std::string>{};
             });
         }
+        if (math == Math::fp32)
+            for (const Model::ConvPoolConv& pair : model_of(kind).conv_pool_convs(batch)) {
+                ConvPoolConvCase c(pair);
+                bench(c, kind, describe(pair.next) + " + before", [](const std::string& launcher) {
+                    return launcher == "conv2d_backward_data" ? std::vector<std::string>{"conv2d_backward_data_weight_pool"}
+                                                              : std::vector<std::string>{};
+                });
+            }
         const auto dense = model_of(kind).dense_shapes(batch, math);
         const auto pools = model_of(kind).dense_pools(batch);
         for (size_t i = 0; i < dense.size(); ++i) {

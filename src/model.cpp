@@ -137,15 +137,30 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
     // Backward runs the list from the end: the first layer to write a
     // buffer's gradient overwrites it, later ones add to it.
     std::vector<bool> written(buffer_sizes_.size(), false);
+    std::vector<int> writers(buffer_sizes_.size(), 0);
     for (size_t i = plan_.size(); i-- > 0;) {
         Planned& p = plan_[i];
         const int target = p.layer.kind == LayerKind::add ? p.other : owns_buffer(p.layer.kind) ? p.input : -1;
         if (target < 0) continue;
         p.accumulate = written[size_t(target)];
         written[size_t(target)] = true;
+        ++writers[size_t(target)];
         if (p.accumulate && p.layer.kind == LayerKind::conv) spare_size_ = std::max(spare_size_, p.in.size());
         else if (p.accumulate && p.layer.kind != LayerKind::add)
             fail(i, "only a conv or an add may add to a gradient another layer wrote");
+    }
+    // conv -> ReLU -> pool (whose backward that conv does) -> conv: the
+    // second conv's input gradient, the pooling's output gradient, is all
+    // the first conv's weight gradient reads, when no other layer adds to
+    // it: both in one call (conv2d_backward_data_weight_pool).
+    for (size_t i = 1; i < plan_.size(); ++i) {
+        Planned& p = plan_[i];
+        const Planned& before = plan_[i - 1];
+        if (p.layer.kind == LayerKind::conv && p.input >= 0 && p.input == before.buffer &&
+            before.layer.kind == LayerKind::pool && before.backward_by_conv && writers[size_t(p.input)] == 1) {
+            p.weight_grad_of = int(i - 3);  // (the pooling's conv: plan_[i - 3].pool_after == i - 1)
+            plan_[i - 3].weight_grad_by_next = true;
+        }
     }
 
     // After the trained tensors: the running statistics, and the gradient
@@ -226,6 +241,15 @@ std::vector<std::optional<PoolShape>> Model::dense_pools(int n) const {
         if (p.layer.kind == LayerKind::dense)
             pools.push_back(p.pool_before < 0 ? std::nullopt : std::optional(pool_shape(size_t(p.pool_before), n)));
     return pools;
+}
+
+std::vector<Model::ConvPoolConv> Model::conv_pool_convs(int n, Math math) const {
+    std::vector<ConvPoolConv> found;
+    for (size_t i = 0; i < plan_.size(); ++i)
+        if (const int first = plan_[i].weight_grad_of; first >= 0)
+            found.push_back({conv_shape(size_t(first), n, math), pool_shape(size_t(plan_[size_t(first)].pool_after), n),
+                             conv_shape(i, n, math)});
+    return found;
 }
 
 // Layout: input, labels, the outputs in buffer order, their gradients in

@@ -24,7 +24,10 @@
 // (conv2d_forward_relu_pool: one kernel on a GPU where the filter bank is
 // small, the plain calls on the CPU), and when that conv is the first layer
 // its weight gradient reads the pooling's gradient through the pooling
-// (conv2d_backward_weight_pool); a dense layer after a pooling of a ReLU's
+// (conv2d_backward_weight_pool), in the same call as the data gradient of
+// the convolution after the pooling, where one follows it
+// (conv2d_backward_data_weight_pool: on a GPU the latter's gather is done by
+// the former's kernel); a dense layer after a pooling of a ReLU's
 // output (through a flatten) does that pooling's backward and the ReLU's
 // in its own (dense_backward_pool: on a GPU, in the epilogue of its data
 // gradient's product where the windows do not overlap). ReLU and add work
@@ -188,6 +191,15 @@ class Model {
     // For each dense layer, in dense_shapes' order, the pooling whose
     // backward its own does (dense_backward_pool), or none.
     std::vector<std::optional<PoolShape>> dense_pools(int n) const;
+    // Each conv -> ReLU -> pool -> conv whose second conv's input gradient
+    // and first conv's weight gradient are one call
+    // (conv2d_backward_data_weight_pool), as its three shapes: for kernel_bench.
+    struct ConvPoolConv {
+        ConvShape first;
+        PoolShape pool;
+        ConvShape next;
+    };
+    std::vector<ConvPoolConv> conv_pool_convs(int n, Math math = Math::fp32) const;
 
     // Scratch floats kernel set K needs for every conv and dense layer at
     // this capacity, in arithmetic `math`.
@@ -243,6 +255,9 @@ class Model {
         bool backward_by_conv = false;  // pool: its backward too (that convolution's input is x: it needs no data gradient)
         int pool_before = -1;         // dense: the pooling before it (through a flatten), whose backward it does too
         bool backward_by_dense = false;  // pool: its backward done by the dense layer after it
+        int weight_grad_of = -1;      // conv after a backward_by_conv pooling: that conv, whose weight gradient
+                                      // it computes with its own input gradient
+        bool weight_grad_by_next = false;  // conv: its weight gradient computed so, by the conv after its pooling
     };
     const float* input_of(const Planned& p, const Activations& a, const float* x) const {
         return p.input < 0 ? x : a.out[size_t(p.input)];
@@ -322,7 +337,8 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
     switch (p.layer.kind) {
         case LayerKind::conv: {
             const ConvShape s = conv_shape(i, n, k.math);
-            if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
+            if (p.weight_grad_by_next) {  // computed by the conv after the pooling (weight_grad_of)
+            } else if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
                 const Planned& pooling = plan_[size_t(p.pool_after)];
                 k.conv2d_backward_weight_pool(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out,
                                               a.grad[size_t(pooling.buffer)], in, a.out[size_t(p.buffer)],
@@ -333,7 +349,15 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             }
             done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
             if (!d_in) break;
-            if (!p.accumulate) {
+            if (p.weight_grad_of >= 0) {  // the gradient of the pooling's output, and the conv before's weights from it
+                const size_t first = size_t(p.weight_grad_of), pi = size_t(plan_[first].pool_after);
+                const Planned &f = plan_[first], &pooling = plan_[pi];
+                k.conv2d_backward_data_weight_pool(d_in, d_out, tensor_at(params, p.weight), s,
+                                                   tensor_at(grads, f.weight), tensor_at(grads, f.bias),
+                                                   a.grad[size_t(f.buffer)], input_of(f, a, x), a.out[size_t(f.buffer)],
+                                                   a.out[size_t(pooling.buffer)], conv_shape(first, n, k.math),
+                                                   pooling.layer.pool_kind.value_or(pool), pool_shape(pi, n), a.scratch);
+            } else if (!p.accumulate) {
                 k.conv2d_backward_data(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
             } else {  // another layer reads this input too: add to its gradient
                 k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);

@@ -18,7 +18,9 @@
 // (direct_forward, small_weight_grad_partials); they also take the pooling
 // after the convolution's ReLU into the forward pass, and read the weight
 // gradient's dy through it (conv2d_forward_relu_pool,
-// conv2d_backward_weight_pool).
+// conv2d_backward_weight_pool); and when the pooled output feeds another
+// convolution, that one's input gradient reaches the weight-gradient kernel
+// as columns, gathered as it reads them (conv2d_backward_data_weight_pool).
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "fastdiv.cuh"
@@ -188,6 +190,22 @@ struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the pro
     static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
 };
 
+// The input gradient of pixel (iy, ix) of channel ch from the columns of its
+// sample (`sample`: column (s, 0, 0) of row 0; `cols`: a row's length), with
+// stride 1: the taps that reach it are a range of ky and of kx.
+__device__ inline float gathered_unit_stride(const float* sample, size_t cols, const Geometry& g, int ch, int iy,
+                                             int ix) {
+    // Output (iy + pad - ky, ix + pad - kx) must lie in the output.
+    const int ky_lo = max(0, iy + g.pad - g.oh + 1), ky_hi = min(g.kh - 1, iy + g.pad);
+    const int kx_lo = max(0, ix + g.pad - g.ow + 1), kx_hi = min(g.kw - 1, ix + g.pad);
+    float sum = 0.0f;
+    for (int ky = ky_lo; ky <= ky_hi; ++ky) {
+        const float* tap_row = sample + size_t((ch * g.kh + ky) * g.kw) * cols + (iy + g.pad - ky) * g.ow + ix + g.pad;
+        for (int kx = kx_lo; kx <= kx_hi; ++kx) sum += tap_row[size_t(kx) * cols - kx];
+    }
+    return sum;
+}
+
 // (int indices split by multiplication: dx has fewer than 2^31 elements,
 // which conv2d_backward_data checks.) With stride 1 the taps that reach an
 // output pixel are a range of ky and of kx, found once; otherwise each tap
@@ -202,13 +220,7 @@ __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
         const float* sample = dcol + size_t(s) * g.oh * g.ow;  // column (s, 0, 0) of row 0
         float sum = 0.0f;
         if constexpr (unit_stride) {
-            // Output (iy + pad - ky, ix + pad - kx) must lie in the output.
-            const int ky_lo = max(0, iy + g.pad - g.oh + 1), ky_hi = min(g.kh - 1, iy + g.pad);
-            const int kx_lo = max(0, ix + g.pad - g.ow + 1), kx_hi = min(g.kw - 1, ix + g.pad);
-            for (int ky = ky_lo; ky <= ky_hi; ++ky) {
-                const float* tap_row = sample + size_t((ch * g.kh + ky) * g.kw) * cols + (iy + g.pad - ky) * g.ow + ix + g.pad;
-                for (int kx = kx_lo; kx <= kx_hi; ++kx) sum += tap_row[size_t(kx) * cols - kx];
-            }
+            sum = gathered_unit_stride(sample, cols, g, ch, iy, ix);
         } else {
             for (int ky = 0; ky < g.kh; ++ky) {
                 const int ty = iy + g.pad - ky;
@@ -438,6 +450,40 @@ struct OutputGradThroughPool {
     }
 };
 
+// The same, but with the pooling's output gradient not yet gathered: it is
+// the input gradient of the convolution after the pooling (`next`, stride 1),
+// left by that convolution's backward-data as columns (dcol), and each value
+// is gathered from them where the pooling's backward reads it, as
+// gather_input_grad would have (the same sums, bit for bit): no gather kernel
+// (conv2d_backward_data_weight_pool).
+struct GatheredPlane {  // d_pooled of one plane (sample, channel), read as gathered
+    const float* sample;  // dcol's column (sample, 0, 0) of row 0
+    size_t cols;
+    Geometry next;
+    int ch;
+    __device__ float operator[](int out) const {
+        const int iy = next.by_w.div(out), ix = next.by_w.rest(out, iy);
+        return gathered_unit_stride(sample, cols, next, ch, iy, ix);
+    }
+};
+template <PoolKind kind>
+struct OutputGradThroughPoolFromColumns {
+    const float* dcol;    // (next.c*kh*kw, n*next.oh*next.ow)
+    Geometry next;        // its input (c, h, w) is the pooling's output (oc, ph, pw)
+    const float* y;       // the convolution's output after its ReLU (n, oc, oh, ow)
+    const float* pooled;  // the pooling's output (n, oc, ph, pw)
+    int k, stride;
+    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
+        const size_t plane = size_t(sample) * g.oc + o, outputs = plane * next.h * next.w;
+        const float* yp = y + plane * g.oh * g.ow;
+        if (!(yp[p] > 0.0f)) return 0.0f;  // ReLU's mask
+        const int iy = p / g.ow, ix = p - iy * g.ow;
+        const size_t cols = size_t(next.n) * next.oh * next.ow;
+        const GatheredPlane d_pooled{dcol + size_t(sample) * next.oh * next.ow, cols, next, o};
+        return pooled_input_grad<kind>(d_pooled, yp, pooled + outputs, g.ow, k, stride, next.h, next.w, iy, ix);
+    }
+};
+
 template <class Dy>
 __global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, Dy dy,
                                                                               const float* x, Geometry g,
@@ -631,6 +677,27 @@ void forward(float* y, const float* x, const float* w, const float* b, const Con
                 StoreOutput<relu>{y, b, s.oc, FastDiv(s.col_cols())}, stream, 1, s.math);
 }
 
+// Version 2 of backward-data, its first half: the unfolded input gradient
+// w^T . dy (c*kh*kw, n*oh*ow) into dcol, for a gather to add up.
+void input_grad_columns(float* dcol, const float* dy, const float* w, const ConvShape& s, cudaStream_t stream) {
+    if (s.in_size() >= (size_t(1) << 31))
+        throw std::length_error("a convolution's input of " + std::to_string(s.in_size()) +
+                                " values: its gradient's gather indexes at most 2^31 (use a smaller batch per device)");
+    const int cols = s.n * s.col_cols();
+    tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
+                tiled::StoreMatrix{dcol, cols, false}, stream, 1, s.math);
+}
+
+size_t input_grad_columns_floats(const ConvShape& s) { return size_t(s.col_rows()) * s.n * s.col_cols(); }
+
+// Version 3 of backward-data: whether `next`'s input gradient can be left as
+// columns for the small weight gradient of s, the convolution before the
+// pooling ps that feeds `next`, to gather as it reads them.
+bool gathers_into_weight_pool(const ConvShape& next, const ConvShape& s, const PoolShape& ps) {
+    return conv2d_backward_data_version >= 3 && small_weight_grad(s) && ps.in_size() > 0 && next.stride == 1 &&
+           next.n == s.n && next.c == ps.c && next.h == ps.oh() && next.w == ps.ow();
+}
+
 }  // namespace
 
 // The weight gradient's partial sums (when split), then the bias gradient's
@@ -640,7 +707,10 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     const int splits = std::max(weight_grad_splits(s, 2), weight_grad_splits(s, 3));
     const size_t weight_grad = (splits > 1 ? size_t(splits) * s.weight_size() : 0) + size_t(bias_grad_splits(s)) * s.oc;
     const size_t with_bias = size_t(weight_grad_splits(s, 3)) * s.oc * (s.col_rows() + 1);  // version 4's [dw | db]
-    const size_t input_grad = size_t(s.col_rows()) * s.n * s.col_cols();  // dcol, version 2 of backward-data
+    // dcol (version 2 of backward-data); in version 3, with the small weight
+    // gradient's partial sums of the convolution before after it.
+    const size_t input_grad =
+        input_grad_columns_floats(s) + size_t(small_weight_grad_blocks(s)) * small_per_thread * launch::threads;
     // Version 3's partial sums, a block's for each weight and bias (whether
     // or not it is selected now: the benchmark switches versions).
     const size_t small = size_t(std::min(s.n, launch::threads)) * (s.weight_size() + size_t(s.oc));
@@ -674,12 +744,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                           cudaStream_t stream) {
     const Geometry g(s);
     if (conv2d_backward_data_version >= 2) {
-        if (s.in_size() >= (size_t(1) << 31))
-            throw std::length_error("a convolution's input of " + std::to_string(s.in_size()) +
-                                    " values: its gradient's gather indexes at most 2^31 (use a smaller batch per device)");
-        const int cols = s.n * s.col_cols();
-        tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
-                    tiled::StoreMatrix{scratch, cols, false}, stream, 1, s.math);
+        input_grad_columns(scratch, dy, w, s, stream);
         if (s.stride == 1)
             launch::kernel("gather_input_grad", gather_input_grad<true>, launch::grid_for(s.in_size()), launch::threads,
                            stream, dx, scratch, g);
@@ -749,6 +814,26 @@ void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d
         launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::avg>{d_pooled, y, pooled, ps.k, ps.stride,
                                                                               ps.oh(), ps.ow()},
                                  x, s, ws, stream);
+}
+
+void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
+                                      const ConvShape& next, float* dw, float* db, float* dy, const float* x,
+                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                      const PoolShape& ps, Workspace ws, cudaStream_t stream) {
+    check_pooling(s, ps, "conv2d_backward_data_weight_pool");
+    if (!gathers_into_weight_pool(next, s, ps)) {
+        conv2d_backward_data(d_pooled, next_dy, next_w, next, ws.scratch, stream);
+        return conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, ws, stream);
+    }
+    input_grad_columns(ws.scratch, next_dy, next_w, next, stream);
+    const Workspace after_columns{ws.scratch + input_grad_columns_floats(next), ws.tickets};
+    const Geometry g(next);
+    if (kind == PoolKind::max)
+        launch_small_weight_grad(dw, db, OutputGradThroughPoolFromColumns<PoolKind::max>{ws.scratch, g, y, pooled, ps.k, ps.stride},
+                                 x, s, after_columns, stream);
+    else
+        launch_small_weight_grad(dw, db, OutputGradThroughPoolFromColumns<PoolKind::avg>{ws.scratch, g, y, pooled, ps.k, ps.stride},
+                                 x, s, after_columns, stream);
 }
 
 }  // namespace dpt::cuda

@@ -64,6 +64,17 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
 void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                  const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
                                  const PoolShape& ps, Workspace ws, cudaStream_t stream);
+// The input gradient of `next`, a convolution whose input is the pooling ps
+// of the convolution s (after its ReLU), into d_pooled
+// (conv2d_backward_data), then s's weight gradient from it
+// (conv2d_backward_weight_pool). Where s's filter bank is small and next's
+// stride is 1 (version 3 of backward-data), next's input gradient stays in
+// scratch as columns, which s's weight-gradient kernel gathers as it reads
+// them: no gather kernel, and d_pooled and dy are left alone.
+void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
+                                      const ConvShape& next, float* dw, float* db, float* dy, const float* x,
+                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                      const PoolShape& ps, Workspace ws, cudaStream_t stream);
 
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
                     cudaStream_t stream);
@@ -187,6 +198,13 @@ struct KernelSet {
                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
                                      const PoolShape& ps, float* scratch) const {
         cuda::conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, workspace(scratch), stream);
+    }
+    void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
+                                          const ConvShape& next, float* dw, float* db, float* dy, const float* x,
+                                          const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                          const PoolShape& ps, float* scratch) const {
+        cuda::conv2d_backward_data_weight_pool(d_pooled, next_dy, next_w, next, dw, db, dy, x, y, pooled, s, kind, ps,
+                                               workspace(scratch), stream);
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);

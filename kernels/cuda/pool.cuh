@@ -37,9 +37,11 @@ __device__ inline int first_max_tap(const float* win, int w, int k, float m) {
 // output and the output's gradient. Windows (oy, ox) with
 // oy * stride <= iy < oy * stride + k, likewise ox, in the order the CPU
 // scatters them; max pooling credits the first tap equal to the window's max.
-template <PoolKind kind>
-__device__ inline float pooled_input_grad(const float* dy, const float* x, const float* y, int w, int k,
-                                          int stride, int oh, int ow, int iy, int ix) {
+// dy[out] is read only for the windows that credit the pixel: a pointer, or
+// a view that computes the value there (conv.cu: GatheredPlane).
+template <PoolKind kind, class Dy>
+__device__ inline float pooled_input_grad(Dy dy, const float* x, const float* y, int w, int k, int stride,
+                                          int oh, int ow, int iy, int ix) {
     const float inv_area = 1.0f / float(k * k);
     const int oy_lo = iy >= k ? (iy - k) / stride + 1 : 0, oy_hi = min(iy / stride, oh - 1);
     const int ox_lo = ix >= k ? (ix - k) / stride + 1 : 0, ox_hi = min(ix / stride, ow - 1);

@@ -28,6 +28,9 @@ const char* const conv2d_forward_versions[] = {
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
     "no zero taps: the unfolded gradient w^T . dy into scratch, then each input pixel gathers its taps (col2im)",
+    "version 2; where the input is a pooling whose convolution before has a small filter bank "
+    "(conv2d_backward_data_weight_pool), that convolution's weight-gradient kernel gathers the taps as it reads "
+    "the pooling's gradient: no gather kernel",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",

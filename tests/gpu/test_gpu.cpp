@@ -312,6 +312,82 @@ void test_conv_pool() {
         }
 }
 
+// The input gradient of a convolution after a pooling of a ReLU'd
+// convolution, and the first convolution's weight gradient from it
+// (conv2d_backward_data_weight_pool), against the CPU's two calls, in every
+// backward-data version; version 3, which gathers the taps inside the weight
+// gradient's kernel, gives version 2's bits exactly (where it applies: a
+// small filter bank before, stride 1 after; else both run the two calls).
+void test_conv_pool_conv() {
+    struct Case {
+        ConvShape conv;
+        int k, stride;
+        ConvShape next;
+    };
+    std::vector<Case> cases = {
+        {{3, 2, 9, 7, 5, 3, 3, 1, 0}, 2, 2, {3, 5, 3, 2, 4, 2, 2, 1, 1}},       // padding: taps outside the input
+        {{2, 3, 12, 12, 6, 3, 3, 2, 1}, 3, 1, {2, 6, 4, 4, 3, 3, 3, 1, 1}},     // overlapping windows
+        {{2, 3, 12, 12, 6, 3, 3, 2, 1}, 2, 2, {2, 6, 3, 3, 4, 3, 3, 2, 1}},     // next of stride 2: the two calls
+    };
+    for (int n : {7, 64}) {
+        const auto shapes = lenet::model().conv_shapes(n);
+        cases.push_back({shapes[0], 2, 2, shapes[1]});  // LeNet's conv1, its pooling and conv2
+    }
+    for (const Case& c : cases)
+        for (PoolKind kind : {PoolKind::max, PoolKind::avg}) {
+            const ConvShape &s = c.conv, &next = c.next;
+            const PoolShape ps{s.n, s.oc, s.oh(), s.ow(), c.k, c.stride};
+            if (next.c != ps.c || next.h != ps.oh() || next.w != ps.ow()) {
+                report(false, "a case whose next convolution reads the pooling", describe(next));
+                continue;
+            }
+            const std::string name = describe(s) + (kind == PoolKind::avg ? ", avg" : ", max") + " pool, then " +
+                                     describe(next);
+            const auto x = random(s.in_size(), 40), w = random(s.weight_size(), 41), b = random(size_t(s.oc), 42);
+            const auto next_w = random(next.weight_size(), 43), next_dy = random(next.out_size(), 44);
+            const auto dw0 = random(s.weight_size(), 45), db0 = random(size_t(s.oc), 46);
+            std::vector<float> cpu_scratch(std::max(cpu::conv2d_scratch_floats(s), cpu::conv2d_scratch_floats(next)));
+            std::vector<float> y(s.out_size()), pooled(ps.out_size()), d_pooled(ps.out_size()), dy(s.out_size());
+            cpu::conv2d_forward_gemm(y.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+            cpu::relu_forward(y.data(), y.data(), y.size());
+            cpu::pool2d_forward(pooled.data(), y.data(), kind, ps);
+            std::vector<float> want_dw = dw0, want_db = db0;
+            cpu::conv2d_backward_data_weight_pool(d_pooled.data(), next_dy.data(), next_w.data(), next, want_dw.data(),
+                                                  want_db.data(), dy.data(), x.data(), y.data(), pooled.data(), s,
+                                                  kind, ps, cpu_scratch.data());
+            Buffer<float> gx(x), gy(y), gpooled(pooled), gnext_w(next_w), gnext_dy(next_dy), gd_pooled(ps.out_size()),
+                gdy(s.out_size()), gw(dw0), gb(db0),
+                scratch(std::max(cuda::conv2d_scratch_floats(s), cuda::conv2d_scratch_floats(next)));
+            Tickets tickets;
+            std::vector<float> before_dw, before_db;  // version 2's
+            for (int v = 1; v <= cuda::version_count("conv2d_backward_data"); ++v) {
+                cuda::select_version("conv2d_backward_data", v);
+                const std::string version = " (version " + std::to_string(v) + ")";
+                gw.upload(dw0);
+                gb.upload(db0);
+                gd_pooled.poison();
+                scratch.poison();
+                cuda::conv2d_backward_data_weight_pool(gd_pooled.p, gnext_dy.p, gnext_w.p, next, gw.p, gb.p, gdy.p,
+                                                       gx.p, gy.p, gpooled.p, s, kind, ps, {scratch.p, tickets.p},
+                                                       nullptr);
+                const auto got_dw = gw.download(), got_db = gb.download();
+                compare("conv2d_backward_data_weight_pool dw " + name + version, got_dw, want_dw, gemm_tol);
+                compare("conv2d_backward_data_weight_pool db " + name + version, got_db, want_db, gemm_tol);
+                check_tickets(tickets, "conv2d_backward_data_weight_pool " + name + version);
+                if (v < 3)  // (version 3 leaves d_pooled alone where it gathers)
+                    compare("conv2d_backward_data_weight_pool d_pooled " + name + version, gd_pooled.download(), d_pooled,
+                            gemm_tol);
+                if (v == 2) before_dw = got_dw, before_db = got_db;
+                if (v == 3) {
+                    compare("conv2d_backward_data_weight_pool dw " + name + ": version 3 = version 2, bit for bit",
+                            got_dw, before_dw, 0.0);
+                    compare("conv2d_backward_data_weight_pool db " + name + ": version 3 = version 2, bit for bit",
+                            got_db, before_db, 0.0);
+                }
+            }
+        }
+}
+
 // fastdiv.cuh's division by multiplication against the division, on the
 // host (the same code runs on the GPU): every divisor up to 4,100 (a layer's
 // widths and taps), then large ones, each on numerators near its multiples
@@ -1238,6 +1314,7 @@ int main(int argc, char** argv) {
                 test_gemm();
                 test_conv();
                 test_conv_pool();
+                test_conv_pool_conv();
                 test_dense();
                 test_dense_pool();
             }

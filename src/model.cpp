@@ -136,15 +136,12 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
 
     // Backward runs the list from the end: the first layer to write a
     // buffer's gradient overwrites it, later ones add to it.
-    std::vector<bool> written(buffer_sizes_.size(), false);
-    std::vector<int> writers(buffer_sizes_.size(), 0);
+    std::vector<int> writers(buffer_sizes_.size(), 0);  // of each buffer's gradient
     for (size_t i = plan_.size(); i-- > 0;) {
         Planned& p = plan_[i];
         const int target = p.layer.kind == LayerKind::add ? p.other : owns_buffer(p.layer.kind) ? p.input : -1;
         if (target < 0) continue;
-        p.accumulate = written[size_t(target)];
-        written[size_t(target)] = true;
-        ++writers[size_t(target)];
+        p.accumulate = writers[size_t(target)]++ > 0;
         if (p.accumulate && p.layer.kind == LayerKind::conv) spare_size_ = std::max(spare_size_, p.in.size());
         else if (p.accumulate && p.layer.kind != LayerKind::add)
             fail(i, "only a conv or an add may add to a gradient another layer wrote");

@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
         for (const auto& l : cuda::launcher_versions()) {
             std::printf("%s\n", l.launcher);
             for (size_t v = 0; v < l.versions.size(); ++v)
-                std::printf("  %zu%s %s\n", v + 1, v + 1 == l.versions.size() ? " (trained with)" : "", l.versions[v]);
+                std::printf("  %zu%s %s\n", v + 1, int(v) + 1 == l.trained ? " (trained with)" : "", l.versions[v]);
         }
         return 0;
     }
@@ -421,7 +421,7 @@ int main(int argc, char** argv) {
         std::printf("SKIP: --tf32 needs compute capability 8.0 or later (GPU 0 has %d.%d)\n", prop.major, prop.minor);
         return 77;
     }
-    std::printf("GPU 0: %s%s; batch %d; %s%s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
+    std::printf("GPU 0: %s%s; batch %d; %s; v*: the version dptrain trains with%s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
                 check_only ? "checks only" : ("median of " + std::to_string(repeats) + " launches").c_str(),
                 math == Math::tf32 ? "; --tf32: conv and dense products on the tensor cores (every GEMM version runs "
                                      "version 2's tiles)"
@@ -435,14 +435,14 @@ int main(int argc, char** argv) {
     auto bench = [&](auto& c, ModelKind kind, const std::string& layer, auto&& runs) {
         for (const auto& l : cuda::launcher_versions()) {
             if (!wanted.empty() && !wanted.contains(l.launcher)) continue;
-            const int latest = *l.selected;
+            const int chosen = *l.selected;
             for (const std::string& run : runs(std::string(l.launcher))) {
                 // (A run named after the launcher is one of its calls; another is the GEMM core's, through it.)
                 const std::string label = run.starts_with(l.launcher) ? run : std::string(l.launcher) + ": " + run;
                 // The GEMM core's rows run a launcher's version that is a
                 // product at every shape (later ones sum small filter banks
                 // directly, without the core).
-                const int through = run == l.launcher ? 0 : cuda::version_count(run);
+                const bool through = run != l.launcher;
                 if (l.launcher == std::string("gemm") && run == "conv2d_forward") cuda::select_version(run, 1);
                 if (l.launcher == std::string("gemm") && run == "conv2d_backward_weight") cuda::select_version(run, 2);
                 double v1_ms = 0;
@@ -453,7 +453,8 @@ int main(int argc, char** argv) {
                     const bool ok = err <= tolerance;
                     char check[16];
                     std::snprintf(check, sizeof check, "%s %.0e", ok ? "ok" : "FAIL", err);
-                    std::printf("%-36s %-8s %-26s %3d  %-9s", label.c_str(), to_string(kind), layer.c_str(), v, check);
+                    std::printf("%-36s %-8s %-26s %3d%c %-9s", label.c_str(), to_string(kind), layer.c_str(), v,
+                                v == l.trained ? '*' : ' ', check);
                     if (!ok) ++failed;
                     if (ok && !check_only) {
                         const double ms = time_ms(c, run, repeats);
@@ -464,8 +465,8 @@ int main(int argc, char** argv) {
                     std::printf("\n");
                     std::fflush(stdout);
                 }
-                cuda::select_version(l.launcher, latest);
-                if (through > 0) cuda::select_version(run, through);
+                cuda::select_version(l.launcher, chosen);
+                if (through) cuda::select_version(run, 0);
             }
         }
     };

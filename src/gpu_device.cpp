@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <new>
@@ -35,6 +36,7 @@
 #include "cuda/check.hpp"
 #include "errors.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/versions.hpp"
 #include "gpu.hpp"
 #include "gpu_internal.hpp"
 
@@ -597,6 +599,41 @@ class PinnedMemory final : public SharedHostMemory {
     std::vector<void*> blocks_;
 };
 
+// DPTRAIN_KERNEL_VERSIONS=launcher=version[,...]: train with other versions
+// of the CUDA launchers that have versions (kernels/cuda/versions.hpp), so
+// that whole epochs can be timed with each (bench/kernel_versions.sh); unset,
+// every launcher runs its default. Read before the replicas size their
+// scratch, which some versions need more of; said on stdout when set.
+void select_kernel_versions() {
+    const char* text = std::getenv("DPTRAIN_KERNEL_VERSIONS");
+    if (!text || !*text) return;
+    const auto known = [] {
+        std::string all;
+        for (const cuda::LauncherVersions& l : cuda::launcher_versions())
+            all += std::string(all.empty() ? "" : ", ") + l.launcher + " 1-" + std::to_string(l.versions.size()) +
+                   " (default " + std::to_string(l.trained) + ")";
+        return all;
+    };
+    std::string said;
+    for (std::string_view rest = text; !rest.empty();) {
+        const size_t comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        const size_t eq = item.find('=');
+        const std::string_view name = item.substr(0, eq);
+        const std::string digits = eq == std::string_view::npos ? "" : std::string(item.substr(eq + 1));
+        char* end = nullptr;
+        const long version = digits.empty() ? -1 : std::strtol(digits.c_str(), &end, 10);
+        if (digits.empty() || *end != '\0' || version < 1 || version > cuda::version_count(name) ||
+            !cuda::select_version(name, int(version)))
+            throw InputError("DPTRAIN_KERNEL_VERSIONS: '" + std::string(item) +
+                             "' is not LAUNCHER=VERSION of a launcher that has versions (" + known() + ")");
+        said += std::string(said.empty() ? "" : ", ") + std::string(item) + " (of " +
+                std::to_string(cuda::version_count(name)) + ")";
+    }
+    std::printf("note: DPTRAIN_KERNEL_VERSIONS: the GPU launchers run %s; the others their defaults\n", said.c_str());
+}
+
 }  // namespace
 
 std::shared_ptr<SharedHostMemory> make_shared_host_memory() { return std::make_shared<PinnedMemory>(); }
@@ -632,6 +669,8 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
                              std::to_string(prop.minor) + ": leave out --tf32");
     }
     enable_peer_access(gpus);
+    static const bool versions_read = (select_kernel_versions(), true);  // once a process
+    (void)versions_read;
     std::map<int, std::shared_ptr<GpuData>> data;  // per GPU used
     for (int g : on_gpu)
         if (!data.count(g)) data[g] = std::make_shared<GpuData>(g, *setup.train, *setup.test);

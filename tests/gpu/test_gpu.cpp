@@ -1318,11 +1318,13 @@ int main(int argc, char** argv) {
                 test_dense();
                 test_dense_pool();
             }
+            cuda::select_default_versions();  // the loops above leave their last version selected
             test_tf32();
             test_pool();
             test_batch_norm();
             test_elementwise();
         }
+        cuda::select_default_versions();
         if (what == "replicas" || what == "all") test_replicas();
     } catch (const std::exception& e) {
         report(false, "no CUDA error", e.what());

@@ -702,6 +702,11 @@ bool gathers_into_weight_pool(const ConvShape& next, const ConvShape& s, const P
 
 // The weight gradient's partial sums (when split), then the bias gradient's
 // (version 2).
+int conv2d_weight_grad_depth(const ConvShape& s) {
+    const int k = s.n * s.col_cols(), splits = weight_grad_splits(s);
+    return splits == 1 ? k : tiled::split_length(k, splits, tiled::Tile128::BK);
+}
+
 size_t conv2d_scratch_floats(const ConvShape& s) {
     // (The most of any version's: the benchmark switches versions.)
     const int splits = std::max(weight_grad_splits(s, 2), weight_grad_splits(s, 3));

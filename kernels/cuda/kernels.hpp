@@ -37,6 +37,10 @@ void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
 // Scratch floats the conv kernels need for shape s (no more for a smaller s.n):
 // partial sums of the weight gradient when it is split along the batch.
 size_t conv2d_scratch_floats(const ConvShape& s);
+// The longest sum that one product of s's weight gradient hands the tensor
+// cores (--tf32): the batch's output pixels, or one split of them, as the
+// selected version splits them. The tests' TF32 tolerance grows with it.
+int conv2d_weight_grad_depth(const ConvShape& s);
 
 // y (n, oc, oh, ow) = conv(x, w) + b; the _relu form stores max(., 0).
 void conv2d_forward(float* y, const float* x, const float* w, const float* b,

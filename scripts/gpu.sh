@@ -17,14 +17,19 @@
 #             --overlap runs, inspect, the demos and `dptrain devices`
 #   bench     every version of the CUDA launchers that have versions,
 #             checked and timed side by side (bench/kernel_bench), in FP32
-#             and with --tf32; full epochs, FP32 and --tf32, against the
-#             PyTorch peer (bench/pytorch_lenet.py, eager and torch.compile,
-#             FP32 and TF32) in the same call; 1, 2 and 4 replicas
+#             and with --tf32, and in whole LeNet epochs against the
+#             defaults (bench/kernel_versions.sh); full epochs, FP32 and
+#             --tf32, against the PyTorch peer (bench/pytorch_lenet.py,
+#             eager and torch.compile, FP32 and TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
 #             --gpus 1,2,4` and its plot;
 #             `dptrain bench-allreduce` on 1, 2 and 4 replicas
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
+#
+# Knobs: GPU_ARCHS (above), STAGE_BUDGET_S (seconds a stage, default 450),
+# EPOCHS and RESNET_EPOCHS (a bench run's epochs, 5 and 3), PYTORCH_COMPILE=0
+# (the peer's torch.compile rows left out: they cost a minute each).
 #
 # Every stage builds first; the build is incremental, so on a warm machine
 # (one still held from the previous call: build/ is git-ignored and stays
@@ -368,6 +373,15 @@ stage_bench() {
         fail "kernel_bench --tf32: a version failed its check or could not run"; show_tail "$logs/kernel-bench-tf32.txt"
     fi
 
+    # Whole LeNet epochs with each launcher's other versions against the
+    # defaults (what each version is worth in the trainer, not alone).
+    if bench/kernel_versions.sh "$dir/dptrain" lenet 1 "$epochs" >"$logs/kernel-versions.txt" 2>&1; then
+        cat "$logs/kernel-versions.txt"
+        ok "kernel_versions.sh: $(grep -cE ' [0-9.]+x$' "$logs/kernel-versions.txt") variants timed (table in $logs/kernel-versions.txt)"
+    else
+        fail "bench/kernel_versions.sh"; show_tail "$logs/kernel-versions.txt"
+    fi
+
     # dptrain ARGS...: the median epoch seconds, from --metrics.
     dptrain_epoch() {
         "$dir/dptrain" --data "$data" --batch 256 --lr 0.3 --epochs "$epochs" --metrics "$work/m.jsonl" "$@" >>"$log" 2>&1 ||
@@ -387,9 +401,16 @@ stage_bench() {
     echo "== dptrain --gpus 1 --tf32" >>"$log"; t_tf32=$(dptrain_epoch --gpus 1 --tf32)
     echo "== dptrain --gpus 1 --no-graphs" >>"$log"; t_eager=$(dptrain_epoch --gpus 1 --no-graphs)
     echo "== PyTorch eager" >>"$log"; t_pt=$(pytorch_epoch)
-    echo "== PyTorch torch.compile" >>"$log"; t_ptc=$(pytorch_epoch --compile)
     echo "== PyTorch eager --tf32" >>"$log"; t_pt32=$(pytorch_epoch --tf32)
-    echo "== PyTorch torch.compile --tf32" >>"$log"; t_ptc32=$(pytorch_epoch --compile --tf32)
+    # torch.compile spends about a minute compiling each run: PYTORCH_COMPILE=0
+    # leaves it out where the call is short of time.
+    t_ptc=skip t_ptc32=skip
+    if [[ ${PYTORCH_COMPILE:-1} != 0 ]]; then
+        echo "== PyTorch torch.compile" >>"$log"; t_ptc=$(pytorch_epoch --compile)
+        echo "== PyTorch torch.compile --tf32" >>"$log"; t_ptc32=$(pytorch_epoch --compile --tf32)
+    elif [[ -n $python ]]; then
+        note "skip  PyTorch torch.compile: PYTORCH_COMPILE=0"
+    fi
     echo "== dptrain --gpus 2" >>"$log"; t_r2=$(dptrain_epoch --gpus 2)
     echo "== dptrain --gpus 4" >>"$log"; t_r4=$(dptrain_epoch --gpus 4)
     echo "== dptrain --gpus 2 --overlap" >>"$log"; t_o2=$(dptrain_epoch --gpus 2 --overlap)
@@ -399,9 +420,9 @@ stage_bench() {
 
     row() {
         awk -v name="$1" -v t="$2" -v ref="${3:-nan}" -v refname="${4:-}" 'BEGIN {
-            if (t == "nan") { printf "%-34s %10s\n", name, "failed"; exit }
+            if (t == "nan" || t == "skip") { printf "%-34s %10s\n", name, t == "nan" ? "failed" : "not run"; exit }
             printf "%-34s %10.1f %12.0f", name, t * 1000, 60000 / t
-            if (ref != "nan" && ref > 0) printf "  %6.2fx %s", t / ref, refname
+            if (ref != "nan" && ref != "skip" && ref > 0) printf "  %6.2fx %s", t / ref, refname
             printf "\n" }'
     }
     {
@@ -449,7 +470,7 @@ stage_bench() {
         printf "info  goals: epoch %.1f ms (goal <= 45 in FP32)", t * 1000
         if (t32 != "nan") printf ", %.1f ms with --tf32 (goal <= 25)", t32 * 1000
         if (pt != "nan") printf ", %.2fx PyTorch eager (goal <= 0.5)", t / pt
-        if (ptc != "nan") printf ", %.2fx torch.compile (goal <= 1.0)", t / ptc
+        if (ptc != "nan" && ptc != "skip") printf ", %.2fx torch.compile (goal <= 1.0)", t / ptc
         printf "\n" }' | while read -r line; do note "$line"; done
 
     local plotter=""

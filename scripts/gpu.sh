@@ -41,7 +41,7 @@
 # line per check, that fits on a screen.
 #
 # On a machine without a GPU, `build` still builds and reports the GPU tests
-# as skipped (exit 0): CI runs it that way from the bundle (scripts/test.sh).
+# as skipped (exit 0).
 # Where a GPU is visible (nvidia-smi lists one), a skipped GPU test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -18,7 +18,8 @@
 #   bench     every version of the CUDA launchers that have versions,
 #             checked and timed side by side (bench/kernel_bench), in FP32
 #             and with --tf32, and in whole LeNet epochs against the
-#             defaults (bench/kernel_versions.sh); full epochs, FP32 and
+#             defaults (bench/kernel_versions.sh); a LeNet step's kernels
+#             by ncu, heaviest first (scripts/ncu_step.py); full epochs, FP32 and
 #             --tf32, against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile, FP32 and TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
@@ -380,6 +381,30 @@ stage_bench() {
         ok "kernel_versions.sh: $(grep -cE ' [0-9.]+x$' "$logs/kernel-versions.txt") variants timed (table in $logs/kernel-versions.txt)"
     else
         fail "bench/kernel_versions.sh"; show_tail "$logs/kernel-versions.txt"
+    fi
+    # A LeNet step's kernels by Nsight Compute, heaviest first: each kernel
+    # alone with the caches flushed, so a ranking, not the step's time
+    # (scripts/ncu_step.py). Where ncu cannot read this GPU's counters (some
+    # virtual machines), it says so and the stage goes on.
+    local ncu ncu_rc
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+    if [[ -z $ncu ]]; then
+        note "skip  ncu: not on PATH or in /usr/local/cuda/bin"
+    else
+        timeout 180 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 200 \
+            --launch-count 80 --log-file "$work/ncu-step.csv" "$dir/dptrain" --data "$data" --gpus 1 --batch 256 \
+            --epochs 1 --limit-train 25600 --limit-test 256 --no-graphs >"$work/ncu.log" 2>&1
+        ncu_rc=$?
+        cat "$work/ncu.log" >>"$log"
+        if [[ $ncu_rc -ne 0 ]]; then
+            note "skip  ncu could not profile here (exit $ncu_rc): $(cat "$work/ncu.log" "$work/ncu-step.csv" 2>/dev/null |
+                grep -m1 -iE 'error|fail' || echo 'no message')"
+        elif python3 scripts/ncu_step.py "$work/ncu-step.csv" >"$work/ncu-step.txt" 2>&1; then
+            tee -a "$log" <"$work/ncu-step.txt"
+            ok "ncu: $(head -1 "$work/ncu-step.txt")"
+        else
+            fail "scripts/ncu_step.py: $(tail -1 "$work/ncu-step.txt")"
+        fi
     fi
 
     # dptrain ARGS...: the median epoch seconds, from --metrics.

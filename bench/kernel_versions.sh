@@ -25,16 +25,15 @@ data=""
 for d in data/fashion-mnist /usr/share/datasets/fashion-mnist bundle/fashion-mnist; do [[ -e $d ]] && { data=$d; break; }; done
 [[ -n $data ]] || { echo "bench/kernel_versions.sh: no Fashion-MNIST (data/, /usr/share/datasets or bundle/)" >&2; exit 2; }
 
-# The launchers, their versions and defaults, from dptrain's own refusal of a
-# bad setting (it lists them: "gemm 1-2 (default 2), gemm_split 1-2 (default 1), ...").
-listing=$(DPTRAIN_KERNEL_VERSIONS=none=0 "$dptrain" --gpus 1 --epochs 1 --batch 8 --limit-train 8 --limit-test 8 2>&1 >/dev/null |
-    sed -nE 's/.*has versions \((.*)\)$/\1/p' || true)
-[[ -n $listing ]] || { echo "bench/kernel_versions.sh: $dptrain lists no launcher versions (no GPU here?)" >&2; exit 1; }
+# The launchers, their versions and defaults, as kernel_bench lists them
+# (a launcher's name, then "  N description" a version, "(trained with)"
+# after the default's number).
+kernel_bench=$(dirname "$dptrain")/bench/kernel_bench
+[[ -x $kernel_bench ]] || { echo "bench/kernel_versions.sh: no $kernel_bench beside $dptrain" >&2; exit 2; }
 variants=(default)
-while read -r name range _ default; do
-    default=${default%)}
-    for ((v = 1; v <= ${range#1-}; v++)); do ((v == default)) || variants+=("$name=$v"); done
-done < <(tr ',' '\n' <<<"$listing" | sed 's/^ *//')
+while read -r variant; do variants+=("$variant"); done < <("$kernel_bench" --list | awk '
+    /^[^ ]/ { name = $1; next }
+    $2 != "(trained" { print name "=" $1 }')
 read -r -a more <<<"${MORE:-}"
 variants+=("${more[@]}")
 [[ -n ${ONLY:-} ]] && read -r -a variants <<<"$ONLY"

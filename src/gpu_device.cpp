@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -39,6 +40,7 @@
 #include "cuda/versions.hpp"
 #include "gpu.hpp"
 #include "gpu_internal.hpp"
+#include "numbers.hpp"
 
 namespace dpt {
 
@@ -615,21 +617,17 @@ void select_kernel_versions() {
         return all;
     };
     std::string said;
-    for (std::string_view rest = text; !rest.empty();) {
-        const size_t comma = rest.find(',');
-        const std::string_view item = rest.substr(0, comma);
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-        const size_t eq = item.find('=');
-        const std::string_view name = item.substr(0, eq);
-        const std::string digits = eq == std::string_view::npos ? "" : std::string(item.substr(eq + 1));
-        char* end = nullptr;
-        const long version = digits.empty() ? -1 : std::strtol(digits.c_str(), &end, 10);
-        if (digits.empty() || *end != '\0' || version < 1 || version > cuda::version_count(name) ||
-            !cuda::select_version(name, int(version)))
-            throw InputError("DPTRAIN_KERNEL_VERSIONS: '" + std::string(item) +
+    for (const std::string& item : comma_list(text)) {
+        const size_t eq = std::min(item.find('='), item.size());
+        const char *digits = item.data() + std::min(eq + 1, item.size()), *end = item.data() + item.size();
+        int version = 0;
+        const auto [stop, err] = std::from_chars(digits, end, version);
+        if (eq == item.size() || err != std::errc() || stop != end || version < 1 ||
+            !cuda::select_version(std::string_view(item).substr(0, eq), version))
+            throw InputError("DPTRAIN_KERNEL_VERSIONS: '" + item +
                              "' is not LAUNCHER=VERSION of a launcher that has versions (" + known() + ")");
-        said += std::string(said.empty() ? "" : ", ") + std::string(item) + " (of " +
-                std::to_string(cuda::version_count(name)) + ")";
+        said += (said.empty() ? "" : ", ") + item + " (of " +
+                std::to_string(cuda::version_count(std::string_view(item).substr(0, eq))) + ")";
     }
     std::printf("note: DPTRAIN_KERNEL_VERSIONS: the GPU launchers run %s; the others their defaults\n", said.c_str());
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <string_view>
 
 #include "allreduce.hpp"
@@ -32,20 +33,6 @@ constexpr size_t max_header_bytes = 16384;   // ours is under 600
 constexpr size_t max_file_bytes = 64 << 20;  // ours: LeNet's 517 KB, ResNet-18's 11.1 MB
 constexpr std::string_view crc_key = "crc32 ";
 constexpr size_t trailer_bytes = crc_key.size() + 8 + 1;  // "crc32 89abcdef\n"
-
-// Shortest text that reads back to the same value (integers, and floats bit for bit).
-template <class T>
-std::string text_of(T value) {
-    char buf[64];
-    const auto [end, err] = std::to_chars(buf, buf + sizeof buf, value);
-    return std::string(buf, end);
-}
-
-template <class T>
-bool parse(std::string_view text, T& out) {
-    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), out);
-    return err == std::errc() && end == text.data() + text.size();
-}
 
 uint32_t crc_of(std::string_view bytes) {
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -83,15 +70,9 @@ class HeaderReader {
     T number(std::string_view key, T min, T max) {
         const std::string_view text = next(key);
         T value{};
-        if (!parse(text, value) || !(value >= min) || !(value <= max))
+        if (!parse_exact(text, value) || !(value >= min) || !(value <= max))
             fail(std::string(key) + " " + quoted(text) + " is not a valid value");
         return value;
-    }
-
-    std::string_view word(std::string_view key, std::string_view a, std::string_view b) {
-        const std::string_view text = next(key);
-        if (text != a && text != b) fail(std::string(key) + " " + quoted(text) + " is not a valid value");
-        return text;
     }
 
     bool done() const { return rest_.empty(); }
@@ -105,63 +86,6 @@ class HeaderReader {
     const std::string& name_;
 };
 
-// "cpu 2", "cuda 4", or from version 3 on a mixed run's "cuda 1 cpu 2" (the
-// GPUs first, as in the run). Which GPUs is not recorded: a resumed run may
-// use others.
-std::string devices_text(const DeviceChoice& d) {
-    std::string text = d.gpus == 0 ? std::string("cpu ").append(text_of(d.cpus)) : std::string("cuda ").append(text_of(d.gpus));
-    if (d.gpus > 0 && d.cpus > 0) text.append(" cpu ").append(text_of(d.cpus));
-    return text;
-}
-
-DeviceChoice devices_from_text(std::string_view text, int version, HeaderReader& h) {
-    DeviceChoice d{0, 0, {}};
-    const size_t space = text.find(' '), second = text.find(' ', space + 1);
-    const std::string_view first = text.substr(0, second);  // "KIND N"
-    int n = 0;
-    const auto count = [&](std::string_view pair, std::string_view kind) {
-        return pair.substr(0, kind.size() + 1) == std::string(kind) + " " &&
-               parse(pair.substr(kind.size() + 1), n) && n >= 1 && n <= 1 << 20;
-    };
-    if (count(first, "cpu") && second == std::string_view::npos) d.cpus = n;
-    else if (count(first, "cuda")) {
-        d.gpus = n;
-        if (second != std::string_view::npos) {
-            if (version < 3 || !count(text.substr(second + 1), "cpu")) h.fail("devices " + quoted(text) + " is not a valid value");
-            d.cpus = n;
-        }
-    } else {
-        h.fail("devices " + quoted(text) + " is not a valid value");
-    }
-    return d;
-}
-
-// "even", "weights 192 64", "auto" (not measured yet) or "auto 192 64":
-// one part per device, each at least 1, summing to the batch.
-SplitChoice split_from_text(std::string_view text, int devices, int batch, HeaderReader& h) {
-    const auto bad = [&] {
-        h.fail("split " + quoted(text) + " is not a valid value for " + std::to_string(devices) +
-               " devices and a batch of " + std::to_string(batch));
-    };
-    const std::vector<std::string> words = items_of(std::string(text), ' ');
-    SplitChoice split;
-    if (words[0] == "weights") split.mode = SplitMode::weights;
-    else if (words[0] == "auto") split.mode = SplitMode::automatic;
-    else if (words[0] != "even") bad();
-    int64_t sum = 0;
-    for (size_t i = 1; i < words.size(); ++i) {
-        int part = 0;
-        if (!parse(words[i], part) || part < 1) bad();
-        split.counts.push_back(part);
-        sum += part;
-    }
-    const bool counted = !split.counts.empty();
-    if ((split.mode == SplitMode::even && counted) || (split.mode == SplitMode::weights && !counted) ||
-        (counted && (int(split.counts.size()) != devices || sum != batch)))
-        bad();
-    return split;
-}
-
 }  // namespace
 
 std::string encode_checkpoint(const Checkpoint& k) {
@@ -171,29 +95,11 @@ std::string encode_checkpoint(const Checkpoint& k) {
     const auto line = [&](std::string_view key, const std::string& value) {
         out.append(key).append(" ").append(value).append("\n");
     };
-    line("devices", devices_text(c.devices));
-    line("processes", text_of(c.processes));
-    line("allreduce", c.allreduce);
-    std::string split = c.split.mode == SplitMode::even ? "even" : c.split.mode == SplitMode::weights ? "weights" : "auto";
-    for (int part : c.split.counts) split.append(" ").append(text_of(part));
-    line("split", split);
-    line("model", to_string(c.model));
-    line("bn", to_string(c.bn));
-    line("math", c.math == Math::tf32 ? "tf32" : "fp32");
-    line("batch", text_of(c.batch));
-    line("lr", text_of(c.lr));
-    line("warmup", text_of(c.warmup));
-    line("seed", text_of(c.seed));
-    line("pool", c.pool == PoolKind::avg ? "avg" : "max");
-    line("init", c.init == InitKind::xavier ? "xavier" : "normal");
-    line("limit-train", text_of(c.limit_train));
-    line("limit-test", text_of(c.limit_test));
-    line("epochs", text_of(c.epochs));
-    line("checkpoint-every", text_of(c.checkpoint_every));
-    line("next-epoch", text_of(k.position.epoch));
-    line("next-step", text_of(k.position.step));
-    line("loss-sum", text_of(k.position.loss_sum));
-    line("data float32-le", text_of(k.params.size()));
+    for (const RunSetting& setting : run_settings()) line(setting.key, setting.text(c));
+    line("next-epoch", exact_text(k.position.epoch));
+    line("next-step", exact_text(k.position.step));
+    line("loss-sum", exact_text(k.position.loss_sum));
+    line("data float32-le", exact_text(k.params.size()));
     out.append(reinterpret_cast<const char*>(k.params.data()), k.params.size() * sizeof(float));
     char trailer[32];
     std::snprintf(trailer, sizeof trailer, "%.*s%08x\n", int(crc_key.size()), crc_key.data(), crc_of(out));
@@ -220,7 +126,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     }
     const std::string_view version_text = text.substr(magic.size(), first_end - magic.size());
     int version = 0;
-    if (!parse(version_text, version)) fail("not a dptrain checkpoint (bad version " + quoted(version_text) + ")");
+    if (!parse_exact(version_text, version)) fail("not a dptrain checkpoint (bad version " + quoted(version_text) + ")");
     if (version < 1 || version > format_version)
         fail("checkpoint format version " + std::to_string(version) + "; this dptrain reads versions 1 to " +
              std::to_string(format_version));
@@ -237,7 +143,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     if (header_end == std::string_view::npos) fail("truncated (" + size_text + ", it ends inside its header)");
     size_t count = 0;
     const std::string_view count_text = text.substr(count_at, header_end - count_at);
-    if (!parse(count_text, count) || count > max_file_bytes / sizeof(float))
+    if (!parse_exact(count_text, count) || count > max_file_bytes / sizeof(float))
         fail("corrupted header (data line " + quoted(count_text) + ")");
     const size_t data_at = header_end + 1, crc_at = data_at + count * sizeof(float);
     const size_t expected = crc_at + trailer_bytes;
@@ -268,34 +174,27 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
                    name);
     Checkpoint k;
     TrainConfig& c = k.settings;
-    c.devices = devices_from_text(h.next("devices"), version, h);
-    if (version >= 5) c.processes = h.number<int>("processes", 1, 1 << 20);
-    if (version >= 2) {
-        const std::string_view name = h.next("allreduce");
-        if (!find_allreduce(name)) h.fail("allreduce " + quoted(name) + " is not an algorithm this dptrain knows");
-        c.allreduce = std::string(name);
+    c.model = *model;  // what a header before version 4 leaves
+    for (const RunSetting& setting : run_settings()) {
+        if (setting.since > version) continue;  // the default: what a run of that dptrain had
+        const std::string_view value = h.next(setting.key);
+        if (const char* why = setting.read(value, c)) h.fail(std::string(setting.key) + " " + quoted(value) + " " + why);
     }
-    std::string_view split;
-    if (version >= 3) split = h.next("split");
-    c.model = *model;
-    if (version >= 4) {
-        if (h.next("model") != to_string(*model)) h.fail("model line does not name the model of its tensors");
-        c.bn = h.word("bn", "local", "sync") == "sync" ? BatchNormMode::sync : BatchNormMode::local;
-    }
-    if (version >= 6) c.math = h.word("math", "fp32", "tf32") == "tf32" ? Math::tf32 : Math::fp32;
+    // Between settings.
+    const auto line_of = [&](std::string_view key) {
+        for (const RunSetting& setting : run_settings())
+            if (setting.key == key) return setting.text(c);
+        throw std::logic_error("no setting " + std::string(key));
+    };
+    if (version < 3 && c.devices.mixed()) h.fail("devices " + quoted(std::string_view(line_of("devices"))) + " is not a valid value");
+    if (c.model != *model) h.fail("model line does not name the model of its tensors");
+    if (int64_t(c.batch) < int64_t(c.devices.count()) * c.processes)  // a sample for each device, at least
+        h.fail("batch " + quoted(std::string_view(std::to_string(c.batch))) + " is not a valid value");
+    const int64_t parts = std::accumulate(c.split.counts.begin(), c.split.counts.end(), int64_t(0));
+    if (!c.split.counts.empty() && (int(c.split.counts.size()) != c.devices.count() || parts != c.batch))
+        h.fail("split " + quoted(std::string_view(line_of("split"))) + " is not a valid value for " + std::to_string(c.devices.count()) +
+               " devices and a batch of " + std::to_string(c.batch));
     const int max_int = std::numeric_limits<int>::max();
-    const int64_t devices_in_all = int64_t(c.devices.count()) * c.processes;  // a sample for each, at least
-    c.batch = h.number<int>("batch", int(std::min<int64_t>(devices_in_all, max_int)), max_int);
-    if (version >= 3) c.split = split_from_text(split, c.devices.count(), c.batch, h);
-    c.lr = h.number<float>("lr", std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
-    if (version >= 2) c.warmup = h.number<double>("warmup", 0.0, 1000.0);
-    c.seed = h.number<uint64_t>("seed", 0, std::numeric_limits<uint64_t>::max());
-    c.pool = h.word("pool", "avg", "max") == "avg" ? PoolKind::avg : PoolKind::max;
-    c.init = h.word("init", "xavier", "normal") == "xavier" ? InitKind::xavier : InitKind::normal;
-    c.limit_train = h.number<size_t>("limit-train", 0, max_int);
-    c.limit_test = h.number<size_t>("limit-test", 0, max_int);
-    c.epochs = h.number<int>("epochs", 0, 1000000);
-    c.checkpoint_every = h.number<int>("checkpoint-every", 1, max_int);
     k.position.epoch = h.number<int>("next-epoch", 1, 1000001);
     k.position.step = h.number<size_t>("next-step", 0, max_int);
     k.position.loss_sum = h.number<double>("loss-sum", 0.0, std::numeric_limits<double>::max());

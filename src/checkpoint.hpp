@@ -5,7 +5,8 @@
 //   dptrain-checkpoint 6
 //   conv1.weight 20 1 3 3          the model's tensors, as in the params file
 //   ...
-//   devices cpu 2                  the run's settings (the devices of each process)
+//   devices cpu 2                  the run's settings, one line per row of run_settings()
+//                                  (settings.cpp), in its order (the devices of each process)
 //   processes 1                    (version 5 on; how many under mpirun; earlier files read as 1)
 //   allreduce naive                (version 2 on; a version 1 file reads as naive)
 //   split auto 192 64              (version 3 on; even, weights or auto, and the parts

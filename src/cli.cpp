@@ -77,43 +77,19 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
         throw InputError("--resume and --load cannot be combined: a checkpoint holds its own parameters");
     Checkpoint k = load_checkpoint(c.resume_path);
     const TrainConfig& saved = k.settings;
-    const auto keep = [&](const std::string& option, bool same, const std::string& saved_text) {
-        if (r.count(option) && !same)
-            throw InputError("--" + option + " " + r[option].as<std::string>() + " differs from the checkpoint's " +
-                             saved_text + ": a resumed run keeps the settings it started with (start a new run, "
-                             "perhaps with --load, to change them)");
-    };
-    keep("batch", c.batch == saved.batch, std::to_string(saved.batch));
-    char saved_lr[32];
-    std::snprintf(saved_lr, sizeof saved_lr, "%g", double(saved.lr));
-    keep("lr", c.lr == saved.lr, saved_lr);
-    char saved_warmup[32];
-    std::snprintf(saved_warmup, sizeof saved_warmup, "%g", saved.warmup);
-    keep("warmup", c.warmup == saved.warmup, saved_warmup);
-    keep("seed", c.seed == saved.seed, std::to_string(saved.seed));
-    keep("model", c.model == saved.model, to_string(saved.model));
-    keep("bn", c.bn == saved.bn, to_string(saved.bn));
-    if (r.count("tf32") && saved.math != Math::tf32)
-        throw InputError("--tf32 differs from the checkpoint's FP32 arithmetic: a resumed run keeps the settings it "
-                         "started with (start a new run, perhaps with --load, to change them)");
-    keep("pool", c.pool == saved.pool, saved.pool == PoolKind::avg ? "avg" : "max");
-    keep("init", c.init == saved.init, saved.init == InitKind::xavier ? "xavier" : "normal");
-    keep("limit-train", c.limit_train == saved.limit_train, std::to_string(saved.limit_train));
-    keep("limit-test", c.limit_test == saved.limit_test, std::to_string(saved.limit_test));
-    c.batch = saved.batch;
-    c.lr = saved.lr;
-    c.warmup = saved.warmup;
-    c.seed = saved.seed;
-    c.model = saved.model;
-    c.bn = saved.bn;
-    c.math = saved.math;
-    c.pool = saved.pool;
-    c.init = saved.init;
-    c.limit_train = saved.limit_train;
-    c.limit_test = saved.limit_test;
-    if (!r.count("epochs")) c.epochs = saved.epochs;
+    for (const RunSetting& setting : run_settings()) {
+        const std::string option(setting.option());
+        if (setting.on_resume == OnResume::decided || (setting.on_resume == OnResume::given && r.count(option)))
+            continue;
+        const std::string saved_text = setting.text(saved);
+        if (setting.on_resume == OnResume::kept && r.count(option) && setting.text(c) != saved_text)
+            throw InputError("--" + option + (setting.flag.empty() ? " " + given(r, option) : "") +
+                             " differs from the checkpoint's " + (setting.flag.empty() ? "" : std::string(setting.key) + " ") +
+                             saved_text + ": a resumed run keeps the settings it started with (start a new run, perhaps "
+                             "with --load, to change them)");
+        setting.read(saved_text, c);
+    }
     if (!r.count("checkpoint")) c.checkpoint_path = c.resume_path;
-    if (!r.count("checkpoint-every")) c.checkpoint_every = saved.checkpoint_every;
 
     // "2 CPU devices", or under mpirun "2 processes of 1 CPU device each".
     const auto run_devices = [](const DeviceChoice& d, int processes) {

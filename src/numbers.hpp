@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -23,6 +24,22 @@ T parse_number(const std::string& option, const std::string& text, T min, T max,
     if (!ok || (std::is_floating_point_v<T> && !std::isfinite(double(value))))
         throw InputError("--" + option + " must be " + what + " (got '" + text + "')");
     return value;
+}
+
+// The shortest text that reads back to the same value: integers, and
+// floats bit for bit (what checkpoints write).
+template <class T>
+std::string exact_text(T value) {
+    char buf[64];
+    const auto [end, err] = std::to_chars(buf, buf + sizeof buf, value);
+    return std::string(buf, end);
+}
+
+// `text` as a number, all of it, as exact_text() writes it; false otherwise.
+template <class T>
+bool parse_exact(std::string_view text, T& out) {
+    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return err == std::errc() && end == text.data() + text.size();
 }
 
 // The items of `text` between `separator`s, as typed (an empty item stays,

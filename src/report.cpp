@@ -127,6 +127,8 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     if (!c.checkpoint_path.empty())
         std::printf("checkpoint: %s, every %d epoch%s and when stopped by SIGINT or SIGTERM\n",
                     c.checkpoint_path.c_str(), c.checkpoint_every, c.checkpoint_every == 1 ? "" : "s");
+    if (!c.checkpoint_path.empty() || resuming)
+        std::printf("resume keeps: %s\n", kept_settings_text(c).c_str());
     std::fflush(stdout);
 }
 

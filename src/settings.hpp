@@ -3,7 +3,9 @@
 // trainer, the checkpoint and the command line, which all speak of them.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cluster.hpp"
@@ -72,5 +74,37 @@ struct TrainConfig {
     Position start;
     std::vector<float> resume_params;
 };
+
+// What --resume does when the command line gives a setting again.
+enum class OnResume {
+    kept,     // it fixes the trajectory: refused unless it repeats the checkpoint's value
+    given,    // the command line's value if given, else the checkpoint's (epochs, checkpoint-every)
+    decided,  // the devices, processes, allreduce and split change only the order floats are
+              // summed in: the command line decides, and the banner says what that costs
+};
+
+// One setting a checkpoint records. The table of them (run_settings()) is
+// the one list: the checkpoint header is written and read from it, --resume
+// checks and restores from it, and the banner shows what a resumed run
+// keeps. A new setting is a field above and a row in settings.cpp (and its
+// option in cli.cpp).
+struct RunSetting {
+    std::string_view key;     // the header's key; the option's name too, unless `flag` says
+    std::string_view flag;    // a setting given by a flag of another name (math: --tf32), or ""
+    int since;                // the checkpoint format version that first wrote it (older: the default)
+    OnResume on_resume;
+    std::string (*text)(const TrainConfig& c);
+    // Sets the field from `text` as text() writes it. Returns why it is not
+    // a value ("is not a valid value"), or nullptr when it was one. Checks
+    // between settings (the batch against the devices) are the reader's.
+    const char* (*read)(std::string_view text, TrainConfig& c);
+    std::string_view option() const { return flag.empty() ? key : flag; }
+};
+
+// Every setting, in the order checkpoint headers have them.
+std::span<const RunSetting> run_settings();
+
+// The settings a resumed run keeps, as "model lenet, bn local, ...".
+std::string kept_settings_text(const TrainConfig& c);
 
 }  // namespace dpt

@@ -4,12 +4,17 @@
 // the real binary: resume, signals, a crash mid-write.
 #include <zlib.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <string>
+#include <unistd.h>
 
 #include "checkpoint.hpp"
+#include "cli.hpp"
 #include "errors.hpp"
 #include "lenet.hpp"
 #include "trainer.hpp"  // init_params
@@ -302,4 +307,73 @@ TEST_CASE("a checkpoint of another format version, model or kind of file is name
         bad.replace(at, std::strlen("\nbatch 511\n"), "\nbatch 2\n");  // fewer samples than the 3 devices
         CHECK(rejection(resealed(bad)).find("ck: corrupted header (batch '2' is not a valid value)") == 0);
     }
+}
+
+TEST_CASE("the settings table writes the header, reads it back and makes --resume's checks", "[checkpoint]") {
+    const Checkpoint k = example();
+    const TrainConfig& saved = k.settings;
+    const std::string bytes = encode_checkpoint(k);
+    const Checkpoint back = decode_checkpoint(bytes_of(bytes), "ck");
+    size_t at = 0;
+    for (const RunSetting& s : run_settings()) {
+        INFO("setting " << s.key);
+        // A line of its own, in the table's order, that reads back to the same text.
+        const size_t found = bytes.find("\n" + std::string(s.key) + " " + s.text(saved) + "\n", at);
+        CHECK(found != std::string::npos);
+        if (found != std::string::npos) at = found + 1;
+        CHECK(s.text(back.settings) == s.text(saved));
+        TrainConfig c;
+        CHECK(s.read("x", c) != nullptr);
+        CHECK(s.read(s.text(saved), c) == nullptr);
+        CHECK(s.text(c) == s.text(saved));
+    }
+
+    // Another value of each setting a resumed run keeps (the example has max
+    // pooling and normal init); a row added without one fails here.
+    const std::map<std::string_view, std::vector<std::string>> other = {
+        {"model", {"--model", "resnet18"}}, {"bn", {"--bn", "sync"}},     {"math", {"--tf32"}},
+        {"batch", {"--batch", "512"}},      {"lr", {"--lr", "0.5"}},      {"warmup", {"--warmup", "1"}},
+        {"seed", {"--seed", "3"}},          {"pool", {"--pool", "avg"}},  {"init", {"--init", "xavier"}},
+        {"limit-train", {"--limit-train", "100"}}, {"limit-test", {"--limit-test", "100"}}};
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("dptrain-settings-" + std::to_string(getpid()) + ".ck")).string();
+    save_checkpoint(path, k);
+    const auto resumed = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"dptrain", "--resume", path});
+        std::vector<const char*> argv;
+        for (const std::string& a : args) argv.push_back(a.c_str());
+        return parse_command_line(int(argv.size()), argv.data());
+    };
+    for (const RunSetting& s : run_settings()) {
+        INFO("setting " << s.key);
+        const std::string option = "--" + std::string(s.option());
+        if (s.on_resume == OnResume::kept) {
+            REQUIRE(other.count(s.key) == 1);
+            CHECK_THROWS_WITH(resumed(other.at(s.key)),
+                              Catch::Contains(option) && Catch::Contains("differs from the checkpoint's"));
+            if (s.flag.empty()) {  // the saved value, repeated: no difference (other checks may refuse it:
+                try {                  // --bn is for ResNet-18's batch norm)
+                    const std::optional<TrainConfig> c = resumed({option, s.text(saved)});
+                    REQUIRE(c);
+                    CHECK(s.text(*c) == s.text(saved));
+                } catch (const InputError& e) {
+                    CHECK_THAT(e.what(), !Catch::Contains("differs"));
+                }
+            }
+        }
+        if (s.on_resume != OnResume::decided) {  // not given: the checkpoint's
+            const std::optional<TrainConfig> c = resumed({});
+            REQUIRE(c);
+            CHECK(s.text(*c) == s.text(saved));
+        }
+    }
+    // And the other way: each setting named above is kept.
+    for (const auto& [key, args] : other)
+        CHECK(std::ranges::count_if(run_settings(), [&](const RunSetting& s) {
+                  return s.key == key && s.on_resume == OnResume::kept;
+              }) == 1);
+    const std::optional<TrainConfig> more = resumed({"--epochs", "12"});
+    REQUIRE(more);
+    CHECK(more->epochs == 12);
+    std::filesystem::remove(path);
 }

@@ -194,7 +194,7 @@ checkpoints)
     cmp "$tmp/tf32-whole.params" "$tmp/tf32-resumed.params" \
         && echo "ok: --tf32: 1 epoch + resume to 2 (without repeating --tf32) == 2 epochs, byte for byte" || fail "--tf32 resumed parameters differ"
     cmp -s "$tmp/tf32-whole.params" "$tmp/ring-whole.params" && fail "--tf32 gave the FP32 run's parameters"
-    expect_error "--tf32 differs from the checkpoint's FP32 arithmetic" --resume "$tmp/one.saved" --tf32
+    expect_error "--tf32 differs from the checkpoint's math fp32" --resume "$tmp/one.saved" --tf32
     cp "$tmp/one.saved" "$tmp/one.ck"
     "$dptrain" --resume "$tmp/one.ck" --overlap --epochs 3 --save "$tmp/resumed-overlap.params" >/dev/null || fail "resume --overlap failed"
     cmp "$tmp/whole.params" "$tmp/resumed-overlap.params" && echo "ok: 1 epoch + resume to 3 with --overlap == 3 epochs without, byte for byte" \

@@ -109,19 +109,20 @@ std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
 namespace {
 
 // What every process of a multi-process run must be given alike: one
-// "--option value" a line.
+// "--option value" a line, the settings a checkpoint records (settings.cpp)
+// and how the run sums.
 std::string trajectory_options(const TrainConfig& c) {
-    char text[1024];
-    std::snprintf(text, sizeof text,
-                  "--model %s\n--bn %s\n--pool %s\n--init %s\n--batch %d\n--lr %g\n--warmup %g\n--epochs %d\n"
-                  "--seed %llu\n--limit-train %zu\n--limit-test %zu\n--cpus %d\n--gpus %d\n--allreduce %s\n"
-                  "--overlap %d\n--bucket-kb %d\n--across %s\n--collective-timeout %g\n--resume %s\n--tf32 %d\n",
-                  to_string(c.model), to_string(c.bn), c.pool == PoolKind::avg ? "avg" : "max",
-                  c.init == InitKind::xavier ? "xavier" : "normal", c.batch, double(c.lr), c.warmup, c.epochs,
-                  (unsigned long long)c.seed, c.limit_train, c.limit_test, c.devices.cpus, c.devices.gpus,
-                  c.allreduce.c_str(), int(c.overlap), c.bucket_kb, to_string(c.across), c.collective_timeout,
-                  c.resume_path.empty() ? "no" : "yes", int(c.math == Math::tf32));
-    return text;
+    std::string text;
+    for (const RunSetting& s : run_settings()) {
+        const std::string value = s.text(c);
+        if (s.flag.empty()) text += "--" + std::string(s.key) + " " + value + "\n";
+        else text += (value == s.flag ? "--" : "no --") + std::string(s.flag) + "\n";
+    }
+    char more[256];
+    std::snprintf(more, sizeof more, "--overlap %d\n--bucket-kb %d\n--across %s\n--collective-timeout %g\n--resume %s\n",
+                  int(c.overlap), c.bucket_kb, to_string(c.across), c.collective_timeout,
+                  c.resume_path.empty() ? "no" : "yes");
+    return text + more;
 }
 
 // Under mpirun: an InputError on every rank when some rank's options differ

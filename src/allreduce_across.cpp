@@ -4,6 +4,8 @@
 // by NCCL), then hands the total to its peers. Every device of every process
 // ends with the same bits.
 #include "allreduce.hpp"
+#include "cluster.hpp"
+#include "gpu.hpp"
 
 #include <utility>
 
@@ -58,6 +60,25 @@ std::unique_ptr<Allreduce> across_processes(const Allreduce& within, RootSum acr
 
 std::unique_ptr<Allreduce> across_processes(const Allreduce& within, ProcessSum& sum) {
     return across_processes(within, [&sum](Device& root, Range range) { root.sum_across(sum, range); });
+}
+
+std::unique_ptr<Allreduce> sum_across_processes(AcrossKind& across, Cluster& cluster, const Allreduce& within,
+                                                Device& root, std::string& note) {
+    if (across == AcrossKind::automatic || across == AcrossKind::nccl) {
+        const bool gpu = root.kind() == DeviceKind::gpu;
+        const std::vector<std::string> places =
+            cluster.all_gather_text(gpu ? gpu_place(root, cluster.host()) : "", "the GPUs' places");
+        const std::vector<std::string> missing =
+            cluster.all_gather_text(gpu ? nccl_refusal(1, {}) : "", "whether every process has NCCL");
+        AcrossDecision decided;
+        cluster.all_or_none([&] { decided = decide_across(across, places, missing); }, "--across");
+        across = decided.kind;
+        if (across == AcrossKind::nccl) return across_processes(within, nccl_across(cluster, root));
+        if (gpu)
+            note = "note: the processes sum through host memory with MPI_Allreduce, not NCCL: " +
+                   decided.why_not_nccl + " (--across auto)";
+    }
+    return across_processes(within, cluster);
 }
 
 }  // namespace dpt

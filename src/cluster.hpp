@@ -25,6 +25,9 @@
 
 namespace dpt {
 
+class Allreduce;
+class Cluster;
+
 // How the processes sum gradients (--across).
 enum class AcrossKind {
     automatic,  // nccl where it can (GPU replicas, NCCL found, a GPU per process), else mpi
@@ -48,6 +51,14 @@ struct AcrossDecision {
 };
 AcrossDecision decide_across(AcrossKind asked, std::span<const std::string> places,
                              std::span<const std::string> nccl_missing);
+
+// A multi-process run's allreduce: `within` this process, then across the
+// processes as `across` (--across) says. auto and nccl are decided by every
+// process from every process's facts (where its device 0 `root` is, whether
+// it has NCCL), so all decide alike; `across` becomes what was decided, and
+// `note` says why auto did not choose NCCL for GPU replicas.
+std::unique_ptr<Allreduce> sum_across_processes(AcrossKind& across, Cluster& cluster, const Allreduce& within,
+                                                Device& root, std::string& note);
 
 // The default of --collective-timeout, in seconds.
 inline constexpr double default_collective_timeout = 300;

@@ -91,6 +91,7 @@ class CpuDevice final : public Device {
     }
 
     DeviceKind kind() const override { return DeviceKind::cpu; }
+    Capabilities capabilities() const override { return {.records_graphs = false, .host_paced = true}; }
     std::string name() const override { return "cpu:" + std::to_string(index_); }
     size_t param_floats() const override { return params_.size(); }
     size_t allreduced_floats() const override { return model_.allreduced_floats(setup_.bn); }

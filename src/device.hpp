@@ -58,6 +58,28 @@ inline bool on_allreduce_stream(Phase phase) {
     return phase == Phase::wait || phase == Phase::allreduce || phase == Phase::standby;
 }
 
+// What a kind of device can do: what the trainer asks, instead of its kind.
+struct Capabilities {
+    // Its queued work can be recorded once and replayed as one launch (CUDA graphs).
+    bool records_graphs = false;
+    // The host paces it: throttle() keeps the host within a step or two of
+    // its stream, so work queued is work nearly done (a progress bar shows
+    // steps done; a run of several processes can stop at an agreed step).
+    bool host_paced = false;
+};
+
+// Work queued on several devices that record graphs (Capabilities), recorded
+// once and replayed (on GPUs a CUDA graph): one launch instead of a launch per kernel and copy. The recorded
+// work reads the same device buffers on every replay (their contents may
+// change in between, e.g. the epoch's sample order).
+class Recording {
+   public:
+    virtual ~Recording() = default;
+    // Queues the recorded work again, ordered after everything queued so far
+    // on every device, and before anything queued later.
+    virtual void replay() = 0;
+};
+
 // The devices of a run, in order: GPU replicas first, then CPU devices.
 // Device 0 (where the naive allreduce sums) is thus a GPU whenever there is one.
 struct DeviceChoice {
@@ -133,6 +155,7 @@ class Device {
    public:
     virtual ~Device() = default;
     virtual DeviceKind kind() const = 0;
+    virtual Capabilities capabilities() const = 0;
     virtual std::string name() const = 0;  // "cpu:0", "gpu:1" (as --cpus and --gpus name them)
     // Floats in the flat parameter buffer (Model::param_count()).
     virtual size_t param_floats() const = 0;

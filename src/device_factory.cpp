@@ -106,6 +106,23 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, co
     return devices;
 }
 
+std::unique_ptr<Recording> record_work(std::span<Device* const> devices, const std::function<void()>& enqueue,
+                                       std::string& why) {
+    for (Device* d : devices)
+        if (!d->capabilities().records_graphs) {
+            why = d->name() + " does not record its work";
+            return nullptr;
+        }
+    return record_graph(devices, enqueue, why);  // the one kind that records: GPU replicas
+}
+
+DeviceChoice placed_on_this_machine(DeviceChoice choice, int processes, int local_rank) {
+    if (processes > 1 && choice.gpus > 0 && choice.gpu_ids.empty())
+        if (const int present = probe_gpus().count(); present > 0)
+            for (int i = 0; i < choice.gpus; ++i) choice.gpu_ids.push_back((local_rank * choice.gpus + i) % present);
+    return choice;
+}
+
 std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>& devices) {
     std::vector<Device*> plain;
     for (const auto& d : devices) plain.push_back(d.get());

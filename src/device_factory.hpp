@@ -2,7 +2,9 @@
 // --cpus N / --gpus N / --devices LIST with one limit, and one factory that
 // gives each device the staging memory the allreduce algorithm asks for.
 #pragma once
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,17 @@ void require_gpus(const std::string& what);
 // devices' gradients and marks in pinned host memory the GPUs map.
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
                                                   const Allreduce& allreduce);
+
+// Records what `enqueue` queues on `devices`, when all of them record graphs
+// (Capabilities::records_graphs), without running it. Null, with the reason
+// in `why`, where it cannot: the caller then queues the work directly.
+std::unique_ptr<Recording> record_work(std::span<Device* const> devices, const std::function<void()>& enqueue,
+                                       std::string& why);
+
+// Under mpirun, the processes of one machine take turns over its GPUs:
+// local rank l's replica i goes on GPU (l·G + i) mod (GPUs present), unless
+// --devices placed them. Returns `choice` with those places.
+DeviceChoice placed_on_this_machine(DeviceChoice choice, int processes, int local_rank);
 
 // Plain pointers to the devices, in order: what train_step and the allreduce take.
 std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>& devices);

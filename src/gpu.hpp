@@ -92,18 +92,6 @@ std::string gpu_place(Device& d, const std::string& host);
 // range of its gradients, in place on its allreduce stream.
 std::function<void(Device& root, Range range)> nccl_across(Cluster& cluster, Device& root);
 
-// Work queued on several GPU devices, recorded once as a CUDA graph and
-// replayed: one launch instead of a launch per kernel and copy. The recorded
-// work reads the same device buffers on every replay (their contents may
-// change in between, e.g. the epoch's sample order).
-class Recording {
-   public:
-    virtual ~Recording() = default;
-    // Queues the recorded work again, ordered after everything queued so far
-    // on every device, and before anything queued later.
-    virtual void replay() = 0;
-};
-
 // Records what `enqueue` queues on `devices` (GPU devices) without running
 // it. Never throws: when the capture cannot start, `enqueue` fails midway,
 // or CUDA refuses the graph, it returns null with the reason in `why`, no

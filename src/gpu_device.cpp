@@ -222,6 +222,7 @@ class GpuDevice final : public Device {
     }
 
     DeviceKind kind() const override { return DeviceKind::gpu; }
+    Capabilities capabilities() const override { return {.records_graphs = true, .host_paced = false}; }
     std::string name() const override { return name_; }
     size_t param_floats() const override { return model_.param_count(); }
     size_t allreduced_floats() const override { return model_.allreduced_floats(setup_.bn); }

@@ -59,7 +59,7 @@ const char* read_devices(std::string_view text, TrainConfig& c) {
 // device, is checked with the batch and devices).
 std::string split_text(const TrainConfig& c) {
     std::string text = c.split.mode == SplitMode::even ? "even" : c.split.mode == SplitMode::weights ? "weights" : "auto";
-    for (int part : c.split.counts) text += " " + exact_text(part);
+    for (int part : c.split.counts) text.append(" ").append(exact_text(part));
     return text;
 }
 

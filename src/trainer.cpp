@@ -17,7 +17,6 @@
 #include "allreduce.hpp"
 #include "device_factory.hpp"
 #include "errors.hpp"
-#include "gpu.hpp"
 #include "models.hpp"
 #include "numbers.hpp"
 #include "parallel.hpp"
@@ -165,8 +164,9 @@ void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
 std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* const> devices,
                                         const Allreduce& allreduce, const BatchParts& parts, size_t count,
                                         size_t steps, int epoch, int rank) {
-    if (c.devices.gpus == 0 || !c.graphs || c.epochs < epoch) return nullptr;
-    if (c.devices.mixed()) return nullptr;  // CPU devices take part in every step: queued step by step (the banner says)
+    const auto records = [](const Device* d) { return d->capabilities().records_graphs; };
+    // In a mixed run the CPU devices take part in every step: queued step by step (the banner says).
+    if (!std::ranges::all_of(devices, records) || !c.graphs || c.epochs < epoch) return nullptr;
     if (c.breakdown) {
         std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
                     "(no CUDA graph)\n");
@@ -174,7 +174,7 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     }
     const auto start = std::chrono::steady_clock::now();
     std::string why;
-    std::unique_ptr<Recording> graph = record_graph(
+    std::unique_ptr<Recording> graph = record_work(
         devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, parts, count, epoch, s, false, rank); },
         why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -241,30 +241,6 @@ class SplitProbe {
     std::vector<double> waits_;                    // device 0's, per timed step
 };
 
-// A multi-process run's allreduce: `within` this process, then across the
-// processes as --across says. auto and nccl are decided by every process
-// from every process's facts (where its device 0 is, whether it has NCCL),
-// so all decide alike; c.across becomes what was decided, and `note` says
-// why auto did not choose NCCL for GPU replicas.
-std::unique_ptr<Allreduce> sum_across_processes(TrainConfig& c, Cluster& cluster, const Allreduce& within,
-                                                Device& root, std::string& note) {
-    if (c.across == AcrossKind::automatic || c.across == AcrossKind::nccl) {
-        const bool gpu = root.kind() == DeviceKind::gpu;
-        const std::vector<std::string> places =
-            cluster.all_gather_text(gpu ? gpu_place(root, cluster.host()) : "", "the GPUs' places");
-        const std::vector<std::string> missing =
-            cluster.all_gather_text(gpu ? nccl_refusal(1, {}) : "", "whether every process has NCCL");
-        AcrossDecision decided;
-        cluster.all_or_none([&] { decided = decide_across(c.across, places, missing); }, "--across");
-        c.across = decided.kind;
-        if (c.across == AcrossKind::nccl) return across_processes(within, nccl_across(cluster, root));
-        if (gpu)
-            note = "note: the processes sum through host memory with MPI_Allreduce, not NCCL: " +
-                   decided.why_not_nccl + " (--across auto)";
-    }
-    return across_processes(within, cluster);
-}
-
 }  // namespace
 
 TrainResult train(const TrainConfig& config) { return train(config, *single_process()); }
@@ -317,12 +293,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         parts.emplace(c.split, n, c.batch, count);
         // --split auto may give a device up to the whole batch but one sample a peer.
         capacity = c.split.measured() ? parts->largest() : c.batch;
-        // Under mpirun the processes of one machine take turns over its GPUs:
-        // local rank l's replica i goes on GPU (l·G + i) mod (GPUs present).
-        if (c.processes > 1 && c.devices.gpus > 0 && c.devices.gpu_ids.empty())
-            if (const int present = probe_gpus().count(); present > 0)
-                for (int i = 0; i < c.devices.gpus; ++i)
-                    c.devices.gpu_ids.push_back((cluster.local_rank() * c.devices.gpus + i) % present);
+        c.devices = placed_on_this_machine(c.devices, c.processes, cluster.local_rank());
         owned = make_devices(c.devices,
                              {&data.train, &data.test, capacity, c.pool, 0, buckets, &model_of(c.model), c.bn,
                               c.processes > 1, c.math},
@@ -332,7 +303,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     const std::vector<Device*> devices = pointers(owned);
     std::string across_note;
     const std::unique_ptr<Allreduce> across =
-        c.processes > 1 ? sum_across_processes(c, cluster, within, *devices[0], across_note) : nullptr;
+        c.processes > 1 ? sum_across_processes(c.across, cluster, within, *devices[0], across_note) : nullptr;
     const Allreduce& allreduce = across ? *across : within;
     cluster.broadcast(initial, "the initial parameters");  // rank 0's, whatever each rank read or drew
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
@@ -365,18 +336,21 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         result.exit_status = 128 + signal;
         return result;
     };
-    // CPU devices only: there the host is at most two steps ahead, so the bar
-    // shows work done, not work queued (a GPU epoch takes a blink anyway).
-    // Not under mpirun, which gives rank 0 a terminal whatever its own output is.
-    ProgressBar progress(c.devices.cpus > 0 && c.processes == 1 && isatty(STDOUT_FILENO));
+    // With a device the host paces (CPU devices): the host is then at most
+    // two steps ahead, so the bar shows work done, not work queued (a GPU
+    // epoch takes a blink anyway). Not under mpirun, which gives rank 0 a
+    // terminal whatever its own output is.
+    const auto paced = [](const Device* d) { return d->capabilities().host_paced; };
+    ProgressBar progress(std::ranges::any_of(devices, paced) && c.processes == 1 && isatty(STDOUT_FILENO));
     StopRequests stop(cluster.leader());  // from here on, SIGINT and SIGTERM stop the run between two steps
     // Several processes stop at the same step: the one their gradient sums
     // agreed on (cluster.hpp), which needs the host at most 3 steps ahead of
-    // its devices, as CPU devices keep it; GPUs stop at the epoch's end.
+    // its devices, as host-paced devices keep it; others (GPUs) stop at the
+    // epoch's end.
     uint64_t queued = 0;  // steps this process has queued
     const auto stop_now = [&] {
         if (c.processes == 1) return stop.signal();
-        return c.devices.gpus == 0 ? cluster.stop_before(queued) : 0;
+        return std::ranges::all_of(devices, paced) ? cluster.stop_before(queued) : 0;
     };
     for (int epoch = c.start.epoch; epoch <= c.epochs; ++epoch) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;

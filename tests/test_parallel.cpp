@@ -81,6 +81,19 @@ TEST_CASE("split_and_load puts part i of the batch, in order, on device i", "[pa
     }
 }
 
+TEST_CASE("CPU devices are paced by the host and record no graphs: the trainer queues their steps", "[parallel]") {
+    Run run(2, 8, 40);
+    for (Device* d : run.devices) {
+        CHECK(d->capabilities().host_paced);
+        CHECK_FALSE(d->capabilities().records_graphs);
+    }
+    std::string why;
+    bool queued = false;
+    CHECK(record_work(run.devices, [&] { queued = true; }, why) == nullptr);
+    CHECK(why == "cpu:0 does not record its work");
+    CHECK_FALSE(queued);  // nothing was run in place of a recording
+}
+
 TEST_CASE("allreduce leaves every replica with the exact element-wise sum", "[parallel]") {
     const int n = GENERATE(1, 2, 3, 4);
     CAPTURE(n);

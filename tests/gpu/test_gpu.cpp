@@ -1071,6 +1071,22 @@ void check_failed_recording(int n, int batch) {
            std::to_string(n) + " GPU replicas: after the failed recording, queued training gives the bits of fresh devices");
 }
 
+// GPU replicas record their work and are not paced by the host; beside a CPU
+// device (a mixed run) the devices together record nothing, and say which
+// device cannot, so the trainer queues their steps one by one.
+void check_capabilities() {
+    const Dataset train = testing::synthetic(64, true), test = testing::synthetic(16, true);
+    const auto owned = make_devices(DeviceChoice{1, 1, {}}, {&train, &test, 8, PoolKind::avg}, naive());
+    const std::vector<Device*> devices = pointers(owned);
+    const Capabilities gpu = devices[0]->capabilities(), cpu = devices[1]->capabilities();
+    report(gpu.records_graphs && !gpu.host_paced && !cpu.records_graphs && cpu.host_paced,
+           "a GPU replica records graphs and is not host-paced; a CPU device the other way round");
+    std::string why;
+    const auto recording = record_work(devices, [] {}, why);
+    report(recording == nullptr && why == "cpu:0 does not record its work",
+           "record_work over a GPU replica and a CPU device: null, naming the CPU device", "(why: " + why + ")");
+}
+
 // A mixed run (--gpus 1 --cpus 2, and two GPU replicas beside one CPU
 // device): the GPU waits for the CPU devices' marks in pinned memory and
 // copies their gradients; they wait for its mark. Every replica ends with the
@@ -1281,6 +1297,7 @@ void test_replicas() {
         check_graph_replays(n, batch, name);
     }
     check_failed_recording(2, batch);
+    check_capabilities();
     test_tf32_training(batch, one);
 }
 

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "conv_cpu: SAMPLES must be at least 1\n");
         return 2;
     }
-    // ResNet-18's convolutions (src/resnet.hpp), once each shape.
+    // ResNet-18's convolutions (src/model/resnet.hpp), once each shape.
     const ConvShape shapes[] = {
         {n, 1, 28, 28, 64, 3, 3, 1, 0},     // the stem
         {n, 64, 12, 12, 64, 3, 3, 1, 1},    // residual 64 (x4)

@@ -42,9 +42,9 @@
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/versions.hpp"
-#include "model.hpp"
-#include "models.hpp"
-#include "rng.hpp"
+#include "model/model.hpp"
+#include "model/models.hpp"
+#include "base/rng.hpp"
 
 using namespace dpt;
 

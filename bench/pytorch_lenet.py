@@ -15,7 +15,7 @@ products alike, the peer of dptrain --tf32.
 
 The model is dptrain's: LeNet (conv 20@3x3, ReLU, 2x2 pool, conv 50@5x5,
 ReLU, 2x2 pool, dense 128, ReLU, dense 10) or, with --model resnet18, the
-gluon tutorials' resnet18_28 (src/resnet.hpp: batch norm, conv 64@3x3, max
+gluon tutorials' resnet18_28 (src/model/resnet.hpp: batch norm, conv 64@3x3, max
 pool 3x3/2, six residual blocks, avg pool 3x3, dense 10; batch norm with
 gluon's momentum 0.9, which PyTorch calls 0.1, and eps 1e-5); softmax
 cross-entropy, weights drawn as --init says (xavier: uniform, normal: std

@@ -14,12 +14,12 @@
 #include <new>
 #include <string>
 
-#include "cli.hpp"
-#include "cluster.hpp"
-#include "compare.hpp"
-#include "errors.hpp"
-#include "subcommands.hpp"
-#include "trainer.hpp"
+#include "run/cli.hpp"
+#include "parallel/cluster.hpp"
+#include "commands/compare.hpp"
+#include "base/errors.hpp"
+#include "commands/subcommands.hpp"
+#include "run/trainer.hpp"
 
 namespace {
 

@@ -3,8 +3,8 @@
 #include <memory>
 #include <vector>
 
-#include "device_factory.hpp"
-#include "lenet.hpp"
+#include "parallel/device_factory.hpp"
+#include "model/lenet.hpp"
 #include "synthetic.hpp"
 
 namespace dpt::testing {

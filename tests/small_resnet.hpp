@@ -6,7 +6,7 @@
 // batch norm and after adds, and an avg pool of fixed kind.
 // Sides 28 -> 26 -> 12 -> 12 -> 6 -> 1.
 #pragma once
-#include "model.hpp"
+#include "model/model.hpp"
 
 namespace dpt::testing {
 

@@ -1,7 +1,7 @@
 // A small stand-in for Fashion-MNIST, for the CPU and GPU tests of devices.
 #pragma once
-#include "dataset.hpp"
-#include "rng.hpp"
+#include "model/dataset.hpp"
+#include "base/rng.hpp"
 
 namespace dpt::testing {
 

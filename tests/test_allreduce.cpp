@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "cluster.hpp"
-#include "errors.hpp"
-#include "parallel.hpp"
+#include "parallel/cluster.hpp"
+#include "base/errors.hpp"
+#include "parallel/parallel.hpp"
 #include "replicas.hpp"
 #include "testing.hpp"
-#include "trainer.hpp"
+#include "run/trainer.hpp"
 
 using namespace dpt;
 using testing::Run;

@@ -13,11 +13,11 @@
 #include <string>
 #include <unistd.h>
 
-#include "checkpoint.hpp"
-#include "cli.hpp"
-#include "errors.hpp"
-#include "lenet.hpp"
-#include "trainer.hpp"  // init_params
+#include "run/checkpoint.hpp"
+#include "run/cli.hpp"
+#include "base/errors.hpp"
+#include "model/lenet.hpp"
+#include "run/trainer.hpp"  // init_params
 
 using namespace dpt;
 
@@ -318,7 +318,8 @@ TEST_CASE("the settings table writes the header, reads it back and makes --resum
     for (const RunSetting& s : run_settings()) {
         INFO("setting " << s.key);
         // A line of its own, in the table's order, that reads back to the same text.
-        const size_t found = bytes.find("\n" + std::string(s.key) + " " + s.text(saved) + "\n", at);
+        const std::string line = std::string("\n").append(s.key).append(" ").append(s.text(saved)).append("\n");
+        const size_t found = bytes.find(line, at);
         CHECK(found != std::string::npos);
         if (found != std::string::npos) at = found + 1;
         CHECK(s.text(back.settings) == s.text(saved));

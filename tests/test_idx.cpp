@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dataset.hpp"
-#include "errors.hpp"
-#include "idx.hpp"
+#include "model/dataset.hpp"
+#include "base/errors.hpp"
+#include "model/idx.hpp"
 
 using namespace dpt;
 using Catch::Matchers::Contains;

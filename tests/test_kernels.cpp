@@ -15,7 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "cpu/kernels.hpp"
-#include "lenet.hpp"
+#include "model/lenet.hpp"
 #include "small_resnet.hpp"
 #include "testing.hpp"
 

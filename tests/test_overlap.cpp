@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "parallel.hpp"
+#include "parallel/parallel.hpp"
 #include "replicas.hpp"
 #include "testing.hpp"
-#include "trainer.hpp"
+#include "run/trainer.hpp"
 
 using namespace dpt;
 using testing::Run;

@@ -8,14 +8,14 @@
 #include <new>
 #include <cstring>
 
-#include "device_factory.hpp"
-#include "lenet.hpp"
-#include "parallel.hpp"
-#include "rng.hpp"
+#include "parallel/device_factory.hpp"
+#include "model/lenet.hpp"
+#include "parallel/parallel.hpp"
+#include "base/rng.hpp"
 #include "replicas.hpp"
 #include "synthetic.hpp"
 #include "testing.hpp"
-#include "trainer.hpp"
+#include "run/trainer.hpp"
 
 using namespace dpt;
 

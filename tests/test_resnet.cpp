@@ -8,11 +8,11 @@
 #include <cstring>
 #include <memory>
 
-#include "parallel.hpp"
+#include "parallel/parallel.hpp"
 #include "replicas.hpp"
-#include "resnet.hpp"
+#include "model/resnet.hpp"
 #include "small_resnet.hpp"
-#include "trainer.hpp"
+#include "run/trainer.hpp"
 
 using namespace dpt;
 using testing::Run;

@@ -1,4 +1,4 @@
-// Stop requests (src/signals.hpp): once a run has finished, SIGINT and
+// Stop requests (src/base/signals.hpp): once a run has finished, SIGINT and
 // SIGTERM no longer kill the process silently while it closes down; a run
 // that failed gives the signals their default action back. Each case runs in a child process, so that the signal it
 // sends and the handler it leaves behind stay out of the other tests.
@@ -10,7 +10,7 @@
 #include <csignal>
 #include <functional>
 
-#include "signals.hpp"
+#include "base/signals.hpp"
 
 using namespace dpt;
 

@@ -4,9 +4,9 @@
 #include <set>
 #include <string>
 
-#include "allreduce.hpp"
-#include "errors.hpp"
-#include "simulate.hpp"
+#include "parallel/allreduce.hpp"
+#include "base/errors.hpp"
+#include "commands/simulate.hpp"
 
 using namespace dpt;
 using Catch::Detail::Approx;

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "parallel.hpp"
+#include "parallel/parallel.hpp"
 #include "replicas.hpp"
-#include "rng.hpp"
-#include "split.hpp"
-#include "trainer.hpp"
+#include "base/rng.hpp"
+#include "parallel/split.hpp"
+#include "run/trainer.hpp"
 
 using namespace dpt;
 using testing::Run;

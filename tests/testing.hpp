@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "rng.hpp"
+#include "base/rng.hpp"
 
 namespace dpt::testing {
 

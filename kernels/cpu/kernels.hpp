@@ -201,7 +201,7 @@ inline void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_
 }
 
 // The layer kernels as one set, for the model code written once over any
-// backend (src/model.hpp: Model::forward / Model::backward). The CUDA set
+// backend (src/model/model.hpp: Model::forward / Model::backward). The CUDA set
 // (kernels/cuda/kernels.hpp) has the same members, bound to a stream.
 struct KernelSet {
     Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)

@@ -169,7 +169,7 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
                                cudaStream_t stream);
 
-// The layer kernels bound to one stream, for the model's passes (src/model.hpp).
+// The layer kernels bound to one stream, for the model's passes (src/model/model.hpp).
 struct KernelSet {
     cudaStream_t stream;
     Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <span>
 
-#include "checkpoint.hpp"
-#include "errors.hpp"
+#include "run/checkpoint.hpp"
+#include "base/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "errors.hpp"
-#include "idx.hpp"
+#include "base/errors.hpp"
+#include "model/idx.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const int fd = memfd_create("idx", 0);

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "checkpoint.hpp"
-#include "lenet.hpp"
+#include "run/checkpoint.hpp"
+#include "model/lenet.hpp"
 
 int main(int argc, char** argv) {
     if (argc != 2) {

@@ -32,14 +32,14 @@
 #include "cuda/kernels.hpp"
 #include "cuda/splits.hpp"
 #include "cuda/versions.hpp"
-#include "device_factory.hpp"
-#include "gpu.hpp"
-#include "lenet.hpp"
+#include "parallel/device_factory.hpp"
+#include "devices/gpu.hpp"
+#include "model/lenet.hpp"
 #include "small_resnet.hpp"
-#include "parallel.hpp"
+#include "parallel/parallel.hpp"
 #include "synthetic.hpp"
 #include "testing.hpp"
-#include "trainer.hpp"
+#include "run/trainer.hpp"
 
 using namespace dpt;
 

@@ -1,0 +1,325 @@
+#include "run/report.hpp"
+
+#include "base/json.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "base/errors.hpp"
+#include "devices/gpu.hpp"
+#include "model/models.hpp"
+#include "run/schedule.hpp"
+
+namespace dpt {
+
+std::string with_commas(double value) {
+    const std::string digits = std::to_string(std::llabs(std::llround(value)));
+    std::string out = value < 0 ? "-" : "";
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+void print_banner(const TrainConfig& c, const std::string& dir, const FashionMnist& data,
+                  std::span<Device* const> devices, const AllreduceInfo& allreduce, size_t steps) {
+    const int n = c.devices_in_all();  // of every process
+    const int capacity = (c.batch + n - 1) / n;
+    const bool resuming = !c.resume_path.empty();
+    const std::string origin = resuming                     ? "parameters from the checkpoint " + c.resume_path
+                               : !c.load_path.empty()       ? "parameters from " + c.load_path
+                               : c.init == InitKind::xavier ? "xavier init"
+                                                            : "normal init";
+    const Model& model = model_of(c.model);
+    if (c.model == ModelKind::lenet)
+        std::printf("dptrain: LeNet (%s pool, %s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
+                    c.pool == PoolKind::avg ? "avg" : "max", origin.c_str(), dir.c_str(), data.train.count,
+                    data.test.count);
+    else
+        std::printf("dptrain: %s (%s) on Fashion-MNIST from %s: %zu train, %zu test samples\n",
+                    model.name().c_str(), origin.c_str(), dir.c_str(), data.train.count, data.test.count);
+    if (model.batch_norms() > 0) {
+        std::printf("model: %zu parameters (%.1f MB of gradients a step), %.0f MFLOP a sample forward, "
+                    "%d batch norms, ",
+                    model.trained_count(), double(model.trained_count()) * sizeof(float) / 1e6,
+                    model.forward_flops() / 1e6, model.batch_norms());
+        if (n == 1)
+            std::printf("normalising over the batch\n");
+        else if (c.bn == BatchNormMode::sync)
+            std::printf("--bn sync: over the whole batch (per-channel sums allreduced %d times a step)\n",
+                        2 * model.batch_norms());
+        else
+            std::printf("--bn local: each device normalises over its own part, so %d devices compute another "
+                        "function than 1 (--bn sync: the same)\n", n);
+    }
+    const std::string note = c.devices_note.empty() ? "" : "; " + c.devices_note;
+    if (c.devices.mixed()) {
+        std::string names;
+        for (Device* d : devices) names += (names.empty() ? "" : ", ") + d->name();
+        std::printf("devices: %s (%s), the GPUs first: %s sums the gradients; what crosses kinds goes through "
+                    "pinned host memory by the GPUs' copy engines; no CUDA graph%s\n",
+                    describe(c.devices).c_str(), names.c_str(), devices[0]->name().c_str(), note.c_str());
+    } else if (c.devices.gpus > 0) {
+        std::printf("devices: %s; each replica has its own stream and memory%s\n", describe_gpu_replicas(c.devices.count()).c_str(),
+                    note.c_str());
+    } else {
+        const int cores = usable_cores(), here = c.devices.count();  // this process's
+        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s\n", here,
+                    here == 1 ? "" : "s", cores, cores == 1 ? "" : "s", note.c_str());
+        if (here > cores)
+            std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", here, cores);
+    }
+    if (c.processes > 1)
+        std::printf("processes: %d (mpirun), each with the devices above: %d devices in all, rank r's parts of each "
+                    "batch the r-th; each sums its devices' gradients (--allreduce %s), then device 0 of each sums "
+                    "across the processes (--across %s%s); rank 0 prints, evaluates and writes files\n",
+                    c.processes, n, c.allreduce.c_str(), to_string(c.across),
+                    c.across == AcrossKind::nccl ? ": one NCCL communicator of their GPUs, GPU to GPU"
+                    : c.across == AcrossKind::ring ? ": a ring over MPI send and receive"
+                                                   : ": MPI_Allreduce");
+    char per_device[64];  // "256 per device", or "170-171 per device" when the parts differ by one
+    std::snprintf(per_device, sizeof per_device, c.batch % n ? "%d-%d per device" : "%d per device", c.batch / n,
+                  capacity);
+    const std::string parts = c.split.mode == SplitMode::even      ? std::string(per_device)
+                              : c.split.mode == SplitMode::weights ? "split " + describe_split(c.split, c.batch) + " by --split"
+                              : c.split.measured() ? "split " + describe_split(c.split, c.batch) + ", as --split auto measured"
+                                                   : "split " + describe_split(c.split, c.batch);
+    std::printf("batch %d (%s), lr %g, %d epoch%s, seed %llu\n", c.batch, parts.c_str(),
+                double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
+    if (c.split.mode == SplitMode::automatic && !c.split.measured()) {
+        const AutoSplitWindow w = auto_split_window(c.start.step, steps);
+        std::printf("split auto: steps %zu-%zu go even and are timed; from step %zu on each device's part is in "
+                    "proportion to its samples/s\n",
+                    w.from + 1, w.end, w.end + 1);
+    }
+    if (c.math == Math::tf32)
+        std::printf("tf32: the conv and dense products take TF32 operands (10 bits of fraction) and sum in FP32%s\n",
+                    c.devices.gpus == 0   ? "; CPU devices round the operands and compute in FP32 (no speed gained)"
+                    : c.devices.mixed() ? ": tensor cores on the GPUs; the CPU devices round the same operands"
+                                        : ", on the GPUs' tensor cores");
+    for (const TrainConfig::Slowdown& s : c.slowdowns)
+        std::printf("slowdown: %s computes each part %d times over (--slowdown: the same result, %dx the time)\n",
+                    s.device.c_str(), s.factor, s.factor);
+    if (c.warmup > 0)
+        std::printf("warm-up: the rate rises linearly from %g to %g over the first %zu steps (%g epoch%s)\n",
+                    double(lr_at(c, steps, 1, 0)), double(c.lr), warmup_steps(c, steps), c.warmup,
+                    c.warmup == 1 ? "" : "s");
+    if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.summary).c_str());
+    if (c.overlap) {
+        std::string sizes;
+        for (const Range& b : devices[0]->buckets()) {
+            char kb[32];
+            std::snprintf(kb, sizeof kb, "%s%.1f", sizes.empty() ? "" : " + ", double(b.count) * sizeof(float) / 1024);
+            sizes += kb;
+        }
+        sizes += " KB, the last layers' first";
+        std::printf("overlap: the gradients go in %zu bucket%s (%s; --bucket-kb %d), each allreduced on a second "
+                    "stream per device as soon as backward has it\n",
+                    devices[0]->buckets().size(), devices[0]->buckets().size() == 1 ? "" : "s", sizes.c_str(),
+                    c.bucket_kb);
+    }
+    if (resuming)
+        std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
+    if (!c.checkpoint_path.empty())
+        std::printf("checkpoint: %s, every %d epoch%s and when stopped by SIGINT or SIGTERM\n",
+                    c.checkpoint_path.c_str(), c.checkpoint_every, c.checkpoint_every == 1 ? "" : "s");
+    if (!c.checkpoint_path.empty() || resuming)
+        std::printf("resume keeps: %s\n", kept_settings_text(c).c_str());
+    std::fflush(stdout);
+}
+
+void ProgressBar::update(size_t done, size_t samples) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(200)) return;
+    last_draw_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = double(samples) / elapsed;
+    const double eta = done > first_ ? elapsed * double(total_ - done) / double(done - first_) : 0.0;
+    constexpr int width = 30;
+    const int filled = int(width * done / std::max<size_t>(total_, 1));
+    std::printf("\repoch %d [%s%s] %zu/%zu batches  %s samples/s  ETA %.0f s\033[K", epoch_,
+                std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(), done,
+                total_, with_commas(rate).c_str(), eta);
+    std::fflush(stdout);
+    drawn_ = true;
+}
+
+void ProgressBar::clear() {
+    if (drawn_) std::printf("\r\033[K");
+    drawn_ = false;
+}
+
+// --breakdown: device 0's timeline (the step's critical path: it waits for
+// every peer, sums, and sends the sum back), plus every device's compute time.
+void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<const PhaseTimes> earlier) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+        PhaseTimes t = devices[i]->take_phase_times();
+        if (i < earlier.size())
+            for (int p = 0; p < phase_count; ++p) t[size_t(p)] += earlier[i][size_t(p)];
+        if (i == 0) r.phases = t;
+        const double compute = t[size_t(Phase::compute)];
+        r.compute_mean_s += compute / double(devices.size());
+        if (compute > r.compute_slowest_s) r.compute_slowest_s = compute, r.slowest_device = int(i);
+    }
+}
+
+namespace {
+
+void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
+    const double epoch_s = r.train_time_s;
+    const auto part = [&](Phase p) { return r.phases[size_t(p)]; };
+    const auto share = [&](Phase p) { return 100.0 * part(p) / epoch_s; };
+    std::printf("  phases on %s: split_and_load %.2f s (%.0f%%), forward+backward %.2f s (%.0f%%", devices[0]->name().c_str(),
+                part(Phase::load), share(Phase::load), part(Phase::compute), share(Phase::compute));
+    if (devices.size() > 1)
+        std::printf("; mean of the devices %.2f s, slowest %s %.2f s", r.compute_mean_s,
+                    devices[size_t(r.slowest_device)]->name().c_str(), r.compute_slowest_s);
+    if (devices[0]->buckets().empty()) {
+        std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
+                    "sum %.2f s of the epoch's %.2f s\n",
+                    part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
+                    part(Phase::update), share(Phase::update),
+                    part(Phase::load) + part(Phase::compute) + part(Phase::wait) + part(Phase::allreduce) +
+                        part(Phase::update),
+                    epoch_s);
+        return;
+    }
+    // --overlap: the allreduce's own stream ran alongside backward; only the
+    // time the update waited for it is the epoch's.
+    const double busy = part(Phase::wait) + part(Phase::allreduce);
+    const double hidden = std::max(0.0, busy - part(Phase::exposed));
+    std::printf("), waiting for the allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); sum %.2f s of the epoch's "
+                "%.2f s\n",
+                part(Phase::exposed), share(Phase::exposed), part(Phase::update), share(Phase::update),
+                part(Phase::load) + part(Phase::compute) + part(Phase::exposed) + part(Phase::update), epoch_s);
+    std::printf("  allreduce stream on %s (--overlap): waiting for peers %.2f s, allreduce %.2f s; of those %.2f s, "
+                "%.2f s (%.0f%%) were hidden behind forward+backward\n",
+                devices[0]->name().c_str(), part(Phase::wait), part(Phase::allreduce), busy, hidden,
+                busy > 0 ? 100.0 * hidden / busy : 100.0);
+}
+
+}  // namespace
+
+// resumed_at > 0: the epoch was resumed after that many steps, so its time
+// and samples/s cover only the steps run since.
+void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* const> devices, bool breakdown) {
+    std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f", s.epoch, s.train_time_s,
+                with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
+    if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
+    const bool on_gpu = std::any_of(devices.begin(), devices.end(), [](Device* d) { return d->kind() == DeviceKind::gpu; });
+    if (on_gpu && gpus_emulated()) std::printf("  (emulated GPUs: CPU time)");
+    std::printf("\n");
+    if (breakdown) print_breakdown(s, devices);
+    std::fflush(stdout);
+}
+
+void take_core_shares(std::span<Device* const> devices, EpochReport& r) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const double share = devices[i]->take_core_share();
+        if (share >= 0 && (r.least_core_device < 0 || share < r.least_core_share))
+            r.least_core_share = share, r.least_core_device = int(i);
+    }
+}
+
+void warn_if_core_was_busy(const EpochReport& r, std::span<Device* const> devices) {
+    if (r.least_core_device < 0 || r.least_core_share >= busy_core_share) return;
+    std::printf("note: %s got %.0f%% of a core for its forward+backward in epoch %d: another program is using "
+                "this machine's cores, so the time and speed-up are not the algorithm's\n",
+                devices[size_t(r.least_core_device)]->name().c_str(), 100.0 * r.least_core_share, r.epoch);
+    std::fflush(stdout);
+}
+
+// A network that predicts one class for every input scores 1 / classes
+// (0.10) and, once its outputs are uniform, has loss ln(classes) (2.3026).
+// Healthy runs are far from both after an epoch. Two ways to get stuck there,
+// with different cures (measured with bench/warmup_seeds.sh, README
+// "Initialisation"): sensible weights (xavier) pushed by the first large steps
+// into dead ReLUs, which a warm-up avoids; and tiny weights (normal, std 0.01)
+// whose signal is too small to learn from yet, which a warm-up prolongs.
+void warn_if_at_chance(const TrainConfig& c, const EpochReport& r, int classes) {
+    const double chance = 1.0 / classes, uniform_loss = std::log(double(classes));
+    // The epoch's mean loss includes its first steps, which may overshoot
+    // above ln 10 before the collapse (README: epoch 1 at 2.3653, accuracy
+    // 0.10; epoch 2 at 2.3029, 0.1387): not below ln 10 by more than 0.05,
+    // and no better than chance by more than 0.05.
+    if (r.train_loss < uniform_loss - 0.05 || r.test_acc > chance + 0.05) return;
+    std::printf("note: epoch %d is at chance (loss %.4f, where uniform guessing gives ln %d = %.4f; test accuracy "
+                "%.4f): ", r.epoch, r.train_loss, classes, uniform_loss, r.test_acc);
+    if (c.init == InitKind::normal)
+        std::printf("the tutorial's tiny initial weights (--init normal) give the gradients too little to work with "
+                    "yet%s; try --init xavier, or more epochs\n",
+                    c.warmup > 0 ? ", and a warm-up's small first steps prolong that" : "");
+    else
+        std::printf("the first steps at lr %g likely pushed the network into predicting one class (dead ReLUs); "
+                    "try %s, a smaller --lr, or another --seed\n",
+                    double(c.lr), c.warmup > 0 ? "a longer --warmup" : "--warmup 1");
+    std::fflush(stdout);
+}
+
+MetricsFile::MetricsFile(const TrainConfig& c) : config_(c) {
+    if (c.metrics_path.empty()) return;
+    // A resumed run goes on with the metrics of the run it continues.
+    out_.open(c.metrics_path, c.resume_path.empty() ? std::ios::trunc : std::ios::app);
+    if (!out_) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+void MetricsFile::write(const EpochReport& s) {
+    if (!out_.is_open()) return;
+    const TrainConfig& c = config_;
+    Json line = {{"epoch", s.epoch},
+                 {"train_time_s", decimals(s.train_time_s, 6)},
+                 {"samples_per_s", decimals(s.samples_per_s, 1)},
+                 {"train_loss", decimals(s.train_loss, 6)},
+                 {"test_acc", decimals(s.test_acc, 4)},
+                 {"devices", c.devices_in_all()},
+                 {"device_kind", c.devices.mixed() ? "cuda+cpu"
+                                                   : to_string(c.devices.gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu)},
+                 {"batch", c.batch},
+                 {"lr", significant(c.lr)}};
+    if (c.breakdown) {
+        line["load_s"] = decimals(s.phases[size_t(Phase::load)], 6);
+        line["compute_s"] = decimals(s.phases[size_t(Phase::compute)], 6);
+        line["compute_mean_s"] = decimals(s.compute_mean_s, 6);
+        line["compute_slowest_s"] = decimals(s.compute_slowest_s, 6);
+        line["wait_s"] = decimals(s.phases[size_t(Phase::wait)], 6);
+        line["allreduce_s"] = decimals(s.phases[size_t(Phase::allreduce)], 6);
+        line["update_s"] = decimals(s.phases[size_t(Phase::update)], 6);
+    }
+    if (c.breakdown && c.overlap) {  // wait_s and allreduce_s are then the allreduce stream's
+        line["overlap"] = true;
+        line["exposed_s"] = decimals(s.phases[size_t(Phase::exposed)], 6);
+    }
+    if (s.least_core_device >= 0) line["least_core_share"] = decimals(s.least_core_share, 3);
+    if (c.processes > 1) {  // "devices" counts every process's
+        line["processes"] = c.processes;
+        line["across"] = to_string(c.across);
+    }
+    line["model"] = to_string(c.model);
+    if (model_of(c.model).batch_norms() > 0) line["bn"] = to_string(c.bn);
+    if (c.math == Math::tf32) line["math"] = "tf32";
+    out_ << line.dump() << "\n" << std::flush;
+}
+
+// The advice names the learning rate the tutorial's linear scaling
+// rule gives for this batch: 0.3 at 256, in proportion.
+std::string divergence_message(const TrainConfig& c, int epoch, int32_t bad_step, size_t steps) {
+    char text[512];
+    const std::string where = bad_step >= 0 ? " at step " + std::to_string(bad_step + 1) + " of " +
+                                                  std::to_string(steps) : "";
+    const double rule = 0.3 * double(c.batch) / 256.0;
+    std::snprintf(text, sizeof text,
+                  "training diverged in epoch %d%s: the loss or the gradients are no longer finite (NaN or "
+                  "infinity) with --lr %g. Try a smaller --lr; for --batch %d the linear scaling rule (lr 0.3 "
+                  "at batch 256, growing with the batch%s) suggests --lr %g.%s",
+                  epoch, where.c_str(), double(c.lr), c.batch,
+                  c.devices.count() > 1 ? ", as when going from 1 device to N" : "", rule,
+                  c.checkpoint_path.empty() ? "" : " No checkpoint was written for this epoch.");
+    return text;
+}
+
+}  // namespace dpt

@@ -56,7 +56,7 @@ done
 
 # --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
 # loader's path may still have one from its PyTorch wheel: use it.
-if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+if [[ $(ldconfig -p 2>/dev/null) != *libnccl.so.2* ]]; then
     nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
     [[ -n $nccl_dir && -e $nccl_dir/libnccl.so.2 ]] && export LD_LIBRARY_PATH=$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
@@ -89,7 +89,7 @@ over_budget() {
     return 1
 }
 
-gpu_visible() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+gpu_visible() { command -v nvidia-smi >/dev/null && [[ $(nvidia-smi -L 2>/dev/null) == *GPU\ * ]]; }
 gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
 # Whether meson found MPI for the build in $dir.
 mpi_build() { grep -qE '^Dependency mpi found: YES' "$dir/meson-logs/meson-log.txt" 2>/dev/null; }

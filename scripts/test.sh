@@ -93,8 +93,12 @@ stage() {
 # in ARGS that BUILD_DIR does not have is an error: meson would run the
 # others and say nothing of it.
 tests() {
-    local build=$1 rc=0 arg takes_value=no
+    local build=$1 rc=0 arg takes_value=no names
     shift
+    # Listed once, whole: `meson ... --list | grep -q` would fail at random
+    # under pipefail, when grep quits at its match before meson is done
+    # writing (meson then exits 1 on the broken pipe).
+    names=$(meson test -C "$build" --no-rebuild --list 2>/dev/null) || names=""
     for arg in "$@"; do
         if [[ $takes_value == yes ]]; then takes_value=no; continue; fi
         case $arg in
@@ -102,7 +106,7 @@ tests() {
             --timeout-multiplier | --logbase | -j | -t) takes_value=yes ;;
         -*) ;;
         *)
-            if ! meson test -C "$build" --no-rebuild --list 2>/dev/null | grep -q " / $arg\$"; then
+            if ! grep -q " / $arg\$" <<<"$names"; then
                 echo "test.sh: $build/ has no test named $arg (meson test -C $build --list names them)" >&2
                 return 2
             fi ;;

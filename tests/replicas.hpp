@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "parallel/device_factory.hpp"
+#include "parallel/parallel.hpp"
 #include "model/lenet.hpp"
 #include "synthetic.hpp"
 
@@ -13,6 +14,7 @@ struct Run {
     Dataset train, test;
     std::vector<std::unique_ptr<Device>> owned;
     std::vector<Device*> devices;
+    StepPlan plan;  // what train_step does between them
 
     // n CPU devices of `model` whose parts hold up to `capacity` samples
     // (0: an even part of `batch`), with the staging memory `allreduce`
@@ -23,6 +25,7 @@ struct Run {
         BatchNormMode bn = BatchNormMode::local)
         : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
         const int part = capacity > 0 ? capacity : (batch + n - 1) / n;
+        plan = plan_step(model, bn, buckets);
         owned = make_devices(DeviceChoice::of(DeviceKind::cpu, n),
                              {&train, &test, part, PoolKind::avg, 0, std::move(buckets), &model, bn},
                              allreduce ? *allreduce : allreduce_named("naive"));

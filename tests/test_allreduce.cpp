@@ -112,7 +112,7 @@ TEST_CASE("training with each allreduce matches naive's within rounding, replica
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
         const std::vector<Part> parts = even_parts(batch, n);
         for (int step = 0; step < 5; ++step)
-            train_step(run.devices, algorithm, size_t(step) * batch, parts, 0.1f, step);
+            train_step(run.devices, algorithm, run.plan, size_t(step) * batch, parts, 0.1f, step);
         std::vector<std::vector<float>> params;
         for (int i = 0; i < n; ++i) params.push_back(run.params(i));
         return params;

@@ -100,7 +100,7 @@ TEST_CASE("training with --overlap gives the same parameters as without, bit for
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
         for (int step = 0; step < 6; ++step) {
             const int size = std::min(batch, count - step * batch);
-            train_step(run.devices, algorithm, size_t(step) * batch, even_parts(size, n), 0.1f, step, step % 2 == 1);
+            train_step(run.devices, algorithm, run.plan, size_t(step) * batch, even_parts(size, n), 0.1f, step, step % 2 == 1);
         }
         std::vector<std::vector<float>> params;
         for (int i = 0; i < n; ++i) params.push_back(run.params(i));
@@ -124,7 +124,7 @@ TEST_CASE("--breakdown with --overlap keeps the allreduce stream's time apart fr
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
     const auto start = std::chrono::steady_clock::now();
     for (int step = 0; step < steps; ++step)
-        train_step(run.devices, allreduce_named("naive"), size_t(step) * batch, even_parts(batch, n), 0.1f, step, true);
+        train_step(run.devices, allreduce_named("naive"), run.plan, size_t(step) * batch, even_parts(batch, n), 0.1f, step, true);
     for (Device* d : run.devices) d->begin_phase(Phase::idle);
     for (Device* d : run.devices) d->synchronize();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

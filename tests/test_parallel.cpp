@@ -126,9 +126,9 @@ TEST_CASE("after k training steps all replicas are bit-identical", "[parallel][r
     for (Device* d : run.devices) d->write_params(init);
     const std::vector<uint32_t> order = epoch_order(200, 1, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
-    for (int step = 0; step < 5; ++step) train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, int(run.devices.size())), 0.1f, step);
+    for (int step = 0; step < 5; ++step) train_step(run.devices, naive(), run.plan, size_t(step) * batch, even_parts(batch, int(run.devices.size())), 0.1f, step);
     // And a short batch with fewer samples than devices: empty parts.
-    train_step(run.devices, naive(), 190, even_parts(n - 1, int(run.devices.size())), 0.1f, 5);
+    train_step(run.devices, naive(), run.plan, 190, even_parts(n - 1, int(run.devices.size())), 0.1f, 5);
 
     const auto p0 = run.params(0);
     const bool trained = p0 != init;
@@ -156,7 +156,7 @@ TEST_CASE("replicas are identical to the right thing: one step on N devices is o
         Run run(devices, batch, 200, true);
         for (Device* d : run.devices) d->write_params(init);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        train_step(run.devices, naive(), 0, even_parts(batch, int(run.devices.size())), 0.1f, 0);
+        train_step(run.devices, naive(), run.plan, 0, even_parts(batch, int(run.devices.size())), 0.1f, 0);
         return run.params(devices - 1);
     };
     const auto single = one_step(1), many = one_step(n);
@@ -216,11 +216,11 @@ TEST_CASE("queuing training steps on CPU devices allocates nothing", "[parallel]
     const std::vector<uint32_t> order = epoch_order(400, 5, 1);
     for (Device* d : run.devices) d->set_order(order.data(), order.size());
     const std::vector<Part> parts = even_parts(32, n);
-    train_step(run.devices, naive(), 0, parts, 0.1f, 0);  // warm-up: first touches
+    train_step(run.devices, naive(), run.plan, 0, parts, 0.1f, 0);  // warm-up: first touches
     for (Device* d : run.devices) d->synchronize();
     const uint64_t before = allocations.load();
     for (int step = 1; step < 12; ++step) {
-        train_step(run.devices, naive(), size_t(step) * 32, parts, 0.1f, step, step % 2 == 0);  // with and without phase marks
+        train_step(run.devices, naive(), run.plan, size_t(step) * 32, parts, 0.1f, step, step % 2 == 0);  // with and without phase marks
         for (Device* d : run.devices) d->throttle(2);
     }
     for (Device* d : run.devices) d->synchronize();
@@ -236,7 +236,7 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
         for (Device* d : run.devices) d->write_params(init);
         const std::vector<uint32_t> order = epoch_order(2000, 2, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, int(run.devices.size())), 0.1f, step);
+        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), run.plan, size_t(step) * batch, even_parts(batch, int(run.devices.size())), 0.1f, step);
         return run.params(0);
     };
     const auto one = train(1);
@@ -273,7 +273,7 @@ TEST_CASE("the divergence watch names the first step whose summed gradients are 
         const std::vector<uint32_t> order = epoch_order(400, 3, 1);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
         for (int step = 0; step < steps; ++step) {
-            train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, int(run.devices.size())), lr, step);
+            train_step(run.devices, naive(), run.plan, size_t(step) * batch, even_parts(batch, int(run.devices.size())), lr, step);
             for (Device* d : run.devices) d->throttle(1);
         }
         const int32_t bad = run.devices[0]->take_first_bad_step();

@@ -32,7 +32,7 @@ std::unique_ptr<Run> trained(int n, int batch, int steps, BatchNormMode bn, cons
     static const std::vector<uint32_t> order = epoch_order(200, 3, 1);
     for (Device* d : run->devices) d->set_order(order.data(), order.size());
     for (int step = 0; step < steps; ++step)
-        train_step(run->devices, allreduce, size_t(step) * size_t(batch), even_parts(batch, n), 0.1f, step);
+        train_step(run->devices, allreduce, run->plan, size_t(step) * size_t(batch), even_parts(batch, n), 0.1f, step);
     return run;
 }
 
@@ -92,7 +92,7 @@ TEST_CASE("--bn local: replicas stay identical, and N devices differ from one by
     const Model& model = testing::small_resnet();
     const std::unique_ptr<Run> many = trained(n, 13, 5, BatchNormMode::local);
     // A short batch with fewer samples than devices: an empty part.
-    train_step(many->devices, naive(), 190, even_parts(n - 1, n), 0.1f, 5);
+    train_step(many->devices, naive(), many->plan, 190, even_parts(n - 1, n), 0.1f, 5);
     const std::vector<float> p0 = many->params(0);
     for (int i = 1; i < n; ++i) {
         CAPTURE(i);

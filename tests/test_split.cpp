@@ -115,7 +115,7 @@ TEST_CASE("an uneven split gives the even split's update up to float rounding", 
         Run run(n, batch, 1000, false, batch);
         for (Device* d : run.devices) d->write_params(init);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), size_t(step) * batch, parts, 0.1f, step);
+        for (int step = 0; step < steps; ++step) train_step(run.devices, naive(), run.plan, size_t(step) * batch, parts, 0.1f, step);
         return run.params(n - 1);
     };
     const auto even = train(2, even_parts(batch, 2));
@@ -145,7 +145,7 @@ TEST_CASE("--slowdown repeats a CPU device's compute without changing a bit", "[
         CHECK(run.devices[1]->slow_down(factor));
         for (Device* d : run.devices) d->write_params(init);
         for (Device* d : run.devices) d->set_order(order.data(), order.size());
-        for (int step = 0; step < 3; ++step) train_step(run.devices, naive(), size_t(step) * batch, even_parts(batch, 2), 0.1f, step);
+        for (int step = 0; step < 3; ++step) train_step(run.devices, naive(), run.plan, size_t(step) * batch, even_parts(batch, 2), 0.1f, step);
         double loss = 0;
         for (Device* d : run.devices) loss += d->take_loss_sum();
         return std::pair{run.params(0), loss};

@@ -123,6 +123,7 @@ struct Replicas {
     std::vector<Device*> devices;
     int capacity = 0;
     BatchParts parts;  // even
+    StepPlan plan = plan_step(lenet::model(), BatchNormMode::local);
     Replicas(DeviceKind kind, int n, const TrainConfig& c, const FashionMnist& data, const std::vector<float>& initial)
         : parts(SplitChoice{}, n, c.batch, data.train.count) {
         capacity = parts.largest();
@@ -175,8 +176,8 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
                 drift.samples.push_back(compare_weights(done, w_one, w_many));
             }
             // Both queued before either is waited for: on CPU devices they run side by side.
-            queue_step(c, one.devices, allreduce, one.parts, count, epoch, step, false);
-            queue_step(c, many.devices, allreduce, many.parts, count, epoch, step, false);
+            queue_step(c, one.devices, allreduce, one.plan, one.parts, count, epoch, step, false);
+            queue_step(c, many.devices, allreduce, many.plan, many.parts, count, epoch, step, false);
             for (Device* d : one.devices) d->throttle(2);
             for (Device* d : many.devices) d->throttle(2);
             ++done;
@@ -197,7 +198,7 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
             const std::vector<uint32_t> order = epoch_order(count, other.seed, epoch);
             for (Device* d : r.devices) d->set_order(order.data(), order.size());
             for (size_t step = 0; step < steps; ++step) {
-                queue_step(other, r.devices, allreduce, r.parts, count, epoch, step, false);
+                queue_step(other, r.devices, allreduce, r.plan, r.parts, count, epoch, step, false);
                 r.devices[0]->throttle(2);
             }
             r.devices[0]->synchronize();

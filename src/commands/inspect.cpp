@@ -183,6 +183,7 @@ int run_inspect(int argc, const char* const* argv) {
     const std::vector<float> initial = init_params(o.init, o.seed, model);
     const Allreduce& allreduce = allreduce_named(o.allreduce);
     const ReplicaSetup setup{&data.train, &data.test, (batch + n - 1) / n, o.pool, 0, {}, &model, o.bn};
+    const StepPlan plan = plan_step(model, o.bn);
     const std::vector<std::unique_ptr<Device>> owned = make_devices(o.devices, setup, allreduce);
     const std::vector<Device*> devices = pointers(owned);
     std::vector<uint32_t> order(static_cast<size_t>(batch));
@@ -241,9 +242,9 @@ int run_inspect(int argc, const char* const* argv) {
                  "(nothing else: a device never sees the other parts)");
 
     // 2. Forward and backward on each part.
-    compute_gradients(devices, allreduce, batch);
+    compute_gradients(devices, allreduce, plan, batch);
     Device* const alone[] = {&one};
-    compute_gradients(alone, allreduce, batch);
+    compute_gradients(alone, allreduce, plan, batch);
     std::printf("\n2. the untrained network's outputs (10 logits a sample), each device on its own part\n");
     std::vector<float> logits(size_t(setup.capacity) * classes), whole(size_t(batch) * classes);
     one.read_outputs(whole);
@@ -306,10 +307,10 @@ int run_inspect(int argc, const char* const* argv) {
     // 5. The allreduce.
     std::printf("\n5. the same gradients after the allreduce (%s: %s)\n", o.allreduce.c_str(),
                 std::string(allreduce.info().summary).c_str());
-    allreduce.run(devices, devices[0]->allreduced_floats(), false);
+    allreduce.run(devices, plan.floats, false);
     const std::vector<std::vector<float>> reduced = read_and_show(model, devices, Buffer::grads);
     // (Past the allreduced floats: each device's own backward sums, of batch norm.)
-    checks.claim(all_identical(reduced, devices[0]->allreduced_floats()), "the gradients are identical on every device, bit for bit", "(the algorithm handed every device the same sum)");
+    checks.claim(all_identical(reduced, plan.floats), "the gradients are identical on every device, bit for bit", "(the algorithm handed every device the same sum)");
     const double sum_diff = relative_difference(reduced[0], sum, trained);
     checks.claim(sum_diff <= 1e-6, "and equal to the sum of the gradients of step 4",
                  "(largest difference " + fmt("%.2g", sum_diff) + " of the largest)");

@@ -94,8 +94,6 @@ class CpuDevice final : public Device {
     Capabilities capabilities() const override { return {.records_graphs = false, .host_paced = true}; }
     std::string name() const override { return "cpu:" + std::to_string(index_); }
     size_t param_floats() const override { return params_.size(); }
-    size_t allreduced_floats() const override { return model_.allreduced_floats(setup_.bn); }
-    std::span<const Range> sync_ranges() const override { return sync_ranges_; }
 
     void synchronize() override {
         drain();
@@ -250,7 +248,6 @@ class CpuDevice final : public Device {
         });
     }
 
-    std::span<const Range> buckets() const override { return setup_.buckets; }
     void await_bucket() override {
         assert(allreduce_stream_);
         allreduce_stream_->enqueue([handed = &buckets_handed_, target = ++buckets_awaited_] { wait_until(*handed, target); });

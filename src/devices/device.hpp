@@ -159,11 +159,6 @@ class Device {
     virtual std::string name() const = 0;  // "cpu:0", "gpu:1" (as --cpus and --gpus name them)
     // Floats in the flat parameter buffer (Model::param_count()).
     virtual size_t param_floats() const = 0;
-    // Those the allreduce sums after backward (Model::allreduced_floats()).
-    virtual size_t allreduced_floats() const = 0;
-    // With --bn sync, what the host allreduces between the stages of a
-    // training pass (forward_backward(stage)); empty: one stage.
-    virtual std::span<const Range> sync_ranges() const = 0;
 
     // --- Synchronous: each first waits for the device's queued work. ---
     virtual void synchronize() = 0;
@@ -200,9 +195,10 @@ class Device {
     // loss is added to the loss sum. An empty part leaves zero gradients.
     // With buckets (--overlap), backward hands each bucket to the
     // allreduce's stream as soon as its gradients are final. With --bn sync
-    // the pass runs in stages 0, 1, ... sync_ranges().size(), the host
-    // allreducing sync_ranges()[s] between stage s and s + 1; `batch` is
-    // the step's samples on all devices (what the summed statistics count).
+    // the pass runs in stages 0, 1, ... S, S being the number of ranges of
+    // Model::sync_ranges(bn) (the step plan's syncs), the host allreducing
+    // range s between stage s and s + 1; `batch` is the step's samples on
+    // all devices (what the summed statistics count).
     virtual void forward_backward(int stage = 0, int batch = 0) = 0;
     // params -= scale * gradients (the trained ones); batch norm's running
     // statistics move by the step's, summed over `batch` samples.
@@ -244,9 +240,7 @@ class Device {
     // Ranges are in floats of the flat gradient buffer; `staged` in floats of
     // this device's staging memory (ReplicaSetup::staging_floats).
     //
-    // The buckets forward_backward() hands over (ReplicaSetup::buckets).
-    virtual std::span<const Range> buckets() const = 0;
-    // With buckets: the allreduce stream waits until backward has finished
+    // With buckets (ReplicaSetup::buckets, the step plan's): the allreduce stream waits until backward has finished
     // the next bucket (the k-th call since the device was made waits for
     // the k-th bucket handed over)...
     virtual void await_bucket() = 0;

@@ -225,8 +225,6 @@ class GpuDevice final : public Device {
     Capabilities capabilities() const override { return {.records_graphs = true, .host_paced = false}; }
     std::string name() const override { return name_; }
     size_t param_floats() const override { return model_.param_count(); }
-    size_t allreduced_floats() const override { return model_.allreduced_floats(setup_.bn); }
-    std::span<const Range> sync_ranges() const override { return sync_ranges_; }
     int gpu() const { return gpu_; }
     cudaStream_t stream() const { return stream_; }
     // The stream the allreduce's pieces are queued on (device.hpp).
@@ -378,7 +376,6 @@ class GpuDevice final : public Device {
         loaded_ = 0;  // the input buffer now holds test samples
     }
 
-    std::span<const Range> buckets() const override { return setup_.buckets; }
     void await_bucket() override {
         assert(allreduce_stream_);
         use();

@@ -65,14 +65,19 @@ void allreduce_overlapped(std::span<Device* const> devices, const Allreduce& all
 
 }  // namespace
 
-void compute_gradients(std::span<Device* const> devices, const Allreduce& allreduce, int batch, bool timed) {
+StepPlan plan_step(const Model& model, BatchNormMode bn, std::vector<Range> buckets) {
+    return {model.allreduced_floats(bn), std::move(buckets), model.sync_ranges(bn)};
+}
+
+void compute_gradients(std::span<Device* const> devices, const Allreduce& allreduce, const StepPlan& plan, int batch,
+                       bool timed) {
     // --bn sync: between two stages, a batch norm's sums over every part.
     // They lie in the gradient buffer past the allreduced floats (the
     // backward sums end it), so the ring cuts the whole buffer into chunks.
     // With --overlap the sums go on the allreduce streams, which first wait
     // for the stage, and the next stage waits for them.
-    const std::span<const Range> syncs = devices[0]->sync_ranges();
-    const bool second_stream = !devices[0]->buckets().empty();
+    const std::span<const Range> syncs = plan.syncs;
+    const bool second_stream = !plan.buckets.empty();
     size_t sync_floats = 0;
     for (const Range& r : syncs) sync_floats = std::max(sync_floats, r.end());
     for (size_t stage = 0;; ++stage) {
@@ -95,16 +100,14 @@ void compute_gradients(std::span<Device* const> devices, const Allreduce& allred
     }
 }
 
-void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
+void train_step(std::span<Device* const> devices, const Allreduce& allreduce, const StepPlan& plan, size_t first,
                 std::span<const Part> parts, float lr, int32_t step, bool timed, int batch) {
     const int size = batch > 0 ? batch : parts.back().first + parts.back().count;
     for (Device* d : devices) mark_phase(*d, Phase::load, timed);
     split_and_load(devices, first, parts);
-    compute_gradients(devices, allreduce, size, timed);
-    const std::span<const Range> buckets = devices[0]->buckets();
-    const size_t floats = devices[0]->allreduced_floats();
-    if (buckets.empty()) allreduce.run(devices, floats, timed);
-    else allreduce_overlapped(devices, allreduce, buckets, floats, timed);
+    compute_gradients(devices, allreduce, plan, size, timed);
+    if (plan.buckets.empty()) allreduce.run(devices, plan.floats, timed);
+    else allreduce_overlapped(devices, allreduce, plan.buckets, plan.floats, timed);
     for (Device* d : devices) mark_phase(*d, Phase::update, timed);
     devices[0]->check_gradients(step);  // after the allreduce: every device's part is in the sum
     const float scale = lr / float(size);

@@ -33,10 +33,23 @@ void split_and_load(std::span<Device* const> devices, size_t first, std::span<co
 // With --bn local, batch norm's statistics (final after forward) come first.
 std::vector<Range> overlap_buckets(const Model& model, int bucket_kb, BatchNormMode bn = BatchNormMode::local);
 
+// What a step does between the devices, the same in every step of a run and
+// made once from the model and the settings: the gradient floats the
+// allreduce sums after backward, --overlap's buckets (the devices are made
+// with the same, ReplicaSetup::buckets) and --bn sync's ranges allreduced
+// between the stages of a training pass.
+struct StepPlan {
+    size_t floats = 0;           // Model::allreduced_floats
+    std::vector<Range> buckets;  // empty: one allreduce after backward
+    std::vector<Range> syncs;    // Model::sync_ranges; empty: one stage
+};
+StepPlan plan_step(const Model& model, BatchNormMode bn, std::vector<Range> buckets = {});
+
 // Every device's forward+backward on its loaded part, `batch` samples on
 // all devices together; with --bn sync in stages, allreducing batch norm's
-// sums between them (Device::sync_ranges). Queued work only.
-void compute_gradients(std::span<Device* const> devices, const Allreduce& allreduce, int batch, bool timed = false);
+// sums between them (plan.syncs). Queued work only.
+void compute_gradients(std::span<Device* const> devices, const Allreduce& allreduce, const StepPlan& plan, int batch,
+                       bool timed = false);
 
 // Step `step` of an epoch, on the batch of the epoch's order that starts at
 // `first`, cut into `parts` (one per device): split_and_load,
@@ -47,7 +60,7 @@ void compute_gradients(std::span<Device* const> devices, const Allreduce& allred
 // the phase marks of --breakdown. `batch`: the step's samples on all the
 // devices of all the processes (0: the parts' end; a multi-process run
 // passes only its own devices' parts).
-void train_step(std::span<Device* const> devices, const Allreduce& allreduce, size_t first,
+void train_step(std::span<Device* const> devices, const Allreduce& allreduce, const StepPlan& plan, size_t first,
                 std::span<const Part> parts, float lr, int32_t step, bool timed = false, int batch = 0);
 
 }  // namespace dpt

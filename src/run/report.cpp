@@ -26,7 +26,8 @@ std::string with_commas(double value) {
 }
 
 void print_banner(const TrainConfig& c, const std::string& dir, const FashionMnist& data,
-                  std::span<Device* const> devices, const AllreduceInfo& allreduce, size_t steps) {
+                  std::span<Device* const> devices, const AllreduceInfo& allreduce, const StepPlan& plan,
+                  size_t steps) {
     const int n = c.devices_in_all();  // of every process
     const int capacity = (c.batch + n - 1) / n;
     const bool resuming = !c.resume_path.empty();
@@ -111,7 +112,7 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     if (n > 1) std::printf("allreduce: %s (%s)\n", c.allreduce.c_str(), std::string(allreduce.summary).c_str());
     if (c.overlap) {
         std::string sizes;
-        for (const Range& b : devices[0]->buckets()) {
+        for (const Range& b : plan.buckets) {
             char kb[32];
             std::snprintf(kb, sizeof kb, "%s%.1f", sizes.empty() ? "" : " + ", double(b.count) * sizeof(float) / 1024);
             sizes += kb;
@@ -119,7 +120,7 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
         sizes += " KB, the last layers' first";
         std::printf("overlap: the gradients go in %zu bucket%s (%s; --bucket-kb %d), each allreduced on a second "
                     "stream per device as soon as backward has it\n",
-                    devices[0]->buckets().size(), devices[0]->buckets().size() == 1 ? "" : "s", sizes.c_str(),
+                    plan.buckets.size(), plan.buckets.size() == 1 ? "" : "s", sizes.c_str(),
                     c.bucket_kb);
     }
     if (resuming)
@@ -170,7 +171,7 @@ void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<
 
 namespace {
 
-void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
+void print_breakdown(const EpochReport& r, std::span<Device* const> devices, bool overlap) {
     const double epoch_s = r.train_time_s;
     const auto part = [&](Phase p) { return r.phases[size_t(p)]; };
     const auto share = [&](Phase p) { return 100.0 * part(p) / epoch_s; };
@@ -179,7 +180,7 @@ void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
     if (devices.size() > 1)
         std::printf("; mean of the devices %.2f s, slowest %s %.2f s", r.compute_mean_s,
                     devices[size_t(r.slowest_device)]->name().c_str(), r.compute_slowest_s);
-    if (devices[0]->buckets().empty()) {
+    if (!overlap) {
         std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
                     "sum %.2f s of the epoch's %.2f s\n",
                     part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
@@ -207,14 +208,15 @@ void print_breakdown(const EpochReport& r, std::span<Device* const> devices) {
 
 // resumed_at > 0: the epoch was resumed after that many steps, so its time
 // and samples/s cover only the steps run since.
-void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* const> devices, bool breakdown) {
+void print_epoch(const EpochReport& s, size_t resumed_at, std::span<Device* const> devices, bool breakdown,
+                 bool overlap) {
     std::printf("epoch %d  time %.2f s  %s samples/s  loss %.4f  test_acc %.4f", s.epoch, s.train_time_s,
                 with_commas(s.samples_per_s).c_str(), s.train_loss, s.test_acc);
     if (resumed_at > 0) std::printf("  (resumed after step %zu: time and samples/s cover the rest)", resumed_at);
     const bool on_gpu = std::any_of(devices.begin(), devices.end(), [](Device* d) { return d->kind() == DeviceKind::gpu; });
     if (on_gpu && gpus_emulated()) std::printf("  (emulated GPUs: CPU time)");
     std::printf("\n");
-    if (breakdown) print_breakdown(s, devices);
+    if (breakdown) print_breakdown(s, devices, overlap);
     std::fflush(stdout);
 }
 

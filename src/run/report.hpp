@@ -10,6 +10,7 @@
 #include <string>
 
 #include "parallel/allreduce.hpp"
+#include "parallel/parallel.hpp"
 #include "model/dataset.hpp"
 #include "devices/device.hpp"
 #include "run/settings.hpp"
@@ -43,7 +44,8 @@ std::string with_commas(double value);
 // The lines before the first epoch: model and data, devices, batch, the
 // allreduce, resume point and checkpoints.
 void print_banner(const TrainConfig& c, const std::string& data_dir, const FashionMnist& data,
-                  std::span<Device* const> devices, const AllreduceInfo& allreduce, size_t steps);
+                  std::span<Device* const> devices, const AllreduceInfo& allreduce, const StepPlan& plan,
+                  size_t steps);
 
 // A one-line progress bar for the epoch under way, on a terminal only: logs
 // and pipes get the epoch lines alone. Redrawn at most 5 times a second;
@@ -75,7 +77,8 @@ void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<
 
 // The epoch's line (and with --breakdown its phases); resumed_at > 0: the
 // epoch was resumed after that many steps.
-void print_epoch(const EpochReport& r, size_t resumed_at, std::span<Device* const> devices, bool breakdown);
+void print_epoch(const EpochReport& r, size_t resumed_at, std::span<Device* const> devices, bool breakdown,
+                 bool overlap);
 
 // --metrics FILE: one JSON object per epoch. A resumed run appends to the
 // file of the run it continues. Opening fails with an InputError.

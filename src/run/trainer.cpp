@@ -88,12 +88,12 @@ std::vector<float> init_params(InitKind init, uint64_t seed, const Model& model)
 }
 
 std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
-                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed, int rank) {
+                                 const StepPlan& plan, const BatchParts& parts, size_t count, int epoch, size_t step, bool timed, int rank) {
     const size_t first = step * size_t(c.batch);
     const size_t steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
     const int size = int(std::min<size_t>(c.batch, count - first));
     const std::span<const Part> mine = parts.of(size).subspan(size_t(rank) * devices.size(), devices.size());
-    train_step(devices, allreduce, first, mine, lr_at(c, steps, epoch, step), int32_t(step), timed, size);
+    train_step(devices, allreduce, plan, first, mine, lr_at(c, steps, epoch, step), int32_t(step), timed, size);
     return mine;
 }
 
@@ -162,7 +162,7 @@ void apply_slowdowns(const TrainConfig& c, std::span<Device* const> devices) {
 // holds each step's rate, so it is recorded for the first epoch at the full
 // rate (`epoch`), after any warm-up. Null (and said why) where there is none.
 std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* const> devices,
-                                        const Allreduce& allreduce, const BatchParts& parts, size_t count,
+                                        const Allreduce& allreduce, const StepPlan& plan, const BatchParts& parts, size_t count,
                                         size_t steps, int epoch, int rank) {
     const auto records = [](const Device* d) { return d->capabilities().records_graphs; };
     // In a mixed run the CPU devices take part in every step: queued step by step (the banner says).
@@ -175,7 +175,7 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     const auto start = std::chrono::steady_clock::now();
     std::string why;
     std::unique_ptr<Recording> graph = record_work(
-        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, parts, count, epoch, s, false, rank); },
+        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, plan, parts, count, epoch, s, false, rank); },
         why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (graph)
@@ -258,8 +258,9 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     const bool resuming = !c.resume_path.empty();
     const int n = c.devices_in_all();  // of all processes: rank r's are r·G ... r·G+G-1
     const Allreduce& within = allreduce_named(c.allreduce);
-    const std::vector<Range> buckets =
-        c.overlap ? overlap_buckets(model_of(c.model), c.bucket_kb, c.bn) : std::vector<Range>{};
+    const StepPlan plan =
+        plan_step(model_of(c.model), c.bn,
+                  c.overlap ? overlap_buckets(model_of(c.model), c.bucket_kb, c.bn) : std::vector<Range>{});
 
     // Everything a user can get wrong fails here, before any training: on
     // every rank at once in a multi-process run (bad input on one node
@@ -295,7 +296,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         capacity = c.split.measured() ? parts->largest() : c.batch;
         c.devices = placed_on_this_machine(c.devices, c.processes, cluster.local_rank());
         owned = make_devices(c.devices,
-                             {&data.train, &data.test, capacity, c.pool, 0, buckets, &model_of(c.model), c.bn,
+                             {&data.train, &data.test, capacity, c.pool, 0, plan.buckets, &model_of(c.model), c.bn,
                               c.processes > 1, c.math},
                              within);
         apply_slowdowns(c, pointers(owned));
@@ -309,14 +310,14 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     for (Device* d : devices) d->write_params(initial);  // every replica starts equal (tutorial: get_params)
     // The gradient sums across processes: how many a step makes, and which
     // step the n-th is (for a timeout's message).
-    const uint64_t sums_per_step = std::max<size_t>(1, buckets.size()) + devices[0]->sync_ranges().size();
+    const uint64_t sums_per_step = std::max<size_t>(1, plan.buckets.size()) + plan.syncs.size();
     cluster.configure(c.across, c.collective_timeout, model_of(c.model).gradient_floats(), sums_per_step,
                       [start = c.start, steps](uint64_t step) {
                           const uint64_t at = start.step + step;
                           return "epoch " + std::to_string(start.epoch + int(at / steps)) + ", step " +
                                  std::to_string(at % steps + 1);
                       });
-    print_banner(c, dir, data, devices, allreduce.info(), steps);
+    print_banner(c, dir, data, devices, allreduce.info(), plan, steps);
     if (!across_note.empty()) std::printf("%s\n", across_note.c_str());
     SplitProbe probe(c.split, c.start.step, steps);
     std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early
@@ -356,7 +357,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         const bool resumed = epoch == c.start.epoch && c.start.step > 0;
         const size_t first_step = resumed ? c.start.step : 0;
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
-        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, *parts, count, steps, epoch, rank);
+        if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, plan, *parts, count, steps, epoch, rank);
         const auto start = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
@@ -369,7 +370,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
             for (; done < steps && stop_now() == 0; ++done, ++queued) {
                 const bool timed = probe.timed(done);
                 const std::span<const Part> cut =
-                    queue_step(c, devices, allreduce, *parts, count, epoch, done, c.breakdown || timed, rank);
+                    queue_step(c, devices, allreduce, plan, *parts, count, epoch, done, c.breakdown || timed, rank);
                 if (timed) probe.record(devices, cut, carried);
                 if (probe.ends_at(done)) {  // the one point where the parts change
                     c.split = result.split = probe.measure(devices, c.batch);
@@ -414,7 +415,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         take_core_shares(devices, stats);
         result.epochs.push_back(stats);
         check_replicas_identical(devices, cluster);
-        print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown);
+        print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown, !plan.buckets.empty());
         warn_if_core_was_busy(stats, devices);
         warn_if_at_chance(c, stats, model_of(c.model).classes());
         metrics->write(stats);

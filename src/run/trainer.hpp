@@ -10,6 +10,7 @@
 #include "devices/device.hpp"
 #include "parallel/allreduce.hpp"
 #include "parallel/cluster.hpp"
+#include "parallel/parallel.hpp"
 #include "run/report.hpp"
 #include "run/schedule.hpp"
 #include "model/lenet.hpp"
@@ -31,7 +32,7 @@ std::vector<float> init_params(InitKind init, uint64_t seed, const Model& model 
 // In a multi-process run `parts` are those of every process's devices, and
 // `devices` this one's, rank `rank`'s (cluster.hpp).
 std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> devices, const Allreduce& allreduce,
-                                 const BatchParts& parts, size_t count, int epoch, size_t step, bool timed,
+                                 const StepPlan& plan, const BatchParts& parts, size_t count, int epoch, size_t step, bool timed,
                                  int rank = 0);
 
 // Test accuracy of `device`'s replica on the first `test_count` test samples,

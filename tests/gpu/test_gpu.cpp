@@ -936,13 +936,14 @@ Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& 
                              o.bucket_kb >= 0 ? overlap_buckets(*o.model, o.bucket_kb, o.bn) : std::vector<Range>{},
                              o.model, o.bn, false, o.math};
     const Allreduce& allreduce = allreduce_named(o.allreduce);
+    const StepPlan plan = plan_step(*o.model, o.bn, setup.buckets);
     const auto owned = make_devices(choice, setup, allreduce);
     const std::vector<Device*> devices = pointers(owned);
     const auto init = init_params(InitKind::xavier, 4, *o.model);
     for (Device* d : devices) d->write_params(init);
     const auto queue = [&] {
         for (size_t first = 0; first < count; first += size_t(batch))
-            train_step(devices, allreduce, first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), o.lr, int32_t(first / batch));
+            train_step(devices, allreduce, plan, first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), o.lr, int32_t(first / batch));
     };
     std::unique_ptr<Recording> recording;
     if (o.graph) {
@@ -1047,19 +1048,20 @@ void check_failed_recording(int n, int batch) {
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
     const auto owned = make_devices(DeviceChoice::of(DeviceKind::gpu, n), {&train, &test, (batch + n - 1) / n, PoolKind::avg}, naive());
     const std::vector<Device*> devices = pointers(owned);
+    const StepPlan plan = plan_step(lenet::model(), BatchNormMode::local);
     const auto init = init_params(InitKind::xavier, 4);
     for (Device* d : devices) d->write_params(init);
     const auto order = epoch_order(count, 4, 1);
     for (Device* d : devices) d->set_order(order.data(), order.size());
     std::string why;
     const auto recording = record_graph(devices, [&] {
-        train_step(devices, naive(), 0, even_parts(batch, int(devices.size())), 0.1f, 0);
+        train_step(devices, naive(), plan, 0, even_parts(batch, int(devices.size())), 0.1f, 0);
         throw std::runtime_error("stopped on purpose after one step");
     }, why);
     report(recording == nullptr && why.find("on purpose") != std::string::npos,
            "a recording that fails midway returns null and the reason", "(why: " + why + ")");
     for (size_t first = 0; first < count; first += size_t(batch))
-        train_step(devices, naive(), first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), 0.1f, int32_t(first / batch));
+        train_step(devices, naive(), plan, first, even_parts(int(std::min<size_t>(batch, count - first)), int(devices.size())), 0.1f, int32_t(first / batch));
     Trained after;
     for (Device* d : devices) {
         after.params.emplace_back(lenet::model().param_count());

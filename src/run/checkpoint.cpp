@@ -15,7 +15,6 @@
 #include <numeric>
 #include <string_view>
 
-#include "parallel/allreduce.hpp"
 #include "base/errors.hpp"
 #include "model/models.hpp"
 #include "base/numbers.hpp"

@@ -44,12 +44,9 @@ const char* read_devices(std::string_view text, TrainConfig& c) {
         return words.size() > at + 1 && words[at] == kind && parse_exact(words[at + 1], n) && n >= 1 && n <= 1 << 20;
     };
     DeviceChoice d{0, 0, {}};
-    if (words.size() == 2 && count(0, "cpu", d.cpus)) {
-    } else if (words.size() == 2 && count(0, "cuda", d.gpus)) {
-    } else if (words.size() == 4 && count(0, "cuda", d.gpus) && count(2, "cpu", d.cpus)) {
-    } else {
-        return invalid;
-    }
+    const bool one_kind = words.size() == 2 && (count(0, "cpu", d.cpus) || count(0, "cuda", d.gpus));
+    const bool mixed = words.size() == 4 && count(0, "cuda", d.gpus) && count(2, "cpu", d.cpus);
+    if (!one_kind && !mixed) return invalid;
     c.devices = d;
     return nullptr;
 }

@@ -429,14 +429,67 @@ int small_weight_grad_blocks(const ConvShape& s) { return std::min(s.n, launch::
 // memory, or (conv2d_backward_weight_pool) through the pooling and ReLU after
 // the convolution, from the pooling's output gradient, as pool_backward
 // with ReLU's mask would have written dy.
+//
+// Version 6's kernel reads dy in two steps where a reader allows it
+// (two_step): where(sample, p) once a pixel, then load(at, o) a channel, a
+// plain load with no branch before it, whose value(at, loaded) is worked out
+// only when it is stored; so a thread's loads of a chunk are all in flight
+// at once.
 struct OutputGradIn {
     const float* dy;
     __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
         return dy[(size_t(sample) * g.oc + o) * (g.oh * g.ow) + p];
     }
+    static constexpr bool two_step = true;
+    struct At {
+        const float* dy;  // channel 0's value at the pixel
+        int plane;
+    };
+    using Loaded = float;
+    __device__ At where(int sample, int p, const Geometry& g) const {
+        return {dy + size_t(sample) * g.oc * (g.oh * g.ow) + p, g.oh * g.ow};
+    }
+    __device__ static Loaded load(const At& at, int o) { return at.dy[size_t(o) * at.plane]; }
+    __device__ static float value(const At&, Loaded v) { return v; }
+};
+// dy through an average pooling whose windows do not overlap and the ReLU
+// before it (version 6): a pixel is in one window or none, so the value is
+// pooled_input_grad's sum of one term (the same bits) without its loops.
+struct OutputGradThroughAvgPoolApart {
+    const float* d_pooled;  // (n, oc, ph, pw)
+    const float* y;         // the convolution's output after its ReLU (n, oc, oh, ow)
+    int k, stride, ph, pw;
+    static constexpr bool two_step = true;
+    struct At {
+        const float* y;  // channel 0's output at the pixel
+        const float* d;  // channel 0's pooled gradient of the pixel's window
+        int y_plane, d_plane;
+        bool covered;  // whether a window holds the pixel
+    };
+    struct Loaded {
+        float y, d;
+    };
+    __device__ At where(int sample, int p, const Geometry& g) const {
+        const int iy = g.by_ow.div(p), ix = g.by_ow.rest(p, iy), wy = iy / stride, wx = ix / stride;
+        const bool covered = wy < ph && wx < pw && iy - wy * stride < k && ix - wx * stride < k;
+        const size_t planes = size_t(sample) * g.oc;
+        return {y + planes * (g.oh * g.ow) + p, d_pooled + planes * (ph * pw) + (covered ? wy * pw + wx : 0),
+                g.oh * g.ow, ph * pw, covered};
+    }
+    __device__ static Loaded load(const At& at, int o) {
+        return {at.y[size_t(o) * at.y_plane], at.d[size_t(o) * at.d_plane]};
+    }
+    __device__ float value(const At& at, Loaded v) const {
+        const float inv_area = 1.0f / float(k * k);
+        return at.covered && v.y > 0.0f ? 0.0f + v.d * inv_area : 0.0f;  // ReLU's mask, then the window's share
+    }    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
+        const At at = where(sample, p, g);
+        return value(at, load(at, o));
+    }
 };
 template <PoolKind kind>
 struct OutputGradThroughPool {
+    static constexpr bool two_step = false;
     const float* d_pooled;  // (n, oc, ph, pw)
     const float* y;         // the convolution's output after its ReLU (n, oc, oh, ow)
     const float* pooled;    // the pooling's output (n, oc, ph, pw)
@@ -468,6 +521,7 @@ struct GatheredPlane {  // d_pooled of one plane (sample, channel), read as gath
 };
 template <PoolKind kind>
 struct OutputGradThroughPoolFromColumns {
+    static constexpr bool two_step = false;
     const float* dcol;    // (next.c*kh*kw, n*next.oh*next.ow)
     Geometry next;        // its input (c, h, w) is the pooling's output (oc, ph, pw)
     const float* y;       // the convolution's output after its ReLU (n, oc, oh, ow)
@@ -484,37 +538,24 @@ struct OutputGradThroughPoolFromColumns {
     }
 };
 
-template <class Dy>
-__global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, Dy dy,
-                                                                              const float* x, Geometry g,
-                                                                              float* dw, float* db,
-                                                                              unsigned* ticket) {
-    __shared__ float dys[small_max_oc][small_pixels + 1];     // dys[o][p]: +1, so that rows fall in other banks
-    __shared__ float cols[small_max_taps][small_pixels + 1];  // cols[q][p] = unfold(x)[q][pixel p]
-    const int taps = g.c * g.kh * g.kw, weights = g.oc * taps, outputs = weights + g.oc;
-    const int pixels = g.oh * g.ow;
-    const int first = int(long(g.n) * blockIdx.x / gridDim.x), last = int(long(g.n) * (blockIdx.x + 1) / gridDim.x);
-    const int count = (last - first) * pixels;  // this block's output pixels, sample by sample
-    // A thread's outputs j = threadIdx.x + u * threads: weight (o, q), or bias o - weights.
-    int row[small_per_thread], tap[small_per_thread];
-#pragma unroll
-    for (int u = 0; u < small_per_thread; ++u) {
-        const int j = int(threadIdx.x) + u * launch::threads;
-        row[u] = j < weights ? j / taps : j - weights;
-        tap[u] = j < weights ? j % taps : -1;  // -1: a bias, whose "input" is 1
-    }
+// A thread's share of a small filter bank's sums (versions 3, 5 and 6):
+// outputs j = threadIdx.x + u * threads, each a weight (o, q) or a bias
+// o - weights, summed chunk by chunk, each chunk in pixel order.
+struct SmallSums {
+    int outputs, weights;
+    int row[small_per_thread], tap[small_per_thread];  // tap -1: a bias, whose "input" is 1
     float acc[small_per_thread] = {};
-    for (int p0 = 0; p0 < count; p0 += small_pixels) {
-        for (int e = threadIdx.x; e < g.oc * small_pixels; e += launch::threads) {
-            const int o = e / small_pixels, p = e % small_pixels, at = p0 + p;
-            const int s = first + at / pixels, pp = at % pixels;
-            dys[o][p] = at < count ? dy(s, o, pp, g) : 0.0f;
+    __device__ SmallSums(int taps, int weights_, int oc) : outputs(weights_ + oc), weights(weights_) {
+#pragma unroll
+        for (int u = 0; u < small_per_thread; ++u) {
+            const int j = int(threadIdx.x) + u * launch::threads;
+            row[u] = j < weights ? j / taps : j - weights;
+            tap[u] = j < weights ? j % taps : -1;
         }
-        for (int e = threadIdx.x; e < taps * small_pixels; e += launch::threads) {
-            const int q = e / small_pixels, p = e % small_pixels, at = p0 + p;
-            cols[q][p] = at < count ? unfolded(x, g, q, (first + at / pixels) * pixels + at % pixels) : 0.0f;
-        }
-        __syncthreads();
+    }
+    // Adds a staged chunk: dys[o][p], channel o's dy at the chunk's pixel p,
+    // and cols[q][p], the input that tap q sees there.
+    __device__ void add(const float (*dys)[small_pixels + 1], const float (*cols)[small_pixels + 1]) {
 #pragma unroll
         for (int u = 0; u < small_per_thread; ++u) {
             if (int(threadIdx.x) + u * launch::threads >= outputs) break;
@@ -526,20 +567,128 @@ __global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(fl
             }
             acc[u] += sum;
         }
+    }
+    // The block's sums into partial[block]; with a ticket, the last block to
+    // store its own then adds every block's, in block order, to dw and db
+    // (without one, finish_small adds them).
+    __device__ void finish(float* partial, float* dw, float* db, unsigned* ticket) const {
+#pragma unroll
+        for (int u = 0; u < small_per_thread; ++u) {
+            const int j = int(threadIdx.x) + u * launch::threads;
+            if (j < outputs) partial[size_t(blockIdx.x) * outputs + j] = acc[u];
+        }
+        if (!ticket || !launch::last_to_arrive(ticket, gridDim.x)) return;
+        for (int j = int(threadIdx.x); j < outputs; j += launch::threads) {
+            float sum = 0.0f;
+            for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partial + size_t(b) * outputs + j);
+            if (j < weights) dw[j] += sum;
+            else db[j - weights] += sum;
+        }
+    }
+};
+
+template <class Dy>
+__global__ void __launch_bounds__(launch::threads) small_weight_grad_partials(float* partial, Dy dy,
+                                                                              const float* x, Geometry g,
+                                                                              float* dw, float* db,
+                                                                              unsigned* ticket) {
+    __shared__ float dys[small_max_oc][small_pixels + 1];     // dys[o][p]: +1, so that rows fall in other banks
+    __shared__ float cols[small_max_taps][small_pixels + 1];  // cols[q][p] = unfold(x)[q][pixel p]
+    const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow;
+    const int first = int(long(g.n) * blockIdx.x / gridDim.x), last = int(long(g.n) * (blockIdx.x + 1) / gridDim.x);
+    const int count = (last - first) * pixels;  // this block's output pixels, sample by sample
+    SmallSums sums(taps, g.oc * taps, g.oc);
+    for (int p0 = 0; p0 < count; p0 += small_pixels) {
+        for (int e = threadIdx.x; e < g.oc * small_pixels; e += launch::threads) {
+            const int o = e / small_pixels, p = e % small_pixels, at = p0 + p;
+            const int s = first + at / pixels, pp = at % pixels;
+            dys[o][p] = at < count ? dy(s, o, pp, g) : 0.0f;
+        }
+        for (int e = threadIdx.x; e < taps * small_pixels; e += launch::threads) {
+            const int q = e / small_pixels, p = e % small_pixels, at = p0 + p;
+            cols[q][p] = at < count ? unfolded(x, g, q, (first + at / pixels) * pixels + at % pixels) : 0.0f;
+        }
+        __syncthreads();
+        sums.add(dys, cols);
         __syncthreads();
     }
+    sums.finish(partial, dw, db, ticket);
+}
+
+// Version 6 of the small filter bank's weight gradient: version 5's sums
+// (the same chunks of 64 pixels, each thread's products in the same order,
+// the blocks' sums added by the last of them: the same bits), but each
+// thread's loads of a chunk go out together, into registers, and the next
+// chunk's go out while this one's products are summed. In version 5 a
+// thread's loads of a chunk waited on one another (a loop of run-time
+// length, a branch on ReLU's mask before each read through the pooling), so
+// its blocks spent their time waiting on memory. A thread loads the same
+// pixel of every chunk, for every 4th channel and tap; a reader without two
+// steps (max pooling, overlapping windows, gathered columns) runs version 5.
+constexpr int small_rows_a_pass = launch::threads / small_pixels;        // 4
+constexpr int small_loads = small_max_oc / small_rows_a_pass;            // a thread's loads a chunk: 16 at most
+static_assert(launch::threads % small_pixels == 0 && small_max_oc == small_max_taps);
+
+template <class Dy>
+__global__ void __launch_bounds__(launch::threads) small_weight_grad_pipelined(float* partial, Dy dy,
+                                                                               const float* x, Geometry g,
+                                                                               float* dw, float* db,
+                                                                               unsigned* ticket) {
+    __shared__ float dys[small_max_oc][small_pixels + 1];
+    __shared__ float cols[small_max_taps][small_pixels + 1];
+    const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow;
+    const int first = int(long(g.n) * blockIdx.x / gridDim.x), last = int(long(g.n) * (blockIdx.x + 1) / gridDim.x);
+    const int count = (last - first) * pixels;
+    SmallSums sums(taps, g.oc * taps, g.oc);
+    // This thread's pixel of each chunk, and its rows there: row0 + i * small_rows_a_pass.
+    const int p = int(threadIdx.x) % small_pixels, row0 = int(threadIdx.x) / small_pixels;
+    typename Dy::At at{};
+    bool in = false;  // whether the chunk's pixel p is one of the block's
+    typename Dy::Loaded dv[small_loads];
+    float cv[small_loads];
+    const auto load = [&](int p0) {
+        const int e = p0 + p;
+        in = e < count;
+        const int s = in ? first + e / pixels : first, pp = in ? e % pixels : 0;
+        at = dy.where(s, pp, g);
+        const int oy = g.by_ow.div(pp), ox = g.by_ow.rest(pp, oy);
+        const int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+        const float* xs = x + size_t(s) * g.c * g.h * g.w;
 #pragma unroll
-    for (int u = 0; u < small_per_thread; ++u) {
-        const int j = int(threadIdx.x) + u * launch::threads;
-        if (j < outputs) partial[size_t(blockIdx.x) * outputs + j] = acc[u];
+        for (int i = 0; i < small_loads; ++i) {
+            const int o = row0 + i * small_rows_a_pass;
+            dv[i] = o < g.oc ? Dy::load(at, o) : typename Dy::Loaded{};
+        }
+#pragma unroll
+        for (int i = 0; i < small_loads; ++i) {
+            const int q = row0 + i * small_rows_a_pass;
+            const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+            const int iy = y0 + ky, ix = x0 + kx;
+            const bool inside = q < taps && iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;  // else padding
+            cv[i] = inside ? xs[(size_t(ch) * g.h + iy) * g.w + ix] : 0.0f;
+        }
+    };
+    const auto store = [&] {
+#pragma unroll
+        for (int i = 0; i < small_loads; ++i) {
+            const int o = row0 + i * small_rows_a_pass;
+            if (o < g.oc) dys[o][p] = in ? dy.value(at, dv[i]) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < small_loads; ++i) {
+            const int q = row0 + i * small_rows_a_pass;
+            if (q < taps) cols[q][p] = in ? cv[i] : 0.0f;
+        }
+    };
+    if (count > 0) load(0);
+    for (int p0 = 0; p0 < count; p0 += small_pixels) {
+        store();
+        __syncthreads();
+        if (p0 + small_pixels < count) load(p0 + small_pixels);  // in flight while the sums below run
+        sums.add(dys, cols);
+        __syncthreads();
     }
-    if (!ticket || !launch::last_to_arrive(ticket, gridDim.x)) return;  // (no ticket: finish_small adds them)
-    for (int j = int(threadIdx.x); j < outputs; j += launch::threads) {
-        float sum = 0.0f;
-        for (unsigned b = 0; b < gridDim.x; ++b) sum += __ldcg(partial + size_t(b) * outputs + j);
-        if (j < weights) dw[j] += sum;
-        else db[j - weights] += sum;
-    }
+    sums.finish(partial, dw, db, ticket);
 }
 
 // dw[j] (or db[j - weights]) += the `blocks` partial sums of element j (a
@@ -644,8 +793,16 @@ void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const
                               cudaStream_t stream) {
     const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
     unsigned* ticket = conv2d_backward_weight_version >= 5 ? ws.tickets : nullptr;
-    launch::kernel("small_weight_grad_partials", small_weight_grad_partials<Dy>, unsigned(blocks), launch::threads,
-                   stream, ws.scratch, dy, x, Geometry(s), dw, db, ticket);
+    bool pipelined = false;
+    if constexpr (Dy::two_step) {
+        pipelined = conv2d_backward_weight_version >= 6;
+        if (pipelined)
+            launch::kernel("small_weight_grad_pipelined", small_weight_grad_pipelined<Dy>, unsigned(blocks),
+                           launch::threads, stream, ws.scratch, dy, x, Geometry(s), dw, db, ticket);
+    }
+    if (!pipelined)
+        launch::kernel("small_weight_grad_partials", small_weight_grad_partials<Dy>, unsigned(blocks),
+                       launch::threads, stream, ws.scratch, dy, x, Geometry(s), dw, db, ticket);
     if (ticket) return;
     launch::kernel("finish_small", finish_small, unsigned(outputs), launch::threads, stream, dw, db,
                    static_cast<const float*>(ws.scratch), blocks, weights, outputs);
@@ -669,12 +826,39 @@ void launch_direct_forward(float* y, float* pooled_y, const float* x, const floa
                        pooled_y, x, w, b, Geometry(s), pg);
 }
 
+// Version 3 of the forward product: split along k, the splits' partial sums
+// in scratch added in split order by finish_splits, when its tiles would
+// leave a multiprocessor fewer than 4 blocks (LeNet's conv2 at batch 256:
+// 162 blocks of 64 x 128 for 132 multiprocessors, each walking k = 500 one
+// k-step after another, waiting on each step's loads). Splits of at least
+// 128, at most 8; the same on every GPU, so every GPU rounds alike.
+constexpr int forward_target_blocks = 4 * 132, forward_split_min_k = 128, forward_split_most = 8;
+int forward_splits(const ConvShape& s) {
+    const int k = s.col_rows(), cols = s.n * s.col_cols();
+    if (conv2d_forward_version < 3 || cols <= 0 || k / forward_split_min_k < 2) return 1;
+    const long tiles = long(tiled::ceil_div(s.oc, 64)) * tiled::ceil_div(cols, 128);
+    const long want = (forward_target_blocks + tiles - 1) / tiles;
+    return int(std::clamp<long>(std::min<long>({want, k / forward_split_min_k, forward_split_most}), 1, forward_split_most));
+}
+// Scratch for forward_splits at this shape and at any smaller batch: splits
+// times oc x cols, where splits < target / tiles + 1 and tiles >= oc / 64 x
+// cols / 128 (whatever the version selected: the benchmark switches).
+size_t forward_split_floats(const ConvShape& s) {
+    if (s.col_rows() / forward_split_min_k < 2) return 0;
+    return size_t(64) * 128 * forward_target_blocks + size_t(s.oc) * s.n * s.col_cols();
+}
+
 template <bool relu>
-void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, cudaStream_t stream) {
+void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+             cudaStream_t stream) {
     if (direct_forward_fits(s)) return launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
     const Geometry g(s);
-    tiled::gemm(s.oc, s.n * s.col_cols(), s.col_rows(), Weights{w, s.col_rows()}, Unfold{x, g},
-                StoreOutput<relu>{y, b, s.oc, FastDiv(s.col_cols())}, stream, 1, s.math);
+    const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
+    const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
+    if (splits > 1)
+        return tiled::gemm_splits(m, n, k, Weights{w, k}, Unfold{x, g}, out, Workspace{scratch, nullptr}, splits,
+                                  stream, s.math);
+    tiled::gemm(m, n, k, Weights{w, k}, Unfold{x, g}, out, stream, 1, s.math);
 }
 
 // Version 2 of backward-data, its first half: the unfolded input gradient
@@ -719,25 +903,25 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     // Version 3's partial sums, a block's for each weight and bias (whether
     // or not it is selected now: the benchmark switches versions).
     const size_t small = size_t(std::min(s.n, launch::threads)) * (s.weight_size() + size_t(s.oc));
-    return std::max({weight_grad, with_bias, input_grad, small});
+    return std::max({weight_grad, with_bias, input_grad, small, forward_split_floats(s)});
 }
 
-void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float*,
+void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
                     cudaStream_t stream) {
-    forward<false>(y, x, w, b, s, stream);
+    forward<false>(y, x, w, b, s, scratch, stream);
 }
 
-void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float*,
-                         cudaStream_t stream) {
-    forward<true>(y, x, w, b, s, stream);
+void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                         float* scratch, cudaStream_t stream) {
+    forward<true>(y, x, w, b, s, scratch, stream);
 }
 
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
-                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float*,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
                               cudaStream_t stream) {
     check_pooling(s, ps, "conv2d_forward_relu_pool");
     if (!direct_forward_fits(s)) {
-        forward<true>(y, x, w, b, s, stream);
+        forward<true>(y, x, w, b, s, scratch, stream);
         return pool2d_forward(pooled, y, kind, ps, stream);
     }
     const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
@@ -811,7 +995,10 @@ void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d
         pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps, stream);
         return conv2d_backward_weight(dw, db, dy, x, s, ws, stream);
     }
-    if (kind == PoolKind::max)
+    if (kind == PoolKind::avg && windows_apart(ps) && conv2d_backward_weight_version >= 6)
+        launch_small_weight_grad(dw, db, OutputGradThroughAvgPoolApart{d_pooled, y, ps.k, ps.stride, ps.oh(), ps.ow()},
+                                 x, s, ws, stream);
+    else if (kind == PoolKind::max)
         launch_small_weight_grad(dw, db, OutputGradThroughPool<PoolKind::max>{d_pooled, y, pooled, ps.k, ps.stride,
                                                                               ps.oh(), ps.ow()},
                                  x, s, ws, stream);

@@ -237,9 +237,6 @@ void backward(float* dw, float* db, const float* dy, const float* x, const float
     product(pd, ws, stream, math);
 }
 
-// Windows that do not overlap: every input pixel in at most one.
-bool windows_apart(const PoolShape& ps) { return ps.k <= ps.stride; }
-
 }  // namespace
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,

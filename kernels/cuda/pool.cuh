@@ -9,6 +9,9 @@
 
 namespace dpt::cuda {
 
+// Windows that do not overlap: every input pixel in at most one.
+inline bool windows_apart(const PoolShape& ps) { return ps.k <= ps.stride; }
+
 // The max or the mean of the k x k window at win, in rows w apart.
 template <PoolKind kind>
 __device__ inline float pooled_window(const float* win, int w, int k) {

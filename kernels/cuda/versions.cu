@@ -24,6 +24,8 @@ const char* const conv2d_forward_versions[] = {
     "version 1, but a filter bank of at most 64 channels and 64 taps on an image of at most 4,096 values summed "
     "directly (FP32): a block a sample and 4 channels, the image staged in shared memory; a pooling layer after it "
     "done by the same kernel (conv2d_forward_relu_pool)",
+    "version 2, the product split along k (splits of at least 128, at most 8) where its tiles would leave a "
+    "multiprocessor fewer than 4 blocks, the splits' partial sums added in order by a kernel of their own",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -43,6 +45,9 @@ const char* const conv2d_backward_weight_versions[] = {
     "tile (taps not a multiple of 128; FP32): no bias kernel of its own",
     "version 4, the small filter bank's blocks' sums added by the last of them to store its own (an integer ticket; "
     "each sum in block order) instead of by a kernel of their own",
+    "version 5, the small filter bank's loads of a chunk of pixels all in flight at once, and the next chunk's "
+    "while this one is summed (dy read directly, or through an average pooling whose windows do not overlap; "
+    "the same sums, bit for bit)",
 };
 
 const char* const dense_versions[] = {
@@ -56,20 +61,23 @@ const char* const dense_versions[] = {
     "products: no pooling kernel",
 };
 
-// The defaults: the fastest whole epochs on an H200, LeNet and ResNet-18,
+// The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
 // with each launcher set back a version at a time and then together
-// (bench/kernel_versions.sh; the table is in docs/performance.md). A LeNet
-// epoch in FP32 took 176 ms with every launcher at its latest and 95 ms with
-// these. The later versions launch fewer kernels but ran slower there, and
-// stay checked and timed beside the defaults:
+// (bench/kernel_versions.sh; the tables are in docs/performance.md). On an
+// H200 a LeNet epoch in FP32 took 176 ms with every launcher at its latest
+// and 95 ms with gemm_split 1, conv2d_backward_data 2 and
+// conv2d_backward_weight 3. The later versions launch fewer kernels but ran
+// slower there, and stay checked and timed beside the defaults:
 // - gemm_split 2 (the last block of a tile adds its splits): LeNet's epoch
 //   took 0.68x the time with version 1, ResNet-18's 0.91x;
 // - conv2d_backward_data 3 (conv2's gather in conv1's weight-gradient
-//   kernel, which became the step's longest): 0.86x with version 2;
-// - conv2d_backward_weight 4 and 5 (the bias as the product's last column,
-//   small banks summed by ticket): 0.88x with version 3.
-constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 2, conv2d_backward_data_default = 2,
-              conv2d_backward_weight_default = 3, dense_default = 5;
+//   kernel, which became the step's longest): 0.86x with version 2.
+// Then on an H100, against those defaults (97.2 ms a LeNet epoch, 1717 ms
+// ResNet-18's): conv2d_forward 3 and conv2d_backward_weight 6 together
+// took 0.89x and 0.92x (86.1 ms, 1579 ms); weight versions 4 and 5, which
+// version 6 builds on, had been even with 3 there (1.00x, 1.01x).
+constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 3, conv2d_backward_data_default = 2,
+              conv2d_backward_weight_default = 6, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&

@@ -29,6 +29,9 @@ packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev nlohmann-json3
 [[ " $* " == *" --with-plot "* || " $* " == *" --with-tests "* ]] && packages+=(python3-matplotlib)
 # --with-fuzz adds clang and its libFuzzer runtime for scripts/fuzz.sh.
 [[ " $* " == *" --with-fuzz "* || " $* " == *" --with-tests "* ]] && packages+=(clang libclang-rt-dev)
+# --with-bench adds hyperfine, which the scripts in bench/ that time whole
+# commands use (bench/trace_cost.sh).
+[[ " $* " == *" --with-bench "* ]] && packages+=(hyperfine)
 # --with-tests (scripts/test.sh): both of the above, and iproute2 for the
 # test that runs mpirun over two network namespaces as two machines.
 [[ " $* " == *" --with-tests "* ]] && packages+=(iproute2)

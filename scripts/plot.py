@@ -1,6 +1,11 @@
 #!/usr/bin/python3
 """Draws a `dptrain compare --out DIR`, `dptrain drift --out DIR` or
-`dptrain bench-allreduce --out DIR` result as one PNG.
+`dptrain bench-allreduce --out DIR` result, or a `dptrain --trace FILE`
+timeline, as one PNG.
+
+trace: a few steps of the timeline, a row per device and stream, a bar per
+phase, coloured as in compare's panel (--steps A-B: which; default the
+trace's first three, or of a long trace three from its middle).
 
 bench-allreduce: bus bandwidth against message size, log scales, one line per
 algorithm, the model's gradient buffer marked.
@@ -15,6 +20,7 @@ bar per configuration, with the measured epoch time marked beside each bar.
 
     scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]
         (DIR/compare.json, DIR/drift.json or DIR/bench-allreduce.csv, or the file itself)
+    scripts/plot.py TRACE.json [-o TRACE.png] [--steps A-B] [--title TEXT]
 
 Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
 /usr/bin/python3 above. Exit status: 0 written, 2 a missing or malformed result.
@@ -80,6 +86,71 @@ def load(path):
     if not configs:
         fail(f"{path} holds no configurations")
     return result
+
+
+TRACE_COLOURS = {  # a --trace span's name -> colour (compare's, and greys for the waits of --overlap)
+    "split_and_load": "#9ecae1", "forward+backward": "#3182bd", "wait for peers": "#fdae6b",
+    "allreduce": "#e6550d", "update": "#a1d99b", "wait for the allreduce": "#fd8d3c",
+    "wait for a bucket": "#d9d9d9",
+}
+
+
+def read_trace(path):
+    """The spans and the tracks' names of a --trace file, or None when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            events = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(events, list) or not all(isinstance(e, dict) and "ph" in e for e in events):
+        return None
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    spans = [e for e in events if e["ph"] == "X"]
+    return processes, threads, spans
+
+
+def draw_trace(args, trace):
+    processes, threads, spans = trace
+    try:
+        steps = sorted({int(e["args"]["step"]) for e in spans})
+        if args.steps:
+            first, _, last = args.steps.partition("-")
+            shown = set(range(int(first), int(last or first) + 1))
+        else:
+            middle = steps[len(steps) // 2 - 1] if len(steps) > 6 else steps[0]
+            shown = set(range(middle, middle + 3))
+        spans = [e for e in spans if int(e["args"]["step"]) in shown]
+        if not spans:
+            raise ValueError(f"no spans in steps {args.steps or sorted(shown)}")
+        t0 = min(float(e["ts"]) for e in spans)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        fail(f"{args.result} is not a dptrain --trace file, or has no such steps ({e})")
+    plt = pyplot()
+    tracks = sorted({(e["pid"], e["tid"]) for e in spans})
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.55 * len(tracks)))
+    seen = set()
+    for row, track in enumerate(tracks):
+        for e in spans:
+            if (e["pid"], e["tid"]) != track:
+                continue
+            colour = TRACE_COLOURS.get(e["name"], "#756bb1")
+            ax.broken_barh([((float(e["ts"]) - t0) / 1e3, float(e["dur"]) / 1e3)], (row - 0.4, 0.8),
+                           facecolors=colour, edgecolor="white", linewidth=0.3,
+                           label=None if e["name"] in seen else e["name"])
+            seen.add(e["name"])
+    ax.set_yticks(range(len(tracks)),
+                  [f"{processes.get(p, p)} {threads.get((p, t), 'stream ' + str(t))}" for p, t in tracks])
+    ax.invert_yaxis()
+    # An allreduce stream's last wait runs on into the next step: cut at the main streams' end.
+    main_end = max((float(e["ts"]) + float(e["dur"]) - t0) / 1e3 for e in spans if e["tid"] == 0)
+    ax.set_xlim(0, main_end * 1.02)
+    ax.set_xlabel("milliseconds")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(tracks) > 2 else -0.45), ncol=4, fontsize="small")
+    ax.set_title(args.title or f"steps {min(shown)}-{max(shown)} of {os.path.basename(args.result)}")
+    save(fig, args.output or (args.result.rsplit(".json", 1)[0] + ".png"))
 
 
 def is_drift(path):
@@ -159,6 +230,7 @@ def main():
     parser.add_argument("result", help="the --out DIR of dptrain compare, or the compare.json in it")
     parser.add_argument("-o", "--output", help="the PNG to write (default: beside the result, compare.png)")
     parser.add_argument("--title", help="a title over both panels")
+    parser.add_argument("--steps", help="a trace's steps to draw, A-B (default: three)")
     args = parser.parse_args()
     if os.path.isdir(args.result):
         drift = os.path.join(args.result, "drift.json")
@@ -171,6 +243,10 @@ def main():
         return
     if is_drift(args.result):
         draw_drift(args)
+        return
+    trace = read_trace(args.result)
+    if trace is not None:
+        draw_trace(args, trace)
         return
     result = load(args.result)
     output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")

@@ -2,7 +2,7 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|breakdown|split|compare|inspect|demo|simulate|drift|resnet|resources|gpu}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|trace|breakdown|split|compare|inspect|demo|simulate|drift|resnet|resources|gpu}
 set -uo pipefail
 dptrain=$1 mode=$2
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
@@ -288,6 +288,36 @@ PY
     rc=$?
     [[ $rc -eq 130 ]] && grep -q "second signal, exiting at once" "$tmp/err" \
         && echo "ok: a second SIGINT exits at once (130)" || fail "second SIGINT: exit $rc: $(cat "$tmp/err")"
+    ;;
+trace)
+    # --trace: a Chrome trace of every step's phases on every device and
+    # stream (tests/check_trace.py checks the format and its promises).
+    check=$(dirname "$0")/check_trace.py
+    t=(--cpus 2 --epochs 2 --limit-train 1024 --limit-test 128 --batch 128)
+    "$dptrain" "${t[@]}" --overlap --bucket-kb 64 --trace "$tmp/overlap.json" >"$tmp/out" 2>&1 || fail "--trace --overlap: $(cat "$tmp/out")"
+    grep -q "^trace: $tmp/overlap.json, steps 1 on" "$tmp/out" && grep -qE "^trace: [0-9]+ spans in $tmp/overlap.json" "$tmp/out" \
+        || fail "--trace's lines: $(grep trace "$tmp/out")"
+    python3 "$check" "$tmp/overlap.json" --devices 2 --steps 1-16 --overlap || fail "the --overlap trace"
+    "$dptrain" "${t[@]}" --allreduce ring --trace "$tmp/ring.json" --trace-steps 3-5 >"$tmp/out" 2>&1 || fail "--trace-steps: $(cat "$tmp/out")"
+    python3 "$check" "$tmp/ring.json" --devices 2 --steps 3-5 || fail "the --trace-steps 3-5 trace"
+    # The same steps with and without the trace: the marks change no number.
+    "$dptrain" "${t[@]}" --save "$tmp/plain.params" >/dev/null 2>&1 && "$dptrain" "${t[@]}" --trace "$tmp/t.json" --save "$tmp/traced.params" >/dev/null 2>&1 \
+        && cmp -s "$tmp/plain.params" "$tmp/traced.params" && echo "ok: a traced run gives the untraced run's parameters, byte for byte" \
+        || fail "tracing changed the parameters"
+    # Stopped mid-run: the file is still a whole JSON array, with the steps done.
+    long=(--cpus 2 --limit-train 4096 --limit-test 128 --batch 64 --epochs 8)
+    "$dptrain" "${long[@]}" --trace "$tmp/stopped.json" >"$tmp/out" 2>"$tmp/err" &
+    pid=$! waited=0
+    until grep -q "^epoch 1 " "$tmp/out" || [[ $waited -ge 600 ]]; do sleep 0.1; waited=$((waited + 1)); done
+    kill -INT "$pid"
+    wait "$pid"
+    rc=$?
+    [[ $rc -eq 130 ]] || fail "SIGINT with --trace: exit $rc ($(cat "$tmp/err"))"
+    python3 "$check" "$tmp/stopped.json" --devices 2 && echo "ok: a run stopped by SIGINT leaves a whole trace" || fail "the stopped run's trace"
+    expect_error "--trace-steps needs --trace FILE" --cpus 1 --epochs 0 --trace-steps 1-5
+    expect_error "--trace-steps 5-3: the range ends before it begins" --cpus 1 --epochs 0 --trace "$tmp/x.json" --trace-steps 5-3
+    expect_error "--trace-steps must be" --cpus 1 --epochs 0 --trace "$tmp/x.json" --trace-steps 0-3
+    expect_error "--trace $tmp/no/such/dir/t.json: cannot write" --cpus 1 --epochs 0 --trace "$tmp/no/such/dir/t.json"
     ;;
 breakdown)
     # --breakdown: every phase is reported, and device 0's phases add up to
@@ -629,6 +659,11 @@ gpu)
         && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line on GPU replicas: $(cat "$tmp/out")"
     grep -q "^note: --breakdown times each phase with events" "$tmp/out" || fail "no note that --breakdown queues kernel by kernel"
     phases_add_up "$tmp/gb.jsonl" "2 GPU replicas"
+    # --trace on GPU replicas: the spans from their events, on two streams with --overlap.
+    "$dptrain" --gpus 2 --epochs 1 "${timed[@]}" --limit-test 64 --overlap --bucket-kb 0 --trace "$tmp/gpu.json" >"$tmp/out" 2>&1 \
+        || fail "--gpus 2 --trace failed: $(cat "$tmp/out")"
+    grep -q "^note: --trace times each phase with events" "$tmp/out" || fail "no note that --trace queues kernel by kernel"
+    python3 "$(dirname "$0")/check_trace.py" "$tmp/gpu.json" --devices 2 --overlap || fail "the GPU replicas' trace"
     ck=(--gpus 2 --limit-train "$ck_train" --limit-test 256 --batch "$ck_batch" --seed 3)
     for graphs in "" --no-graphs; do
         "$dptrain" "${ck[@]}" $graphs --epochs 3 --save "$tmp/whole.params" >"$tmp/out" 2>&1 || fail "3 epochs $graphs: $(cat "$tmp/out")"

@@ -131,7 +131,13 @@ quick)
     "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/one.params" >/dev/null || fail "--cpus 2 run failed"
     for across in mpi ring; do
         "${mpi[@]}" -np 2 "$dptrain" --cpus 1 "${five[@]}" --across $across --save "$tmp/two-$across.params" \
-            --metrics "$tmp/m-$across.jsonl" >"$tmp/out" 2>"$tmp/err" || fail "mpirun -np 2 --cpus 1 --across $across: $(cat "$tmp/err")"
+            --metrics "$tmp/m-$across.jsonl" --trace "$tmp/t-$across.json" >"$tmp/out" 2>"$tmp/err" || fail "mpirun -np 2 --cpus 1 --across $across: $(cat "$tmp/err")"
+        # --trace: a file a rank, its device named by its rank.
+        for r in 0 1; do
+            python3 "$(dirname "$0")/check_trace.py" "$tmp/t-$across.json.rank$r" --devices 1 --steps 1-5 >"$tmp/check" \
+                && grep -q "\"name\":\"rank $r cpu:0\"" "$tmp/t-$across.json.rank$r" \
+                && echo "ok: --trace under mpirun, rank $r: $(cat "$tmp/check")" || fail "rank $r's trace: $(cat "$tmp/check")"
+        done
         grep -q '^processes: 2 (mpirun)' "$tmp/out" || fail "no processes line: $(cat "$tmp/out")"
         [[ $(grep -c '^epoch 1 ' "$tmp/out") -eq 1 ]] || fail "not one epoch line from rank 0 alone: $(cat "$tmp/out")"
         grep -qE '"devices": ?2, ?.*"processes": ?2, ?"across": ?"'$across'"' "$tmp/m-$across.jsonl" \

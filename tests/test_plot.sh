@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plot.py on a fixture compare result (tests/fixtures/compare.json,
-# from a real `dptrain compare --cpus 1,2` run): it writes a PNG that is a
+# from a real `dptrain compare --cpus 1,2` run), and on the drift,
+# bench-allreduce and --trace fixtures beside it: it writes a PNG that is a
 # real image, and refuses a result that is not one with exit status 2.
 # Skips (77) when no Python with matplotlib is installed (scripts/deps.sh
 # --with-plot installs it; scripts/test.sh does).
@@ -75,5 +76,16 @@ draws_from_dir bench-allreduce.csv
 printf 'device_kind,devices\ncpu,2\n' >"$tmp/bad.csv"
 "$python" "$plot" "$tmp/bad.csv" >"$tmp/log" 2>&1
 [[ $? -eq 2 ]] && grep -q "is not a bench-allreduce.csv" "$tmp/log" && echo "ok: a malformed bench result -> 2" || fail "bad bench: $(cat "$tmp/log")"
+
+# A --trace timeline (tests/fixtures/trace.json, steps 2-4 of a real
+# `dptrain --cpus 2 --overlap --trace` run): a real PNG of the steps asked
+# for; steps it does not hold -> 2.
+"$python" "$plot" "$(dirname "$fixture")/trace.json" -o "$tmp/trace.png" --steps 3-4 >"$tmp/log" 2>&1
+size=$(stat -c %s "$tmp/trace.png" 2>/dev/null || echo 0)
+[[ $(head -c 8 "$tmp/trace.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]] \
+    && echo "ok: trace.json drawn as a $size-byte PNG" || fail "trace plot: $(cat "$tmp/log")"
+"$python" "$plot" "$(dirname "$fixture")/trace.json" -o "$tmp/none.png" --steps 50-60 >"$tmp/log" 2>&1
+[[ $? -eq 2 && ! -e $tmp/none.png ]] && grep -q "has no such steps" "$tmp/log" && echo "ok: steps the trace lacks -> 2" \
+    || fail "steps the trace lacks: $(cat "$tmp/log")"
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }

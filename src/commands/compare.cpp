@@ -126,6 +126,8 @@ void print_help() {
         "                    0.3 -> 0.6), sqrt (lr*sqrt(N)) or none; default linear\n"
         "  --global-batch    keep the global batch and lr, split over more devices\n"
         "  --out DIR         also write DIR/compare.csv and DIR/compare.json (scripts/plot.py draws them)\n"
+        "  --trace FILE      a timeline of each run, beside FILE with its devices in the name\n"
+        "                    (t.json: t-cpu1.json, t-cpu2.json; scripts/plot.py draws each)\n"
         "  --split even,auto each device count with each split: the waiting for the slowest device\n"
         "                    before and after (try it with --slowdown cpu:1=3 on --cpus 2); a single\n"
         "                    split (even, auto or weights such as 3,1) applies to every run\n"
@@ -258,6 +260,16 @@ void print_verdict(const std::vector<Row>& rows, bool global_batch, const Allred
     }
 }
 
+// --trace FILE: each run's trace beside FILE, its devices in its name
+// (trace.json: trace-cpu1.json, trace-cpu2.json, trace-cpu2-auto.json).
+std::string trace_path_of(const std::string& file, DeviceKind kind, int n, const std::string& split) {
+    const size_t slash = file.find_last_of('/'), dot = file.find_last_of('.');
+    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+    const std::string stem = has_ext ? file.substr(0, dot) : file, ext = has_ext ? file.substr(dot) : ".json";
+    return stem + "-" + (kind == DeviceKind::cpu ? "cpu" : "gpu") + std::to_string(n) +
+           (split.empty() ? "" : "-" + split) + ext;
+}
+
 void write_results(const std::string& dir, const std::vector<Row>& rows, const CompareOptions& o) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -340,6 +352,7 @@ int run_compare(int argc, const char* const* argv) {
         if (!split.empty()) c.split = parse_split(split, n, c.batch);
         c.devices_note.clear();
         c.breakdown = true;  // the phase shares come from it
+        if (!base.trace_path.empty()) c.trace_path = trace_path_of(base.trace_path, o.kind, n, split);
         if (!o.global_batch) {
             c.batch = base.batch * n;
             c.lr = o.scale == ScaleLr::linear ? base.lr * float(n)

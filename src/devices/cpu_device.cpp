@@ -236,16 +236,40 @@ class CpuDevice final : public Device {
         });
     }
     // Each stream keeps its own timeline.
+    // With --trace each stream's timeline also keeps its spans. The idle
+    // mark (an epoch's end) ends both streams' phases.
     void begin_phase(Phase phase) override {
-        const bool second = allreduce_stream_ && on_allreduce_stream(phase);
+        if (phase == Phase::idle && allreduce_stream_) phase_mark(phase, true);
+        phase_mark(phase, allreduce_stream_ && on_allreduce_stream(phase));
+    }
+    void phase_mark(Phase phase, bool second) {
         Timeline* timeline = &timelines_[second ? 1 : 0];
-        (second ? *allreduce_stream_ : stream_).enqueue([timeline, phase] {
+        (second ? *allreduce_stream_ : stream_).enqueue([timeline, phase, origin = trace_origin_, second] {
             const auto now = std::chrono::steady_clock::now();
-            if (timeline->phase != Phase::idle)
+            if (timeline->phase != Phase::idle) {
                 timeline->times[size_t(timeline->phase)] += std::chrono::duration<double>(now - timeline->start).count();
+                if (timeline->traced)
+                    timeline->spans.push_back({timeline->phase, uint8_t(second ? 1 : 0),
+                                               std::chrono::duration<double>(timeline->start - origin).count(),
+                                               std::chrono::duration<double>(now - origin).count()});
+            }
             timeline->phase = phase;
             timeline->start = now;
         });
+    }
+    void trace_phases(std::chrono::steady_clock::time_point origin) override {
+        synchronize();
+        trace_origin_ = origin;
+        for (Timeline& t : timelines_) t.traced = true;
+    }
+    std::vector<PhaseSpan> take_phase_spans() override {
+        synchronize();
+        std::vector<PhaseSpan> spans;
+        for (Timeline& t : timelines_) {
+            spans.insert(spans.end(), t.spans.begin(), t.spans.end());
+            t.spans.clear();  // (keeps its capacity: the next epoch's spans fit without allocating)
+        }
+        return spans;
     }
 
     void await_bucket() override {
@@ -437,8 +461,11 @@ class CpuDevice final : public Device {
         Phase phase = Phase::idle;
         std::chrono::steady_clock::time_point start;
         PhaseTimes times{};
+        bool traced = false;            // --trace: also keep each span
+        std::vector<PhaseSpan> spans;   // since the last take
     };
     std::array<Timeline, 2> timelines_;  // the main stream's; the allreduce stream's (with buckets)
+    std::chrono::steady_clock::time_point trace_origin_;
     int slowdown_ = 1;  // --slowdown: forward+backward runs this many times
     double compute_cpu_s_ = 0, compute_wall_s_ = 0;  // forward+backward: the worker's CPU time, and wall time
     std::mutex error_mutex_;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -57,6 +58,16 @@ using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phas
 inline bool on_allreduce_stream(Phase phase) {
     return phase == Phase::wait || phase == Phase::allreduce || phase == Phase::standby;
 }
+
+// --trace: one stretch of a stream in one phase, from one phase mark to the
+// next, in seconds since the trace's origin (a host clock reading: CPU
+// devices read that clock, GPUs place their events against one recorded
+// at the origin). Stream 0 is the main one, 1 the allreduce's (--overlap).
+struct PhaseSpan {
+    Phase phase;
+    uint8_t stream;
+    double start, end;
+};
 
 // What a kind of device can do: what the trainer asks, instead of its kind.
 struct Capabilities {
@@ -216,6 +227,12 @@ class Device {
     // Synchronous: the seconds spent in each phase since the last take, from
     // the device's own clock (CPU: steady_clock on the worker; GPU: events).
     virtual PhaseTimes take_phase_times() = 0;
+    // --trace: from now on the phase marks also keep their spans, timed from
+    // `origin` (synchronous: it waits for the device's queued work).
+    virtual void trace_phases(std::chrono::steady_clock::time_point origin) = 0;
+    // Synchronous: the spans since the last take (empty unless traced), each
+    // stream's in order. The idle phase has none.
+    virtual std::vector<PhaseSpan> take_phase_spans() = 0;
 
     // Synchronous: the share of a core the device's forward+backward got since
     // the last take (its thread's CPU time over the wall time), or -1 where

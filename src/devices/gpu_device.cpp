@@ -213,6 +213,7 @@ class GpuDevice final : public Device {
         cudaEventDestroy(event_);
         for (Timeline& t : timelines_)
             for (cudaEvent_t e : t.events) cudaEventDestroy(e);
+        if (trace_origin_) cudaEventDestroy(trace_origin_);
         for (cudaEvent_t e : bucket_events_) cudaEventDestroy(e);
         if (host_grads_) cudaFreeHost(host_grads_);
         if (allreduce_done_) cudaEventDestroy(allreduce_done_);
@@ -284,9 +285,14 @@ class GpuDevice final : public Device {
     // take, the time between consecutive events of a timeline goes to the
     // earlier one's phase. Events come from a pool that grows between takes
     // (a timed run is not the fast path).
+    // The idle mark (an epoch's end) ends both streams' phases.
     void begin_phase(Phase phase) override {
         use();
-        Timeline& t = timelines_[allreduce_stream_ && on_allreduce_stream(phase) ? 1 : 0];
+        if (phase == Phase::idle && allreduce_stream_) phase_mark(1, phase);
+        phase_mark(allreduce_stream_ && on_allreduce_stream(phase) ? 1 : 0, phase);
+    }
+    void phase_mark(size_t stream, Phase phase) {
+        auto& t = timelines_[stream];
         if (t.marks == t.events.size()) {
             cudaEvent_t e;
             CUDA_CHECK(cudaEventCreate(&e));
@@ -298,16 +304,22 @@ class GpuDevice final : public Device {
     }
     PhaseTimes take_phase_times() override {
         synchronize();
-        PhaseTimes times{};
-        for (Timeline& t : timelines_) {
-            for (size_t i = 0; i + 1 < t.marks; ++i) {
-                float ms = 0.0f;
-                CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[i], t.events[i + 1]));
-                if (t.phase_of[i] != Phase::idle) times[size_t(t.phase_of[i])] += double(ms) / 1e3;
-            }
-            t.marks = 0;
-        }
-        return times;
+        drain_marks();
+        return std::exchange(phase_times_, PhaseTimes{});
+    }
+    // --trace: each span is placed by its events' times after trace_origin_,
+    // an event recorded on an idle stream when the host's clock read `origin`.
+    void trace_phases(std::chrono::steady_clock::time_point origin) override {
+        synchronize();
+        if (!trace_origin_) CUDA_CHECK(cudaEventCreate(&trace_origin_));
+        CUDA_CHECK(cudaEventRecord(trace_origin_, stream_));
+        CUDA_CHECK(cudaEventSynchronize(trace_origin_));
+        trace_origin_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
+    }
+    std::vector<PhaseSpan> take_phase_spans() override {
+        synchronize();
+        drain_marks();
+        return std::exchange(phase_spans_, {});
     }
 
     void set_order(const uint32_t* order, size_t count) override {
@@ -564,6 +576,33 @@ class GpuDevice final : public Device {
         size_t marks = 0;
     };
     std::array<Timeline, 2> timelines_;  // the main stream's; the allreduce stream's (with buckets)
+    PhaseTimes phase_times_{};                // the marks' times not yet taken
+    cudaEvent_t trace_origin_ = nullptr;      // --trace: recorded at the trace's origin
+    double trace_origin_s_ = 0.0;             // its time on the host's trace clock
+    std::vector<PhaseSpan> phase_spans_;      // --trace: the spans not yet taken
+
+    // After a synchronize: the time between consecutive marks of each
+    // timeline goes to the earlier one's phase (and with --trace into a
+    // span); the events go back to the pool. The phase of a stream's last
+    // mark ends unmeasured (at an epoch's end it is idle).
+    void drain_marks() {
+        for (size_t stream = 0; stream < timelines_.size(); ++stream) {
+            Timeline& t = timelines_[stream];
+            for (size_t i = 0; i + 1 < t.marks; ++i) {
+                if (t.phase_of[i] == Phase::idle) continue;
+                float ms = 0.0f;
+                CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[i], t.events[i + 1]));
+                phase_times_[size_t(t.phase_of[i])] += double(ms) / 1e3;
+                if (!trace_origin_) continue;
+                float from = 0.0f, to = 0.0f;
+                CUDA_CHECK(cudaEventElapsedTime(&from, trace_origin_, t.events[i]));
+                CUDA_CHECK(cudaEventElapsedTime(&to, trace_origin_, t.events[i + 1]));
+                phase_spans_.push_back({t.phase_of[i], uint8_t(stream), trace_origin_s_ + double(from) / 1e3,
+                                        trace_origin_s_ + double(to) / 1e3});
+            }
+            t.marks = 0;
+        }
+    }
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
 };
 

@@ -184,6 +184,8 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         ("limit-train", "use only the first N training samples", cxxopts::value<std::string>(), "N")
         ("limit-test", "use only the first N test samples", cxxopts::value<std::string>(), "N")
         ("metrics", "also write each epoch's figures to FILE as JSON Lines", cxxopts::value<std::string>(), "FILE")
+        ("trace", "write a timeline of every step to FILE: a Chrome trace (JSON) that Perfetto (ui.perfetto.dev) and chrome://tracing open, a row per device and stream, a bar per phase (split_and_load, forward+backward, waits, allreduce, update); as with --breakdown, GPUs then queue kernel by kernel (no CUDA graph); under mpirun each process writes FILE.rankR", cxxopts::value<std::string>(), "FILE")
+        ("trace-steps", "with --trace: only steps A to B, counted from 1 over the whole run (e.g. 1-50), so that a long run's file stays small", cxxopts::value<std::string>(), "A-B")
         ("save", "write the trained parameters to FILE", cxxopts::value<std::string>(), "FILE")
         ("load", "start from the parameters in FILE instead of --init", cxxopts::value<std::string>(), "FILE")
         ("h,help", "show this help")
@@ -240,6 +242,9 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
     c.limit_train = size_t(positive_int(r, "limit-train", 0));
     c.limit_test = size_t(positive_int(r, "limit-test", 0));
     if (r.count("metrics")) c.metrics_path = r["metrics"].as<std::string>();
+    if (r.count("trace")) c.trace_path = r["trace"].as<std::string>();
+    if (r.count("trace-steps") && !r.count("trace")) throw InputError("--trace-steps needs --trace FILE");
+    if (r.count("trace-steps")) c.trace_steps = parse_step_range(given(r, "trace-steps"));
     if (r.count("save")) c.save_path = r["save"].as<std::string>();
     if (r.count("load")) c.load_path = r["load"].as<std::string>();
     if (r.count("checkpoint")) c.checkpoint_path = r["checkpoint"].as<std::string>();

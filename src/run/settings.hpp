@@ -12,6 +12,7 @@
 #include "devices/device.hpp"
 #include "model/models.hpp"
 #include "parallel/split.hpp"
+#include "run/trace.hpp"
 
 namespace dpt {
 
@@ -39,6 +40,8 @@ struct TrainConfig {
     size_t limit_train = 0;    // 0: all
     size_t limit_test = 0;
     std::string metrics_path, save_path, load_path;
+    std::string trace_path;    // --trace: a Chrome trace of every step's phases (empty: none)
+    StepRange trace_steps;     // --trace-steps: the steps it keeps
     ModelKind model = ModelKind::lenet;
     BatchNormMode bn = BatchNormMode::local;  // --bn: for a model with batch norm
     Math math = Math::fp32;                   // --tf32: Math::tf32

@@ -23,6 +23,7 @@
 #include "model/params_file.hpp"
 #include "base/rng.hpp"
 #include "run/run_checkpoints.hpp"
+#include "run/trace.hpp"
 #include "base/signals.hpp"
 
 namespace dpt {
@@ -97,6 +98,14 @@ std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> 
     return mine;
 }
 
+namespace {
+// The run's last word on its --trace file.
+void say_traced(const TraceFile& trace) {
+    std::printf("trace: %zu spans in %s (open it in ui.perfetto.dev or chrome://tracing)\n", trace.events(),
+                trace.path().c_str());
+}
+}  // namespace
+
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
     std::vector<uint32_t> order(count);
     std::iota(order.begin(), order.end(), 0u);
@@ -167,9 +176,9 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     const auto records = [](const Device* d) { return d->capabilities().records_graphs; };
     // In a mixed run the CPU devices take part in every step: queued step by step (the banner says).
     if (!std::ranges::all_of(devices, records) || !c.graphs || c.epochs < epoch) return nullptr;
-    if (c.breakdown) {
-        std::printf("note: --breakdown times each phase with events, so steps are queued kernel by kernel "
-                    "(no CUDA graph)\n");
+    if (c.breakdown || !c.trace_path.empty()) {
+        std::printf("note: %s times each phase with events, so steps are queued kernel by kernel (no CUDA graph)\n",
+                    c.breakdown ? "--breakdown" : "--trace");
         return nullptr;
     }
     const auto start = std::chrono::steady_clock::now();
@@ -269,6 +278,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     FashionMnist data;
     size_t count = 0, steps = 0;
     std::unique_ptr<MetricsFile> metrics;
+    std::unique_ptr<TraceFile> trace;
     std::vector<float> initial;
     std::vector<std::unique_ptr<Device>> owned;
     std::optional<BatchParts> parts;
@@ -300,8 +310,12 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                               c.processes > 1, c.math},
                              within);
         apply_slowdowns(c, pointers(owned));
+        if (!c.trace_path.empty())
+            trace = std::make_unique<TraceFile>(c.trace_path, pointers(owned), !plan.buckets.empty(), c.trace_steps,
+                                                steps, plan.floats * sizeof(float), rank, c.processes);
     }, "the run's set-up");
     const std::vector<Device*> devices = pointers(owned);
+    const bool marked = c.breakdown || trace;  // phase marks on every step
     std::string across_note;
     const std::unique_ptr<Allreduce> across =
         c.processes > 1 ? sum_across_processes(c.across, cluster, within, *devices[0], across_note) : nullptr;
@@ -319,6 +333,13 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                       });
     print_banner(c, dir, data, devices, allreduce.info(), plan, steps);
     if (!across_note.empty()) std::printf("%s\n", across_note.c_str());
+    if (trace) {
+        std::printf("trace: %s, steps %s, an epoch at a time\n", trace->path().c_str(),
+                    c.trace_steps.last == size_t(-1) ? (std::to_string(c.trace_steps.first) + " on").c_str()
+                                                     : (std::to_string(c.trace_steps.first) + "-" +
+                                                        std::to_string(c.trace_steps.last)).c_str());
+        trace->start(devices);
+    }
     SplitProbe probe(c.split, c.start.step, steps);
     std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early
     // Warm-up epochs queue their steps one by one (each has its own rate),
@@ -333,6 +354,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     // After a stop request: the checkpoint (unless just written), and where the run stopped.
     const auto stopped = [&](int signal, const Position& at, bool checkpoint_written) {
         if (!c.checkpoint_path.empty() && !checkpoint_written) write_run_checkpoint(c, at, *devices[0]);
+        if (trace) say_traced(*trace);
         if (cluster.leader()) say_stopped(c, signal, at, steps);
         result.exit_status = 128 + signal;
         return result;
@@ -370,7 +392,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
             for (; done < steps && stop_now() == 0; ++done, ++queued) {
                 const bool timed = probe.timed(done);
                 const std::span<const Part> cut =
-                    queue_step(c, devices, allreduce, plan, *parts, count, epoch, done, c.breakdown || timed, rank);
+                    queue_step(c, devices, allreduce, plan, *parts, count, epoch, done, marked || timed, rank);
                 if (timed) probe.record(devices, cut, carried);
                 if (probe.ends_at(done)) {  // the one point where the parts change
                     c.split = result.split = probe.measure(devices, c.batch);
@@ -381,7 +403,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                 progress.update(finished, (finished - first_step) * size_t(c.batch));
             }
         }
-        if (c.breakdown)
+        if (marked)
             for (Device* d : devices) d->begin_phase(Phase::idle);  // closes the last phase
         // The tutorial's waitall: the epoch's time ends here. A device that
         // failed while its work ran (a GPU's illegal address) says so now.
@@ -395,6 +417,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         }
         progress.clear();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (trace) trace->add(epoch, first_step, devices);  // (a stopped epoch's steps too)
 
         // Every device's losses, of every process, summed in device order.
         const std::string epoch_end = "the end of epoch " + std::to_string(epoch);
@@ -434,6 +457,7 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     if ((c.epochs == 0 || c.start.epoch > c.epochs) && cluster.leader())
         std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
 
+    if (trace) say_traced(*trace);
     if (!c.save_path.empty()) {
         std::vector<float> params(devices[0]->param_floats());
         devices[0]->read_params(params);

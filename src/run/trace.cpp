@@ -1,0 +1,127 @@
+#include "run/trace.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/errors.hpp"
+#include "base/json.hpp"
+#include "base/options.hpp"
+
+namespace dpt {
+
+StepRange parse_step_range(const std::string& text) {
+    const size_t dash = text.find('-');
+    const auto step = [&](const std::string& part) {
+        return parse_number<size_t>("trace-steps", part, 1, size_t(1) << 40, "A-B, two step numbers from 1 (or one)");
+    };
+    if (dash == std::string::npos) {
+        const size_t s = step(text);
+        return {s, s};
+    }
+    const StepRange r{step(text.substr(0, dash)), step(text.substr(dash + 1))};
+    if (r.last < r.first)
+        throw InputError("--trace-steps " + text + ": the range ends before it begins (A-B with A <= B)");
+    return r;
+}
+
+const char* trace_name(Phase phase) {
+    switch (phase) {
+        case Phase::load: return "split_and_load";
+        case Phase::compute: return "forward+backward";
+        case Phase::wait: return "wait for peers";
+        case Phase::allreduce: return "allreduce";
+        case Phase::update: return "update";
+        case Phase::idle: return "idle";
+        case Phase::exposed: return "wait for the allreduce";
+        case Phase::standby: return "wait for a bucket";
+    }
+    return "?";
+}
+
+namespace {
+
+// Microseconds, to the nanosecond: a span's end is the next one's start
+// to that precision.
+double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
+
+}  // namespace
+
+TraceFile::TraceFile(const std::string& path, std::span<Device* const> devices, bool overlap, StepRange range,
+                     size_t steps_an_epoch, size_t step_bytes, int rank, int processes)
+    : path_(processes > 1 ? path + ".rank" + std::to_string(rank) : path),
+      range_(range),
+      steps_an_epoch_(steps_an_epoch),
+      step_bytes_(step_bytes) {
+    out_ = std::fopen(path_.c_str(), "w");
+    if (!out_) throw InputError("--trace " + path_ + ": cannot write (" + std::strerror(errno) + ")");
+    std::fputs("[\n", out_);
+    const std::string prefix = processes > 1 ? "rank " + std::to_string(rank) + " " : "";
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const int pid = rank * int(devices.size()) + int(i);
+        write(Json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                   {"args", {{"name", prefix + devices[i]->name()}}}}
+                  .dump());
+        write(Json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                   {"args", {{"sort_index", pid}}}}
+                  .dump());
+        write(Json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                   {"args", {{"name", overlap ? "main stream" : "stream"}}}}
+                  .dump());
+        if (overlap)
+            write(Json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1},
+                       {"args", {{"name", "allreduce stream"}}}}
+                      .dump());
+    }
+    std::fflush(out_);
+    events_ = 0;  // (the names are not spans)
+    pid_base_ = rank * int(devices.size());
+}
+
+TraceFile::~TraceFile() {
+    if (!out_) return;
+    std::fputs("\n]\n", out_);
+    std::fclose(out_);
+}
+
+void TraceFile::write(const std::string& event) {
+    std::fputs(first_ ? "" : ",\n", out_);
+    std::fputs(event.c_str(), out_);
+    first_ = false;
+    ++events_;
+}
+
+void TraceFile::start(std::span<Device* const> devices) {
+    origin_ = std::chrono::steady_clock::now();
+    for (Device* d : devices) d->trace_phases(origin_);
+}
+
+void TraceFile::add(int epoch, size_t first_step, std::span<Device* const> devices) {
+    const size_t epoch_base = size_t(epoch - 1) * steps_an_epoch_ + first_step;  // the first step's, counted from 0
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const std::vector<PhaseSpan> spans = devices[i]->take_phase_spans();
+        // Where each step began on the main stream: its load marks, in order.
+        std::vector<double> step_starts;
+        for (const PhaseSpan& s : spans)
+            if (s.stream == 0 && s.phase == Phase::load) step_starts.push_back(s.start);
+        std::sort(step_starts.begin(), step_starts.end());
+        for (const PhaseSpan& s : spans) {
+            const auto after = std::upper_bound(step_starts.begin(), step_starts.end(), s.start);
+            const size_t within = after == step_starts.begin() ? 0 : size_t(after - step_starts.begin()) - 1;
+            const size_t step = epoch_base + within + 1;  // counted from 1 over the run
+            if (!range_.contains(step)) continue;
+            const double ts = micros(s.start);
+            Json event{{"name", trace_name(s.phase)}, {"cat", "phase"}, {"ph", "X"},
+                       {"pid", pid_base_ + int(i)}, {"tid", int(s.stream)},
+                       {"ts", ts}, {"dur", std::max(0.0, std::round((micros(s.end) - ts) * 1e3) / 1e3)},
+                       {"args", {{"epoch", epoch}, {"step", step}}}};
+            if (s.phase == Phase::allreduce) event["args"]["gradient_bytes_a_step"] = step_bytes_;
+            write(event.dump());
+        }
+    }
+    std::fflush(out_);
+}
+
+}  // namespace dpt

@@ -1,0 +1,69 @@
+// --trace FILE: where each device spent its time, step by step, as a
+// Chrome trace (the trace event format's JSON array, which Perfetto and
+// chrome://tracing open): a process per device, a thread per stream (the
+// main one, and with --overlap the allreduce's), and a complete event per
+// phase span (devices/device.hpp: PhaseSpan) with its epoch and step.
+//
+// The spans come from the phase marks --breakdown uses, taken from each
+// device at the end of an epoch (and where a run stops), so the file grows
+// an epoch at a time and the steps queue nothing more than the marks. The
+// array is closed however the run ends (a stop request, an error), and an
+// array cut short still opens: the format allows a missing "]".
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <span>
+#include <string>
+
+#include "devices/device.hpp"
+
+namespace dpt {
+
+// --trace-steps A-B: the run's steps A to B, counted from 1 over every
+// epoch (step s of epoch e is (e - 1) x steps-an-epoch + s).
+struct StepRange {
+    size_t first = 1, last = size_t(-1);
+    bool contains(size_t step) const { return step >= first && step <= last; }
+};
+// "A-B" or "A" (one step); InputError naming --trace-steps otherwise.
+StepRange parse_step_range(const std::string& text);
+
+// How a phase is named in the trace.
+const char* trace_name(Phase phase);
+
+class TraceFile {
+   public:
+    // Opens `path` for writing (InputError naming --trace when it cannot)
+    // and names each device's process and streams. `rank`: this process's,
+    // under mpirun (its devices' processes are named "rank R cpu:0", ...).
+    TraceFile(const std::string& path, std::span<Device* const> devices, bool overlap, StepRange range,
+              size_t steps_an_epoch, size_t step_bytes, int rank, int processes);
+    ~TraceFile();  // closes the array
+    TraceFile(const TraceFile&) = delete;
+    TraceFile& operator=(const TraceFile&) = delete;
+
+    // The trace's time 0; from here on the devices keep their spans.
+    void start(std::span<Device* const> devices);
+    // The spans each device kept since the last take: steps first_step,
+    // first_step + 1, ... of `epoch` (from 0 within the epoch), in the order
+    // of their load marks; an allreduce stream's span goes to the step whose
+    // load began last before it. Written and flushed.
+    void add(int epoch, size_t first_step, std::span<Device* const> devices);
+    // Spans written so far (for the run's closing line).
+    size_t events() const { return events_; }
+    const std::string& path() const { return path_; }
+
+   private:
+    void write(const std::string& event);
+    std::string path_;
+    std::FILE* out_ = nullptr;
+    StepRange range_;
+    size_t steps_an_epoch_, step_bytes_;
+    size_t events_ = 0;
+    bool first_ = true;
+    int pid_base_ = 0;  // this rank's first device's process
+    std::chrono::steady_clock::time_point origin_;
+};
+
+}  // namespace dpt

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Checks a dptrain --trace file against the trace event format and dptrain's own promises.
+
+    check_trace.py FILE [--devices N] [--steps A-B] [--overlap]
+
+- the file is a JSON array of events; every event has name, ph, pid and tid;
+  each complete event ("X") has ts and dur (microseconds, dur >= 0) and its
+  epoch and step as args; each process and thread is named by a metadata
+  event ("M"), and every span's process is one of N named devices;
+- within a track (pid, tid) spans follow one another: none starts before
+  the one before it ends (to a nanosecond);
+- every step in A-B appears, on every device, with one split_and_load and at
+  least one forward+backward, and no other step does;
+- with --overlap: the allreduce's spans are on a second track (tid 1); none
+  starts before its step's forward+backward does, and in at least one step
+  one starts before that step's forward+backward ends (the sums travelled
+  while backward went on).
+Prints one line of figures; exits 1 with the first broken promise.
+"""
+import argparse
+import collections
+import json
+import sys
+
+
+def fail(message):
+    print(f"check_trace.py: {message}")
+    sys.exit(1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("file")
+    p.add_argument("--devices", type=int, default=0)
+    p.add_argument("--steps", default="")
+    p.add_argument("--overlap", action="store_true")
+    a = p.parse_args()
+    try:
+        events = json.load(open(a.file))
+    except (OSError, ValueError) as e:
+        fail(f"{a.file} is not JSON: {e}")
+    if not isinstance(events, list):
+        fail("the trace is not a JSON array")
+    names, threads, spans = {}, set(), []
+    for e in events:
+        for key in ("name", "ph", "pid", "tid"):
+            if key not in e:
+                fail(f"an event without '{key}': {e}")
+        if e["ph"] == "M":
+            if e["name"] == "process_name":
+                names[e["pid"]] = e["args"]["name"]
+            elif e["name"] == "thread_name":
+                threads.add((e["pid"], e["tid"]))
+        elif e["ph"] == "X":
+            for key in ("ts", "dur", "args"):
+                if key not in e:
+                    fail(f"a span without '{key}': {e}")
+            if e["dur"] < 0 or "epoch" not in e["args"] or "step" not in e["args"]:
+                fail(f"a span with a negative duration, or no epoch or step: {e}")
+            spans.append(e)
+        else:
+            fail(f"an event of phase {e['ph']!r}: dptrain writes X and M")
+    if not spans:
+        fail("no spans")
+    if a.devices and len(names) != a.devices:
+        fail(f"{len(names)} devices named, not {a.devices}: {names}")
+    tracks = collections.defaultdict(list)
+    for e in spans:
+        if e["pid"] not in names or (e["pid"], e["tid"]) not in threads:
+            fail(f"a span on an unnamed process or thread: {e}")
+        tracks[(e["pid"], e["tid"])].append(e)
+    for track, es in tracks.items():
+        es.sort(key=lambda e: e["ts"])
+        for before, after in zip(es, es[1:]):
+            if after["ts"] < before["ts"] + before["dur"] - 1e-3:
+                fail(f"on track {track} {after['name']} (step {after['args']['step']}) starts at {after['ts']} us, "
+                     f"before {before['name']} (step {before['args']['step']}) ends at {before['ts'] + before['dur']}")
+    steps = sorted({e["args"]["step"] for e in spans})
+    if a.steps:
+        first, _, last = a.steps.partition("-")
+        want = list(range(int(first), int(last or first) + 1))
+        if steps != want:
+            fail(f"steps {steps[:3]}...{steps[-3:]} in the trace, not {a.steps}")
+    by_device_step = collections.defaultdict(collections.Counter)
+    for e in spans:
+        by_device_step[(e["pid"], e["args"]["step"])][e["name"]] += 1
+    for pid in names:
+        for s in steps:
+            c = by_device_step[(pid, s)]
+            if c["split_and_load"] != 1 or c["forward+backward"] < 1:
+                fail(f"{names[pid]}, step {s}: {dict(c)} (one split_and_load, a forward+backward at least)")
+    overlapped = 0
+    if a.overlap:
+        for pid in names:
+            compute = {}
+            for e in tracks[(pid, 0)]:
+                if e["name"] == "forward+backward":
+                    s = e["args"]["step"]
+                    start, end = compute.get(s, (e["ts"], e["ts"] + e["dur"]))
+                    compute[s] = (min(start, e["ts"]), max(end, e["ts"] + e["dur"]))
+            sums = [e for e in tracks.get((pid, 1), []) if e["name"] in ("allreduce", "wait for peers")]
+            if not sums:
+                fail(f"{names[pid]}: no allreduce spans on the allreduce stream (tid 1)")
+            early = set()
+            for e in sums:
+                start, end = compute[e["args"]["step"]]
+                if e["ts"] < start - 1e-3:
+                    fail(f"{names[pid]}: an allreduce span of step {e['args']['step']} starts before its forward+backward")
+                if e["ts"] < end:
+                    early.add(e["args"]["step"])
+            overlapped += len(early)
+        if overlapped == 0:
+            fail("with --overlap, no step's allreduce started before its forward+backward ended")
+    print(f"ok: {len(spans)} spans, {len(names)} devices, {len(tracks)} tracks, steps {steps[0]}-{steps[-1]}"
+          + (f", allreduce under backward in {overlapped} device-steps" if a.overlap else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,8 @@ timeline, as one PNG.
 
 trace: a few steps of the timeline, a row per device and stream, a bar per
 phase, coloured as in compare's panel (--steps A-B: which; default the
-trace's first three, or of a long trace three from its middle).
+trace's first three, or of a long trace three from its middle); several
+traces (compare --trace's runs) one under another on one time axis.
 
 bench-allreduce: bus bandwidth against message size, log scales, one line per
 algorithm, the model's gradient buffer marked.
@@ -20,7 +21,7 @@ bar per configuration, with the measured epoch time marked beside each bar.
 
     scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]
         (DIR/compare.json, DIR/drift.json or DIR/bench-allreduce.csv, or the file itself)
-    scripts/plot.py TRACE.json [-o TRACE.png] [--steps A-B] [--title TEXT]
+    scripts/plot.py TRACE.json [MORE.json ...] [-o TRACE.png] [--steps A-B] [--title TEXT]
 
 Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
 /usr/bin/python3 above. Exit status: 0 written, 2 a missing or malformed result.
@@ -55,8 +56,8 @@ def pyplot():
     return plt
 
 
-def save(fig, output):
-    fig.tight_layout()
+def save(fig, output, rect=(0, 0, 1, 1)):
+    fig.tight_layout(rect=rect)
     try:
         fig.savefig(output, dpi=100)
     except OSError as e:
@@ -111,8 +112,8 @@ def read_trace(path):
     return processes, threads, spans
 
 
-def draw_trace(args, trace):
-    processes, threads, spans = trace
+def trace_steps(args, path, spans):
+    """The spans of the steps to draw (--steps, or three), and the earliest start among them."""
     try:
         steps = sorted({int(e["args"]["step"]) for e in spans})
         if args.steps:
@@ -124,33 +125,45 @@ def draw_trace(args, trace):
         spans = [e for e in spans if int(e["args"]["step"]) in shown]
         if not spans:
             raise ValueError(f"no spans in steps {args.steps or sorted(shown)}")
-        t0 = min(float(e["ts"]) for e in spans)
+        return spans, min(float(e["ts"]) for e in spans), shown
     except (KeyError, TypeError, ValueError, IndexError) as e:
-        fail(f"{args.result} is not a dptrain --trace file, or has no such steps ({e})")
+        fail(f"{path} is not a dptrain --trace file, or has no such steps ({e})")
+
+
+def draw_trace(args, traces):
+    """One panel per trace file, on one time axis: a row per device and stream, a bar per span."""
+    drawn = [(path, processes, threads) + trace_steps(args, path, spans)
+             for path, (processes, threads, spans) in traces]
     plt = pyplot()
-    tracks = sorted({(e["pid"], e["tid"]) for e in spans})
-    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.55 * len(tracks)))
-    seen = set()
-    for row, track in enumerate(tracks):
-        for e in spans:
-            if (e["pid"], e["tid"]) != track:
-                continue
-            colour = TRACE_COLOURS.get(e["name"], "#756bb1")
-            ax.broken_barh([((float(e["ts"]) - t0) / 1e3, float(e["dur"]) / 1e3)], (row - 0.4, 0.8),
-                           facecolors=colour, edgecolor="white", linewidth=0.3,
-                           label=None if e["name"] in seen else e["name"])
-            seen.add(e["name"])
-    ax.set_yticks(range(len(tracks)),
-                  [f"{processes.get(p, p)} {threads.get((p, t), 'stream ' + str(t))}" for p, t in tracks])
-    ax.invert_yaxis()
-    # An allreduce stream's last wait runs on into the next step: cut at the main streams' end.
-    main_end = max((float(e["ts"]) + float(e["dur"]) - t0) / 1e3 for e in spans if e["tid"] == 0)
-    ax.set_xlim(0, main_end * 1.02)
-    ax.set_xlabel("milliseconds")
-    ax.grid(alpha=0.3, axis="x")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(tracks) > 2 else -0.45), ncol=4, fontsize="small")
-    ax.set_title(args.title or f"steps {min(shown)}-{max(shown)} of {os.path.basename(args.result)}")
-    save(fig, args.output or (args.result.rsplit(".json", 1)[0] + ".png"))
+    heights = [len({(e["pid"], e["tid"]) for e in d[3]}) for d in drawn]
+    fig, axes = plt.subplots(len(drawn), 1, sharex=True, squeeze=False,
+                             figsize=(12, 1.2 + 0.45 * sum(heights) + 0.5 * len(drawn)),
+                             gridspec_kw={"height_ratios": heights})
+    seen, right = set(), 0.0
+    for ax, (path, processes, threads, spans, t0, shown) in zip(axes[:, 0], drawn):
+        tracks = sorted({(e["pid"], e["tid"]) for e in spans})
+        for row, track in enumerate(tracks):
+            for e in spans:
+                if (e["pid"], e["tid"]) != track:
+                    continue
+                ax.broken_barh([((float(e["ts"]) - t0) / 1e3, float(e["dur"]) / 1e3)], (row - 0.4, 0.8),
+                               facecolors=TRACE_COLOURS.get(e["name"], "#756bb1"), edgecolor="white",
+                               linewidth=0.3, label=None if e["name"] in seen else e["name"])
+                seen.add(e["name"])
+        ax.set_yticks(range(len(tracks)),
+                      [f"{processes.get(p, p)} {threads.get((p, t), 'stream ' + str(t))}" for p, t in tracks])
+        ax.set_ylim(len(tracks) - 0.5, -0.5)
+        ax.grid(alpha=0.3, axis="x")
+        ax.set_title(f"{os.path.basename(path)}: steps {min(shown)}-{max(shown)}", fontsize="small", loc="left")
+        # An allreduce stream's last wait runs on into the next step: cut at the main streams' end.
+        right = max(right, max((float(e["ts"]) + float(e["dur"]) - t0) / 1e3 for e in spans if e["tid"] == 0))
+    axes[-1, 0].set_xlim(0, right * 1.02)
+    axes[-1, 0].set_xlabel("milliseconds from the first step drawn")
+    fig.legend(loc="lower center", ncol=7, fontsize="small", frameon=False)
+    if args.title:
+        fig.suptitle(args.title)
+    legend_share = 0.35 / fig.get_figheight()  # inches of the legend's row, as a share of the figure
+    save(fig, args.output or (traces[0][0].rsplit(".json", 1)[0] + ".png"), rect=(0, legend_share, 1, 1))
 
 
 def is_drift(path):
@@ -228,6 +241,7 @@ def label(c):
 def main():
     parser = argparse.ArgumentParser(description="Draw a dptrain compare result (compare.json) as a PNG.")
     parser.add_argument("result", help="the --out DIR of dptrain compare, or the compare.json in it")
+    parser.add_argument("more", nargs="*", help="more --trace files, drawn under the first on one time axis")
     parser.add_argument("-o", "--output", help="the PNG to write (default: beside the result, compare.png)")
     parser.add_argument("--title", help="a title over both panels")
     parser.add_argument("--steps", help="a trace's steps to draw, A-B (default: three)")
@@ -246,8 +260,16 @@ def main():
         return
     trace = read_trace(args.result)
     if trace is not None:
-        draw_trace(args, trace)
+        traces = [(args.result, trace)]
+        for path in args.more:
+            more = read_trace(path)
+            if more is None:
+                fail(f"{path} is not a dptrain --trace file")
+            traces.append((path, more))
+        draw_trace(args, traces)
         return
+    if args.more:
+        fail("several files are drawn together only when each is a --trace file")
     result = load(args.result)
     output = args.output or (args.result.rsplit(".json", 1)[0] + ".png")
 

@@ -88,4 +88,12 @@ size=$(stat -c %s "$tmp/trace.png" 2>/dev/null || echo 0)
 [[ $? -eq 2 && ! -e $tmp/none.png ]] && grep -q "has no such steps" "$tmp/log" && echo "ok: steps the trace lacks -> 2" \
     || fail "steps the trace lacks: $(cat "$tmp/log")"
 
+# Two traces, one under the other on one time axis (compare --trace's runs); a compare result among them -> 2.
+"$python" "$plot" "$(dirname "$fixture")/trace.json" "$(dirname "$fixture")/trace.json" -o "$tmp/two.png" >"$tmp/log" 2>&1
+[[ $(head -c 8 "$tmp/two.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] \
+    && echo "ok: two traces drawn in one PNG" || fail "two traces: $(cat "$tmp/log")"
+"$python" "$plot" "$(dirname "$fixture")/trace.json" "$fixture" -o "$tmp/mixed.png" >"$tmp/log" 2>&1
+[[ $? -eq 2 ]] && grep -q "is not a dptrain --trace file" "$tmp/log" && echo "ok: a compare result beside a trace -> 2" \
+    || fail "a compare result beside a trace: $(cat "$tmp/log")"
+
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }

@@ -54,30 +54,24 @@ TraceFile::TraceFile(const std::string& path, std::span<Device* const> devices, 
     : path_(processes > 1 ? path + ".rank" + std::to_string(rank) : path),
       range_(range),
       steps_an_epoch_(steps_an_epoch),
-      step_bytes_(step_bytes) {
+      step_bytes_(step_bytes),
+      pid_base_(rank * int(devices.size())) {
     out_ = std::fopen(path_.c_str(), "w");
     if (!out_) throw InputError("--trace " + path_ + ": cannot write (" + std::strerror(errno) + ")");
     std::fputs("[\n", out_);
+    // Metadata ("M") events: the names of each device's process and threads.
+    const auto metadata = [&](const char* name, int pid, int tid, Json args) {
+        write(Json{{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}}.dump());
+    };
     const std::string prefix = processes > 1 ? "rank " + std::to_string(rank) + " " : "";
     for (size_t i = 0; i < devices.size(); ++i) {
-        const int pid = rank * int(devices.size()) + int(i);
-        write(Json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
-                   {"args", {{"name", prefix + devices[i]->name()}}}}
-                  .dump());
-        write(Json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
-                   {"args", {{"sort_index", pid}}}}
-                  .dump());
-        write(Json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
-                   {"args", {{"name", overlap ? "main stream" : "stream"}}}}
-                  .dump());
-        if (overlap)
-            write(Json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1},
-                       {"args", {{"name", "allreduce stream"}}}}
-                      .dump());
+        const int pid = pid_base_ + int(i);
+        metadata("process_name", pid, 0, {{"name", prefix + devices[i]->name()}});
+        metadata("process_sort_index", pid, 0, {{"sort_index", pid}});
+        metadata("thread_name", pid, 0, {{"name", overlap ? "main stream" : "stream"}});
+        if (overlap) metadata("thread_name", pid, 1, {{"name", "allreduce stream"}});
     }
     std::fflush(out_);
-    events_ = 0;  // (the names are not spans)
-    pid_base_ = rank * int(devices.size());
 }
 
 TraceFile::~TraceFile() {
@@ -90,7 +84,6 @@ void TraceFile::write(const std::string& event) {
     std::fputs(first_ ? "" : ",\n", out_);
     std::fputs(event.c_str(), out_);
     first_ = false;
-    ++events_;
 }
 
 void TraceFile::start(std::span<Device* const> devices) {
@@ -119,6 +112,7 @@ void TraceFile::add(int epoch, size_t first_step, std::span<Device* const> devic
                        {"args", {{"epoch", epoch}, {"step", step}}}};
             if (s.phase == Phase::allreduce) event["args"]["gradient_bytes_a_step"] = step_bytes_;
             write(event.dump());
+            ++events_;
         }
     }
     std::fflush(out_);

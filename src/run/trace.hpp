@@ -60,9 +60,9 @@ class TraceFile {
     std::FILE* out_ = nullptr;
     StepRange range_;
     size_t steps_an_epoch_, step_bytes_;
-    size_t events_ = 0;
+    int pid_base_;  // this rank's first device's process
+    size_t events_ = 0;  // spans written
     bool first_ = true;
-    int pid_base_ = 0;  // this rank's first device's process
     std::chrono::steady_clock::time_point origin_;
 };
 

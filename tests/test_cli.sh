@@ -30,6 +30,12 @@ expect_error() {
 
 quick=(--epochs 1 --limit-train 512 --limit-test 256 --batch 64)
 
+# sized N M: N samples, or M under the sanitizers (meson sets
+# DPTRAIN_SANITIZED=1 there), for the long checks whose outcome does not
+# depend on how many: the same code runs, on fewer steps, where every step
+# costs several times more.
+sized() { if [[ ${DPTRAIN_SANITIZED:-0} == 1 ]]; then echo "$2"; else echo "$1"; fi; }
+
 # measures WHAT: whether to make a measurement (how well a run learns, how
 # long it waits). Not in a build under the sanitizers (meson sets
 # DPTRAIN_SANITIZED=1 there): they run the code several times slower, and
@@ -157,14 +163,15 @@ learning)
 checkpoints)
     # Resume is exact: 3 epochs in one run, or 1 epoch then a resume to 3,
     # give byte-identical parameters; the same run twice, identical checkpoints.
-    ck=(--cpus 2 --limit-train 2048 --limit-test 256 --batch 64 --seed 3)
+    ck_samples=$(sized 2048 1024)
+    ck=(--cpus 2 --limit-train "$ck_samples" --limit-test 256 --batch 64 --seed 3)
     "$dptrain" "${ck[@]}" --epochs 3 --save "$tmp/whole.params" --checkpoint "$tmp/whole.ck" >/dev/null || fail "uninterrupted run failed"
     "$dptrain" "${ck[@]}" --epochs 3 --checkpoint "$tmp/again.ck" >/dev/null || fail "second uninterrupted run failed"
     cmp "$tmp/whole.ck" "$tmp/again.ck" && echo "ok: the same run twice writes byte-identical checkpoints" || fail "checkpoints of identical runs differ"
     "$dptrain" "${ck[@]}" --epochs 1 --checkpoint "$tmp/one.ck" >/dev/null || fail "1-epoch run failed"
     cp "$tmp/one.ck" "$tmp/one.saved"
     "$dptrain" --resume "$tmp/one.ck" --epochs 3 --save "$tmp/resumed.params" >"$tmp/out" || fail "resume failed: $(cat "$tmp/out")"
-    grep -q "^resuming at epoch 2, step 0 of 32" "$tmp/out" || fail "resume does not say where it starts: $(cat "$tmp/out")"
+    grep -q "^resuming at epoch 2, step 0 of $((ck_samples / 64))" "$tmp/out" || fail "resume does not say where it starts: $(cat "$tmp/out")"
     cmp "$tmp/whole.params" "$tmp/resumed.params" && echo "ok: 1 epoch + resume to 3 == 3 epochs, byte for byte" || fail "resumed parameters differ"
     cmp "$tmp/whole.ck" "$tmp/one.ck" && echo "ok: the resumed run's last checkpoint equals the uninterrupted run's" || fail "final checkpoints differ"
     # The same with the ring allreduce on 3 devices.
@@ -240,7 +247,7 @@ PY
     "$dptrain" "${ck[@]}" --lr 1e6 --checkpoint "$tmp/diverge.ck" >/dev/null 2>"$tmp/err"
     rc=$?
     [[ $rc -eq 1 ]] || fail "--lr 1e6 exited $rc, not 1"
-    grep -qE "training diverged in epoch 1 at step [0-9]+ of 32" "$tmp/err" && grep -q "smaller --lr" "$tmp/err" \
+    grep -qE "training diverged in epoch 1 at step [0-9]+ of $((ck_samples / 64))" "$tmp/err" && grep -q "smaller --lr" "$tmp/err" \
         && echo "ok: --lr 1e6 -> 1: $(cat "$tmp/err")" || fail "divergence message: $(cat "$tmp/err")"
     cmp "$tmp/one.saved" "$tmp/diverge.ck" && echo "ok: the last good checkpoint is untouched" || fail "divergence overwrote the checkpoint"
 
@@ -323,14 +330,14 @@ breakdown)
     # --breakdown: every phase is reported, and device 0's phases add up to
     # the measured epoch time within 5% (its stream is never idle mid-epoch).
     for devices in 1 2; do
-        "$dptrain" --cpus "$devices" --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
+        "$dptrain" --cpus "$devices" --epochs 2 --limit-train "$(sized 4096 2048)" --limit-test 256 --batch 128 --breakdown \
             --metrics "$tmp/m$devices.jsonl" >"$tmp/out" || fail "--breakdown run failed"
         grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
             && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line: $(cat "$tmp/out")"
         phases_add_up "$tmp/m$devices.jsonl" "$devices CPU device(s)"
     done
     # With --overlap: the main stream's phases, then the allreduce stream's and what was hidden.
-    "$dptrain" --cpus 2 --overlap --epochs 2 --limit-train 4096 --limit-test 256 --batch 128 --breakdown \
+    "$dptrain" --cpus 2 --overlap --epochs 2 --limit-train "$(sized 4096 2048)" --limit-test 256 --batch 128 --breakdown \
         --metrics "$tmp/mo.jsonl" >"$tmp/out" || fail "--overlap --breakdown run failed"
     grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for the allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
         && grep -qE "^  allreduce stream on cpu:0 \(--overlap\): waiting for peers .* allreduce .* were hidden behind forward\+backward" "$tmp/out" \
@@ -455,7 +462,7 @@ PY
     expect_error "give --split (even, auto or one weight per device)" --resume "$tmp/w.ck" --cpus 3 --epochs 2
 
     # compare --split even,auto: a row each, and the waiting before and after.
-    "$dptrain" compare --cpus 2 --slowdown cpu:1=3 --split even,auto --epochs 2 --limit-train 3200 --limit-test 64 \
+    "$dptrain" compare --cpus 2 --slowdown cpu:1=3 --split even,auto --epochs 2 --limit-train "$(sized 3200 1600)" --limit-test 64 \
         --batch 64 --out "$tmp/cmp" >"$tmp/out" 2>&1 || fail "compare --split even,auto failed: $(tail -5 "$tmp/out")"
     grep -qE "^cpu x2 even +128 " "$tmp/out" && grep -qE "^cpu x2 auto +128 " "$tmp/out" \
         && grep -qE "^- cpu x2 auto: [0-9.]+x the speed of cpu x2 even; device 0 waited [0-9.]+ s an epoch for its peers instead of [0-9.]+ s" "$tmp/out" \
@@ -772,7 +779,7 @@ resnet)
         awk -v a="$acc" 'BEGIN { exit !(a >= 0.65) }' && echo "ok: resnet18 test accuracy $acc >= 0.65" || fail "resnet18 test accuracy $acc < 0.65"
         awk -v l="$loss" 'BEGIN { exit !(l <= 0.9) }' && echo "ok: resnet18 training loss $loss <= 0.9" || fail "resnet18 training loss $loss > 0.9"
     fi
-    rn=(--model resnet18 --cpus 2 --limit-train 256 --limit-test 64 --batch 64 --lr 0.1 --seed 5)
+    rn=(--model resnet18 --cpus 2 --limit-train "$(sized 256 128)" --limit-test 64 --batch 64 --lr 0.1 --seed 5)
     "$dptrain" --cpus 1 --limit-train 64 --batch 64 --epochs 1 --save "$tmp/lenet.params" >/dev/null || fail "LeNet run failed"
     expect_error "it holds lenet's parameters, not resnet18's (give --model lenet)" "${rn[@]}" --load "$tmp/lenet.params"
     # Resume is exact with ResNet-18 too (running statistics in the file), in both modes.

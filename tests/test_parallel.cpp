@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <set>
 #include <cstring>
 
+#include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "model/lenet.hpp"
 #include "parallel/parallel.hpp"
@@ -79,6 +81,48 @@ TEST_CASE("split_and_load puts part i of the batch, in order, on device i", "[pa
             CHECK(labels[size_t(j)] == int32_t(sample % 10));
         }
     }
+}
+
+TEST_CASE("a run's devices are read and named through the kinds table", "[parallel]") {
+    // One row a kind, each name and spelling once.
+    std::set<std::string> names, spellings;
+    for (const DeviceKindInfo& row : device_kinds()) {
+        CHECK(&kind_info(row.kind) == &row);
+        CHECK(names.insert(row.name).second);
+        for (const char* spelling : row.spellings) CHECK(spellings.insert(spelling).second);
+        CHECK(row.make != nullptr);
+        const Presence present = row.probe();  // none here: it says why
+        CHECK((present.count > 0 || present.unlimited() || !present.why_none.empty()));
+        CHECK((row.numbered_in_order == present.unlimited()));
+    }
+    // CPU devices: made on demand, any order typed, but each number once from 0.
+    CHECK(parse_device_list("cpu:1,cpu:0,cpu:2") == DeviceChoice::of(DeviceKind::cpu, 3));
+    CHECK_THROWS_WITH(parse_device_list("cpu:0,cpu:2"),
+                      Catch::Contains("CPU devices are numbered cpu:0, cpu:1, ... each once (2 CPU devices are cpu:0 to cpu:1)"));
+    CHECK_THROWS_WITH(parse_device_list("tpu:0"), Catch::Contains("'tpu:0' is not gpu:I, cuda:I or cpu:I"));
+    if (kind_info(DeviceKind::gpu).probe().count == 0)
+        CHECK_THROWS_WITH(parse_device_list("cpu:0,gpu:0"), Catch::Contains("train on CPU devices with --cpus N"));
+
+    // A mixed run: the kinds in the table's order, its words from the rows.
+    const DeviceChoice mixed = DeviceChoice::of(DeviceKind::gpu, 2).then(DeviceKind::cpu, 1);
+    CHECK(mixed.mixed());
+    CHECK(mixed.kind() == DeviceKind::gpu);
+    CHECK(mixed.count(DeviceKind::gpu) == 2);
+    CHECK(mixed.count(DeviceKind::cpu) == 1);
+    CHECK(describe(mixed) == "2 GPU replicas and 1 CPU device");
+    CHECK(kind_names(mixed) == "cuda+cpu");
+    CHECK(kind_names(DeviceChoice::of(DeviceKind::cpu, 2)) == "cpu");
+    CHECK_FALSE(DeviceChoice::of(DeviceKind::cpu, 2).mixed());
+    // Where each stands is not how many: a resumed run may use other GPUs.
+    DeviceChoice placed = mixed;
+    placed.places[0].ordinal = 1;
+    placed.places[1].ordinal = 1;
+    CHECK(placed.ordinals(DeviceKind::gpu) == std::vector<int>{1, 1});
+    CHECK(mixed.ordinals(DeviceKind::gpu).empty());
+    CHECK(placed.same_counts(mixed));
+    CHECK_FALSE(placed == mixed);
+    CHECK_FALSE(mixed.same_counts(DeviceChoice::of(DeviceKind::gpu, 3)));
+    CHECK_FALSE(mixed.same_counts(DeviceChoice::of(DeviceKind::gpu, 2)));
 }
 
 TEST_CASE("CPU devices are paced by the host and record no graphs: the trainer queues their steps", "[parallel]") {

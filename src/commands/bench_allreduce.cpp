@@ -15,6 +15,7 @@
 
 #include "parallel/allreduce.hpp"
 #include "model/dataset.hpp"
+#include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "model/models.hpp"
 #include "base/options.hpp"
@@ -203,7 +204,7 @@ int run_bench_allreduce(int argc, const char* const* argv) {
         for (const Result& r : results) {
             char line[256];
             std::snprintf(line, sizeof line, "%s,%d,%s,%zu,%.3f,%.4f,%.4f\n",
-                          o.devices.mixed() ? "cuda+cpu" : to_string(o.devices.kind()), n, r.algorithm.c_str(),
+                          kind_names(o.devices).c_str(), n, r.algorithm.c_str(),
                           r.bytes, r.seconds * 1e6, r.algbw, r.busbw);
             csv << line;
         }

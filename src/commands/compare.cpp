@@ -12,6 +12,7 @@
 
 #include "parallel/allreduce.hpp"
 #include "run/cli.hpp"
+#include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "base/errors.hpp"
 #include "base/json.hpp"
@@ -266,7 +267,7 @@ std::string trace_path_of(const std::string& file, DeviceKind kind, int n, const
     const size_t slash = file.find_last_of('/'), dot = file.find_last_of('.');
     const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
     const std::string stem = has_ext ? file.substr(0, dot) : file, ext = has_ext ? file.substr(dot) : ".json";
-    return stem + "-" + (kind == DeviceKind::cpu ? "cpu" : "gpu") + std::to_string(n) +
+    return stem + "-" + kind_info(kind).spellings.front() + std::to_string(n) +
            (split.empty() ? "" : "-" + split) + ext;
 }
 
@@ -335,7 +336,7 @@ int run_compare(int argc, const char* const* argv) {
                               }) != rest.end();
     if (!epochs_given) rest.insert(rest.end(), {"--epochs", "3"});
     // The training options, checked as for a single run with the largest count.
-    rest.insert(rest.end(), {o.kind == DeviceKind::cpu ? "--cpus" : "--gpus",
+    rest.insert(rest.end(), {std::string("--") + kind_info(o.kind).option,
                              std::to_string(*std::max_element(o.counts.begin(), o.counts.end()))});
     std::vector<const char*> args;
     for (const std::string& a : rest) args.push_back(a.c_str());
@@ -360,8 +361,7 @@ int run_compare(int argc, const char* const* argv) {
                                               : base.lr;
         }
         if (c.batch < n) throw InputError("--batch " + std::to_string(c.batch) + " is smaller than " + std::to_string(n) + " devices");
-        const char* kind = o.kind == DeviceKind::cpu ? (n == 1 ? "CPU device" : "CPU devices")
-                                                     : (n == 1 ? "GPU replica" : "GPU replicas");
+        const char* kind = n == 1 ? kind_info(o.kind).one : kind_info(o.kind).many;
         std::printf("\n== compare: %d %s, batch %d, lr %g%s%s ==\n", n, kind, c.batch, double(c.lr),
                     split.empty() ? "" : ", split ", split.c_str());
         std::fflush(stdout);

@@ -13,6 +13,7 @@
 #include "parallel/allreduce.hpp"
 #include "run/cli.hpp"
 #include "model/dataset.hpp"
+#include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "model/lenet.hpp"
 #include "base/options.hpp"
@@ -100,7 +101,7 @@ int demo_allreduce(const DemoOptions& o) {
     const std::vector<Device*> devices = pointers(owned);
 
     std::printf("allreduce over %d %s: device i's tensor holds %d value%s, all equal to i+1\n\n", n,
-                o.devices.kind() == DeviceKind::cpu ? "CPU devices" : "GPU replicas", k, k == 1 ? "" : "s");
+                kind_info(o.devices.kind()).many, k, k == 1 ? "" : "s");
     std::vector<float> buffer(lenet::model().param_count());
     std::printf("before:\n");
     for (int i = 0; i < n; ++i) {
@@ -164,7 +165,7 @@ int demo_split(const DemoOptions& o) {
     for (Device* d : devices) d->set_order(order.data(), order.size());
     split_and_load(devices, 0, parts);
 
-    std::printf("\nsplit_and_load onto %d %s:\n", n, o.devices.kind() == DeviceKind::cpu ? "CPU devices" : "GPU replicas");
+    std::printf("\nsplit_and_load onto %d %s:\n", n, kind_info(o.devices.kind()).many);
     std::vector<float> images(size_t(capacity) * cols);
     std::vector<int32_t> labels(static_cast<size_t>(capacity));
     bool right = true;

@@ -21,6 +21,7 @@
 #include "run/cli.hpp"
 #include "model/dataset.hpp"
 #include "base/json.hpp"
+#include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "model/lenet.hpp"
 #include "base/options.hpp"
@@ -254,7 +255,7 @@ int run_drift(int argc, const char* const* argv) {
     const std::string dir = find_data_dir(c.data_dir);
     const FashionMnist data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
     if (size_t(c.batch) > data.train.count) throw InputError("--batch " + std::to_string(c.batch) + " is larger than the training set");
-    const char* kind = o.kind == DeviceKind::cpu ? "CPU device" : "GPU replica";
+    const char* kind = kind_info(o.kind).one;
     std::printf("dptrain drift: 1 %s against %d, the same seed (%llu), batch %d, lr %g, %d epoch%s of %zu samples\n",
                 kind, o.devices, (unsigned long long)c.seed, c.batch, double(c.lr), c.epochs,
                 c.epochs == 1 ? "" : "s", data.train.count);

@@ -16,6 +16,7 @@
 #include "parallel/allreduce.hpp"
 #include "run/cli.hpp"
 #include "model/dataset.hpp"
+#include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "model/models.hpp"
 #include "base/options.hpp"
@@ -195,7 +196,7 @@ int run_inspect(int argc, const char* const* argv) {
                      allreduce);
     Device& one = *single[0];
 
-    const char* kind = o.devices.kind() == DeviceKind::cpu ? "CPU device" : "GPU replica";
+    const char* kind = kind_info(o.devices.kind()).one;
     std::printf("dptrain inspect: %s on %d %s%s%s; the batch is the first %d training samples; %s init, seed %llu\n",
                 model.name().c_str(), n, kind, n == 1 ? "" : "s",
                 model.batch_norms() > 0 ? (o.bn == BatchNormMode::sync ? " (--bn sync)" : " (--bn local)") : "", batch,

@@ -34,8 +34,6 @@
 
 namespace dpt {
 
-const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }  // device.hpp: why "cuda"
-
 namespace {
 
 class CpuDevice;
@@ -291,17 +289,20 @@ class CpuDevice final : public Device {
             passed->notify_all();
         });
     }
-    // A CPU peer counts its marks as this device does; a GPU replica of a
-    // mixed run counts them from a host function on its stream.
+    // As reach() says (device.hpp): a CPU peer counts its marks as this
+    // device does; a peer of another kind counts them in shared host memory
+    // (a GPU replica from a host function on its stream), and is watched
+    // for its failure while this device waits.
     void wait_for(Device& other) override {
+        const Reach how = reach(*this, other, false);
+        if (how == Reach::none) throw std::logic_error(name() + " cannot wait for " + other.name() + " outside a mixed run");
         const HostMarks marks = other.host_marks();
-        if (!marks.passed) throw std::logic_error(name() + " cannot wait for " + other.name() + " outside a mixed run");
-        if (other.kind() == DeviceKind::cpu) {
+        if (how == Reach::own_kind) {
             allreduce_stream().enqueue([passed = marks.passed, target = marks.queued] { wait_until(*passed, target); });
             return;
         }
-        allreduce_stream().enqueue([passed = marks.passed, target = marks.queued, gpu = &other, self = this] {
-            wait_for_gpu(*passed, target, *gpu, *self);
+        allreduce_stream().enqueue([passed = marks.passed, target = marks.queued, peer = &other, self = this] {
+            wait_watching(*passed, target, *peer, *self);
         });
     }
     void copy_from_peer(Device& other, size_t first, size_t count, size_t staged) override {
@@ -371,14 +372,14 @@ class CpuDevice final : public Device {
     // when the GPU has. A GPU's failure is a state to ask for, not an event
     // to wait on: after a short spin, the worker asks every 200 us. (A mixed
     // run's CPU device spends milliseconds a step; this adds at most 0.2.)
-    static void wait_for_gpu(const std::atomic<uint64_t>& count, uint64_t target, Device& gpu, const Device& self) {
+    static void wait_watching(const std::atomic<uint64_t>& count, uint64_t target, Device& peer, const Device& self) {
         for (int polls = 0; count.load() < target; ++polls) {
             if (polls < 64) {
                 std::this_thread::yield();
                 continue;
             }
-            if (std::string why = gpu.failure(); !why.empty())
-                throw std::runtime_error(self.name() + " stopped: " + gpu.name() + ", whose gradients it waited for, failed: " + why);
+            if (std::string why = peer.failure(); !why.empty())
+                throw std::runtime_error(self.name() + " stopped: " + peer.name() + ", whose gradients it waited for, failed: " + why);
             std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
     }
@@ -389,15 +390,16 @@ class CpuDevice final : public Device {
         return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
     }
 
-    // A CPU peer's gradients. A GPU's are not this device's to copy: in a
-    // mixed run the GPUs come first and make every copy between kinds.
-    float* peer_grads(Device& peer) const {
-        float* grads = peer.host_grads();
-        if (!grads)
+    // A peer's gradients, as reach() says (device.hpp): a CPU peer's are in
+    // memory like this device's; another kind's only where they are in host
+    // memory. A GPU's are not: in a mixed run the GPUs come first and make
+    // every copy between kinds.
+    float* peer_grads(Device& peer) {
+        if (reach(*this, peer, true) == Reach::none)
             throw std::logic_error(name() + " cannot copy " + peer.name() +
-                                   "'s gradients: copies between kinds are the GPU's to make (an allreduce "
-                                   "algorithm that asks otherwise does not support mixed runs)");
-        return grads;
+                                   "'s gradients: they are not in host memory, so the copy is " + peer.name() +
+                                   "'s to make (an allreduce algorithm that asks otherwise does not support mixed runs)");
+        return peer.host_grads();
     }
 
     void write(std::span<float> dst, std::span<const float> host) {

@@ -10,8 +10,8 @@
 // point on a's stream; b.wait_for(a) makes b's stream wait until a's stream
 // has passed the mark most recently queued on a.
 //
-// Kinds: CPU devices (cpu_device.cpp) and GPU replicas (gpu_device.cpp);
-// device_factory.hpp makes either from --cpus N / --gpus N.
+// Kinds: CPU devices (cpu_device.cpp) and GPU replicas (gpu_device.cpp),
+// one row each in kinds.hpp; parallel/device_factory.hpp makes a run's.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -91,18 +91,50 @@ class Recording {
     virtual void replay() = 0;
 };
 
-// The devices of a run, in order: GPU replicas first, then CPU devices.
-// Device 0 (where the naive allreduce sums) is thus a GPU whenever there is one.
+// One device of a run: its kind, and which of that kind's devices it is
+// (--devices gpu:1: CUDA device 1). `any` where the command line did not
+// say (--gpus N): the kind places it when the devices are made.
+struct DevicePlace {
+    static constexpr int any = -1;
+    DeviceKind kind;
+    int ordinal = any;
+    bool operator==(const DevicePlace&) const = default;
+};
+
+// The devices of a run, in order: the kinds in the order of devices/kinds.hpp's
+// table (GPU replicas first, then CPU devices), so device 0, where the naive
+// allreduce sums, is a GPU whenever there is one.
 struct DeviceChoice {
-    int gpus = 0;               // GPU replicas: devices 0 .. gpus-1
-    int cpus = 1;               // CPU devices after them
-    std::vector<int> gpu_ids;   // --devices: each replica's CUDA device; empty: replica i on GPU i % (GPUs present)
+    std::vector<DevicePlace> places;
+    // n devices of one kind, each placed by the kind.
     static DeviceChoice of(DeviceKind kind, int n) {
-        return kind == DeviceKind::gpu ? DeviceChoice{n, 0, {}} : DeviceChoice{0, n, {}};
+        return DeviceChoice{std::vector<DevicePlace>(size_t(n), DevicePlace{kind})};
     }
-    int count() const { return gpus + cpus; }
-    bool mixed() const { return gpus > 0 && cpus > 0; }
-    DeviceKind kind() const { return gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu; }  // the first device's
+    // These followed by n devices of `kind`, placed by the kind (a kind after
+    // the last one here in the table's order).
+    DeviceChoice then(DeviceKind kind, int n) const {
+        DeviceChoice more = *this;
+        more.places.insert(more.places.end(), size_t(n), DevicePlace{kind});
+        return more;
+    }
+    int count() const { return int(places.size()); }
+    int count(DeviceKind kind) const {
+        return int(std::count_if(places.begin(), places.end(), [&](const DevicePlace& p) { return p.kind == kind; }));
+    }
+    // The places of `kind`'s devices, in order; empty when it placed none itself.
+    std::vector<int> ordinals(DeviceKind kind) const {
+        std::vector<int> given;
+        for (const DevicePlace& p : places)
+            if (p.kind == kind && p.ordinal != DevicePlace::any) given.push_back(p.ordinal);
+        return given;
+    }
+    bool mixed() const { return !places.empty() && places.back().kind != places.front().kind; }
+    DeviceKind kind() const { return places.empty() ? DeviceKind::cpu : places.front().kind; }  // the first device's
+    // As many devices of each kind as `other`, wherever they are placed.
+    bool same_counts(const DeviceChoice& other) const {
+        return std::equal(places.begin(), places.end(), other.places.begin(), other.places.end(),
+                          [](const DevicePlace& a, const DevicePlace& b) { return a.kind == b.kind; });
+    }
     bool operator==(const DeviceChoice&) const = default;
 };
 
@@ -274,6 +306,7 @@ class Device {
     // memory (CPU devices; GPUs: null). A GPU replica waits for a CPU device
     // and copies its gradients through these; a CPU device only waits for a
     // GPU (copies between kinds are the GPU's: its copy engine moves them).
+    // (reach() below is the rule every kind follows.)
     virtual HostMarks host_marks() = 0;
     virtual float* host_grads() { return nullptr; }
     // Why this device's streams can no longer run (a GPU's sticky error), or
@@ -295,6 +328,22 @@ class Device {
     // function, copies the sum back). Needs ReplicaSetup::across_processes.
     virtual void sum_across(ProcessSum& sum, Range range) = 0;
 };
+
+// The one rule for what crosses between two devices, the marks waited for
+// and the gradients copied, whatever their kinds: a device reaches a peer
+// of its own kind its own way (GPUs: events and peer copies; CPU devices:
+// counters and memory); a peer of another kind only through host memory
+// that both map (the run's SharedHostMemory): the peer's host_marks() and,
+// for a copy, its host_grads(). Where those are null the copy is not this
+// device's to make but the peer's (it reaches this device's), and an
+// allreduce that needs it otherwise refuses such a run (Allreduce::refusal).
+enum class Reach { own_kind, host_memory, none };
+// How `self` reaches `peer`'s marks (for a wait) or, with `copy`, its gradients.
+inline Reach reach(const Device& self, Device& peer, bool copy) {
+    if (peer.kind() == self.kind()) return Reach::own_kind;
+    const bool there = copy ? peer.host_grads() != nullptr : peer.host_marks().passed != nullptr;
+    return there ? Reach::host_memory : Reach::none;
+}
 
 // CPU devices, one worker thread each: device i keeps staging_floats[i]
 // floats of staging memory for the allreduce. With `shared` (a mixed run),

@@ -425,14 +425,17 @@ class GpuDevice final : public Device {
         }
         return {};
     }
-    // A GPU peer: its event. A CPU device: a one-thread kernel that polls the
-    // device's mark count in shared host memory until it reaches the mark.
+    // As reach() says (device.hpp): a GPU peer, its event; a peer of another
+    // kind, a one-thread kernel that polls the peer's mark count in shared
+    // host memory until it reaches the mark.
     void wait_for(Device& other) override {
         use();
-        if (other.kind() == DeviceKind::gpu) {
+        const Reach how = reach(*this, other, false);
+        if (how == Reach::own_kind) {
             CUDA_CHECK(cudaStreamWaitEvent(allreduce_stream(), as_gpu(other).event_, 0));
             return;
         }
+        if (how == Reach::none) throw std::logic_error(name() + " cannot wait for " + other.name() + " outside a mixed run");
         const HostMarks marks = other.host_marks();
         void* counter = nullptr;
         CUDA_CHECK(cudaHostGetDevicePointer(&counter, const_cast<std::atomic<uint64_t>*>(marks.passed), 0));
@@ -442,9 +445,9 @@ class GpuDevice final : public Device {
     void copy_from_peer(Device& peer, size_t first, size_t count, size_t staged) override {
         assert(first + count <= grad_floats_ && staged + count <= staging_floats_);
         use();
-        if (float* host = peer.host_grads()) {  // a CPU device's, in pinned memory: an asynchronous copy
-            CUDA_CHECK(cudaMemcpyAsync(staging_ + staged, host + first, count * sizeof(float), cudaMemcpyHostToDevice,
-                                       allreduce_stream()));
+        if (reach_gradients(peer) == Reach::host_memory) {  // another kind's, in pinned memory: an asynchronous copy
+            CUDA_CHECK(cudaMemcpyAsync(staging_ + staged, peer.host_grads() + first, count * sizeof(float),
+                                       cudaMemcpyHostToDevice, allreduce_stream()));
             return;
         }
         GpuDevice& from = as_gpu(peer);
@@ -458,13 +461,21 @@ class GpuDevice final : public Device {
     void copy_to_peer(Device& peer, size_t first, size_t count) override {
         assert(first + count <= grad_floats_);
         use();
-        if (float* host = peer.host_grads()) {
-            CUDA_CHECK(cudaMemcpyAsync(host + first, grads_ + first, count * sizeof(float), cudaMemcpyDeviceToHost,
-                                       allreduce_stream()));
+        if (reach_gradients(peer) == Reach::host_memory) {
+            CUDA_CHECK(cudaMemcpyAsync(peer.host_grads() + first, grads_ + first, count * sizeof(float),
+                                       cudaMemcpyDeviceToHost, allreduce_stream()));
             return;
         }
         GpuDevice& to = as_gpu(peer);
         copy(to.grads_ + first, to.gpu_, grads_ + first, gpu_, count);
+    }
+    // How this replica reaches a peer's gradients (device.hpp's reach()), or
+    // a logic error where it cannot.
+    Reach reach_gradients(Device& peer) {
+        const Reach how = reach(*this, peer, true);
+        if (how == Reach::none)
+            throw std::logic_error(name() + " cannot reach " + peer.name() + "'s gradients: they are not in host memory");
+        return how;
     }
     // Down to pinned host memory, summed there by a host function (which may
     // block on the other processes: it holds up only this stream), and up.

@@ -25,8 +25,8 @@ class Nccl final : public Allreduce {
     size_t staging_floats(int, int, size_t) const override { return 0; }  // NCCL keeps its own buffers
 
     std::string refusal(const DeviceChoice& choice) const override {
-        if (choice.cpus > 0) return "NCCL sums GPU replicas only (give --gpus N, or another --allreduce)";
-        return nccl_refusal(choice.gpus, choice.gpu_ids);
+        if (choice.count(DeviceKind::cpu) > 0) return "NCCL sums GPU replicas only (give --gpus N, or another --allreduce)";
+        return nccl_refusal(choice.count(DeviceKind::gpu), choice.ordinals(DeviceKind::gpu));
     }
 
     // NCCL picks its summation order by message size, so an --overlap

@@ -1,9 +1,10 @@
 #include "parallel/device_factory.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "base/errors.hpp"
-#include "devices/gpu.hpp"
+#include "devices/kinds.hpp"
 #include "base/numbers.hpp"
 
 namespace dpt {
@@ -14,76 +15,113 @@ int parse_device_count(const std::string& option, const std::string& text) {
 }
 
 void require_gpus(const std::string& what) {
-    const GpuInventory gpus = probe_gpus();
-    if (gpus.count() == 0) throw InputError(what + ": " + gpus.why_none + "; train on CPU devices with --cpus N");
+    const Presence gpus = kind_info(DeviceKind::gpu).probe();
+    if (gpus.count == 0) throw InputError(what + ": " + gpus.why_none + "; train on CPU devices with --cpus N");
 }
 
 DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback, bool mixed_ok) {
     if (!cpus.empty() && !gpus.empty() && !mixed_ok)
         throw InputError("--cpus and --gpus cannot be combined here: pick one kind (training takes both)");
     if (cpus.empty() && gpus.empty()) return fallback;
-    DeviceChoice choice{0, 0, {}};
+    DeviceChoice choice;
     if (!gpus.empty()) {
-        choice.gpus = parse_device_count("gpus", gpus);
+        choice = DeviceChoice::of(DeviceKind::gpu, parse_device_count("gpus", gpus));
         require_gpus("--gpus " + gpus);
     }
-    if (!cpus.empty()) choice.cpus = parse_device_count("cpus", cpus);
+    if (!cpus.empty()) {
+        const DeviceChoice more = DeviceChoice::of(DeviceKind::cpu, parse_device_count("cpus", cpus));
+        choice.places.insert(choice.places.end(), more.places.begin(), more.places.end());
+    }
     if (choice.count() > max_devices)
         throw InputError("--gpus " + gpus + " --cpus " + cpus + ": at most " + std::to_string(max_devices) +
                          " devices in all");
     return choice;
 }
 
+namespace {
+
+// "gpu:I, cuda:I or cpu:I": what --devices takes.
+std::string spellings() {
+    std::vector<std::string> all;
+    for (const DeviceKindInfo& row : device_kinds())
+        for (const char* spelling : row.spellings) all.push_back(std::string(spelling) + ":I");
+    std::string text;
+    for (size_t i = 0; i < all.size(); ++i) text += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i];
+    return text;
+}
+
+}  // namespace
+
 DeviceChoice parse_device_list(const std::string& text) {
-    DeviceChoice choice{0, 0, {}};
-    std::vector<int> cpu_numbers;
+    const std::vector<DeviceKindInfo>& kinds = device_kinds();
+    std::vector<std::vector<int>> numbers(kinds.size());  // per kind, as listed
     for (const std::string& item : comma_list(text)) {
         const size_t colon = item.find(':');
-        const std::string kind = item.substr(0, colon);
-        if (colon == std::string::npos || (kind != "gpu" && kind != "cuda" && kind != "cpu"))
-            throw InputError("--devices " + text + ": '" + item + "' is not gpu:I, cuda:I or cpu:I");
-        const int number = parse_number<int>("devices", item.substr(colon + 1), 0, max_devices - 1,
-                                             ("a device number from 0 after " + kind + ":").c_str());
-        if (kind == "cpu") cpu_numbers.push_back(number);
-        else choice.gpu_ids.push_back(number);
+        const std::string spelling = item.substr(0, colon);
+        size_t k = 0;
+        while (k < kinds.size() && std::find(kinds[k].spellings.begin(), kinds[k].spellings.end(), spelling) ==
+                                       kinds[k].spellings.end())
+            ++k;
+        if (colon == std::string::npos || k == kinds.size())
+            throw InputError("--devices " + text + ": '" + item + "' is not " + spellings());
+        numbers[k].push_back(parse_number<int>("devices", item.substr(colon + 1), 0, max_devices - 1,
+                                               ("a device number from 0 after " + spelling + ":").c_str()));
     }
-    std::sort(cpu_numbers.begin(), cpu_numbers.end());
-    for (size_t i = 0; i < cpu_numbers.size(); ++i)
-        if (cpu_numbers[i] != int(i))
-            throw InputError("--devices " + text + ": CPU devices are numbered cpu:0, cpu:1, ... each once (" +
-                             std::to_string(cpu_numbers.size()) + " CPU devices are cpu:0 to cpu:" +
-                             std::to_string(cpu_numbers.size() - 1) + ")");
-    choice.gpus = int(choice.gpu_ids.size());
-    choice.cpus = int(cpu_numbers.size());
+    DeviceChoice choice;
+    for (size_t k = 0; k < kinds.size(); ++k) {
+        const DeviceKindInfo& row = kinds[k];
+        std::vector<int>& listed = numbers[k];
+        if (listed.empty()) continue;
+        const std::string name = row.spellings.front();
+        if (row.numbered_in_order) {
+            // Made here, not found: any order, but each number once from 0. Only their count matters.
+            std::sort(listed.begin(), listed.end());
+            for (size_t i = 0; i < listed.size(); ++i)
+                if (listed[i] != int(i))
+                    throw InputError("--devices " + text + ": " + row.many + " are numbered " + name + ":0, " + name +
+                                     ":1, ... each once (" + std::to_string(listed.size()) + " " + row.many +
+                                     " are " + name + ":0 to " + name + ":" + std::to_string(listed.size() - 1) + ")");
+            for (size_t i = 0; i < listed.size(); ++i) choice.places.push_back({row.kind});
+        } else {
+            for (int number : listed) choice.places.push_back({row.kind, number});
+        }
+    }
     if (choice.count() > max_devices)
         throw InputError("--devices " + text + ": at most " + std::to_string(max_devices) + " devices");
-    if (choice.gpus > 0) {
-        require_gpus("--devices " + text);
-        const int present = probe_gpus().count();
-        for (int id : choice.gpu_ids)
-            if (id >= present)
-                throw InputError("--devices " + text + ": there is no gpu:" + std::to_string(id) + " (" +
-                                 std::to_string(present) + " GPU" + (present == 1 ? "" : "s") + " visible: gpu:0" +
-                                 (present > 1 ? " to gpu:" + std::to_string(present - 1) : "") + ")");
+    for (size_t k = 0; k < kinds.size(); ++k) {
+        const DeviceKindInfo& row = kinds[k];
+        if (numbers[k].empty() || row.numbered_in_order) continue;
+        const Presence present = row.probe();
+        if (present.count == 0)
+            throw InputError("--devices " + text + ": " + present.why_none + "; train on CPU devices with --cpus N");
+        const std::string name = row.spellings.front(), unit = row.hardware;
+        for (int number : numbers[k])
+            if (number >= present.count)
+                throw InputError("--devices " + text + ": there is no " + name + ":" + std::to_string(number) + " (" +
+                                 std::to_string(present.count) + " " + unit + (present.count == 1 ? "" : "s") +
+                                 " visible: " + name + ":0" +
+                                 (present.count > 1 ? " to " + name + ":" + std::to_string(present.count - 1) : "") +
+                                 ")");
     }
     return choice;
 }
 
-std::string describe(const DeviceChoice& choice) {
-    const auto count = [](int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
-    if (choice.gpus == 0) return count(choice.cpus, "CPU device", "CPU devices");
-    const std::string gpus = count(choice.gpus, "GPU replica", "GPU replicas");
-    return choice.cpus == 0 ? gpus : gpus + " and " + count(choice.cpus, "CPU device", "CPU devices");
-}
-
 DeviceChoice default_devices(std::string& why) {
-    const GpuInventory gpus = probe_gpus();
-    if (gpus.count() > 0) {
-        why = "all visible GPUs (choose with --gpus N or --cpus N)";
-        return DeviceChoice::of(DeviceKind::gpu, gpus.count());
+    // Every unit of the first kind of hardware present, else one device the host makes.
+    std::string none;
+    for (const DeviceKindInfo& row : device_kinds()) {
+        const Presence present = row.probe();
+        if (present.count > 0) {
+            why = std::string("all visible ") + row.hardware + "s (choose with --" + row.option + " N or --cpus N)";
+            return DeviceChoice::of(row.kind, present.count);
+        }
+        if (present.unlimited()) {
+            why = none + ", so 1 " + row.one + " (choose with --" + row.option + " N)";
+            return DeviceChoice::of(row.kind, 1);
+        }
+        if (none.empty()) none = present.why_none;
     }
-    why = gpus.why_none + ", so 1 CPU device (choose with --cpus N)";
-    return DeviceChoice::of(DeviceKind::cpu, 1);
+    throw std::logic_error("devices/kinds.cpp has no kind made on demand");
 }
 
 std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, const ReplicaSetup& setup,
@@ -94,15 +132,27 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, co
     std::vector<size_t> staging;
     const size_t floats = setup.grad_floats();
     for (int i = 0; i < n; ++i) staging.push_back(allreduce.staging_floats(i, n, floats));
-    if (choice.gpus == 0) return make_cpu_devices(setup, staging);
-    if (choice.cpus == 0) return make_gpu_devices(setup, staging, choice.gpu_ids);
-    // Mixed: the GPUs first (device 0, where the naive allreduce sums, is a
-    // GPU), every device holding the pinned memory the copies between kinds go through.
-    const std::shared_ptr<SharedHostMemory> shared = make_shared_host_memory();
+    // Devices of several kinds reach each other's gradients and marks
+    // through host memory that all of them map (device.hpp).
+    std::shared_ptr<SharedHostMemory> shared;
+    if (choice.mixed())
+        for (const DeviceKindInfo& row : device_kinds())
+            if (!shared && row.host_memory && choice.count(row.kind) > 0) shared = row.host_memory();
+    if (choice.mixed() && !shared) throw std::logic_error("devices of several kinds, and none maps host memory");
+    std::vector<std::unique_ptr<Device>> devices;
     const std::span<const size_t> all(staging);
-    std::vector<std::unique_ptr<Device>> devices =
-        make_gpu_devices(setup, all.first(size_t(choice.gpus)), choice.gpu_ids, shared);
-    for (auto& d : make_cpu_devices(setup, all.subspan(size_t(choice.gpus)), shared)) devices.push_back(std::move(d));
+    for (const DeviceKindInfo& row : device_kinds()) {
+        const int first = int(devices.size()), count = choice.count(row.kind);
+        if (count == 0) continue;
+        // Where each stands: as listed, else the kind's own order (hardware in turn, i % present).
+        std::vector<int> ordinals = choice.ordinals(row.kind);
+        if (ordinals.empty()) {
+            const int present = row.numbered_in_order ? count : row.probe().count;
+            for (int i = 0; i < count; ++i) ordinals.push_back(present > 0 ? i % present : i);
+        }
+        for (auto& d : row.make(setup, all.subspan(size_t(first), size_t(count)), ordinals, shared))
+            devices.push_back(std::move(d));
+    }
     return devices;
 }
 
@@ -113,13 +163,31 @@ std::unique_ptr<Recording> record_work(std::span<Device* const> devices, const s
             why = d->name() + " does not record its work";
             return nullptr;
         }
-    return record_graph(devices, enqueue, why);  // the one kind that records: GPU replicas
+    if (devices.empty()) {
+        why = "no devices";
+        return nullptr;
+    }
+    const DeviceKindInfo& row = kind_info(devices.front()->kind());
+    for (Device* d : devices)
+        if (d->kind() != row.kind) {
+            why = "devices of several kinds record their work apart";
+            return nullptr;
+        }
+    if (!row.record) throw std::logic_error(std::string(row.many) + " record graphs without their row saying how (devices/kinds.cpp)");
+    return row.record(devices, enqueue, why);
 }
 
 DeviceChoice placed_on_this_machine(DeviceChoice choice, int processes, int local_rank) {
-    if (processes > 1 && choice.gpus > 0 && choice.gpu_ids.empty())
-        if (const int present = probe_gpus().count(); present > 0)
-            for (int i = 0; i < choice.gpus; ++i) choice.gpu_ids.push_back((local_rank * choice.gpus + i) % present);
+    if (processes == 1) return choice;
+    for (const DeviceKindInfo& row : device_kinds()) {
+        const int count = choice.count(row.kind);
+        if (row.numbered_in_order || count == 0 || !choice.ordinals(row.kind).empty()) continue;
+        if (const int present = row.probe().count; present > 0) {
+            int i = 0;
+            for (DevicePlace& p : choice.places)
+                if (p.kind == row.kind) p.ordinal = (local_rank * count + i++) % present;
+        }
+    }
     return choice;
 }
 

@@ -116,9 +116,8 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
                              std::to_string(c.processes) + " process" + (c.processes == 1 ? "" : "es") +
                              " cannot share equally: give --cpus G or --gpus G");
         }
-        if (c.devices.gpus > 0) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
-    } else if (c.devices.gpus != saved.devices.gpus || c.devices.cpus != saved.devices.cpus ||
-               c.processes != saved.processes) {
+        if (c.devices.count(DeviceKind::gpu) > 0) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
+    } else if (!c.devices.same_counts(saved.devices) || c.processes != saved.processes) {
         c.devices_note = "the checkpoint's run had " + saved_devices +
                          ", so this run matches it up to float summation order, not bit for bit";
     }
@@ -276,7 +275,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         throw InputError(std::string("--") + (r.count("across") ? "across" : "collective-timeout") +
                          " is for a run of several processes (mpirun -np P dptrain ...); this is one");
     if (r.count("across")) c.across = parse_across(given(r, "across"));
-    if (c.across == AcrossKind::nccl && c.devices.gpus == 0)
+    if (c.across == AcrossKind::nccl && c.devices.count(DeviceKind::gpu) == 0)
         throw InputError("--across nccl joins the processes' GPUs: give --gpus G (CPU devices sum across the "
                          "processes with mpi or ring)");
     if (r.count("collective-timeout"))

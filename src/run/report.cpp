@@ -10,6 +10,7 @@
 
 #include "base/errors.hpp"
 #include "devices/gpu.hpp"
+#include "devices/kinds.hpp"
 #include "model/models.hpp"
 #include "run/schedule.hpp"
 
@@ -64,15 +65,8 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
         std::printf("devices: %s (%s), the GPUs first: %s sums the gradients; what crosses kinds goes through "
                     "pinned host memory by the GPUs' copy engines; no CUDA graph%s\n",
                     describe(c.devices).c_str(), names.c_str(), devices[0]->name().c_str(), note.c_str());
-    } else if (c.devices.gpus > 0) {
-        std::printf("devices: %s; each replica has its own stream and memory%s\n", describe_gpu_replicas(c.devices.count()).c_str(),
-                    note.c_str());
     } else {
-        const int cores = usable_cores(), here = c.devices.count();  // this process's
-        std::printf("devices: %d CPU device%s, one worker thread per device, %d usable core%s%s\n", here,
-                    here == 1 ? "" : "s", cores, cores == 1 ? "" : "s", note.c_str());
-        if (here > cores)
-            std::printf("note: %d devices share %d cores, so they cannot all compute at once\n", here, cores);
+        std::printf("%s", kind_info(c.devices.kind()).banner(c.devices.count(), note).c_str());
     }
     if (c.processes > 1)
         std::printf("processes: %d (mpirun), each with the devices above: %d devices in all, rank r's parts of each "
@@ -99,7 +93,7 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     }
     if (c.math == Math::tf32)
         std::printf("tf32: the conv and dense products take TF32 operands (10 bits of fraction) and sum in FP32%s\n",
-                    c.devices.gpus == 0   ? "; CPU devices round the operands and compute in FP32 (no speed gained)"
+                    c.devices.count(DeviceKind::gpu) == 0 ? "; CPU devices round the operands and compute in FP32 (no speed gained)"
                     : c.devices.mixed() ? ": tensor cores on the GPUs; the CPU devices round the same operands"
                                         : ", on the GPUs' tensor cores");
     for (const TrainConfig::Slowdown& s : c.slowdowns)
@@ -279,8 +273,7 @@ void MetricsFile::write(const EpochReport& s) {
                  {"train_loss", decimals(s.train_loss, 6)},
                  {"test_acc", decimals(s.test_acc, 4)},
                  {"devices", c.devices_in_all()},
-                 {"device_kind", c.devices.mixed() ? "cuda+cpu"
-                                                   : to_string(c.devices.gpus > 0 ? DeviceKind::gpu : DeviceKind::cpu)},
+                 {"device_kind", kind_names(c.devices)},
                  {"batch", c.batch},
                  {"lr", significant(c.lr)}};
     if (c.breakdown) {

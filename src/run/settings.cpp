@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "devices/kinds.hpp"
 #include "parallel/allreduce.hpp"
 #include "base/numbers.hpp"
 
@@ -28,25 +29,29 @@ const char* one_of(std::string_view text, T& field, std::string_view a, T a_valu
     return nullptr;
 }
 
-// "cpu 2", "cuda 4", or a mixed run's "cuda 1 cpu 2" (the GPUs first, as in
-// the run; format version 3 on). Which GPUs is not recorded: a resumed run
-// may use others.
+// "cpu 2", "cuda 4", or a mixed run's "cuda 1 cpu 2": each kind's name and
+// count, in the kinds' order (devices/kinds.hpp; format version 3 on for
+// several). Which GPUs is not recorded: a resumed run may use others.
 std::string devices_text(const TrainConfig& c) {
-    const DeviceChoice& d = c.devices;
-    std::string text = d.gpus == 0 ? "cpu " + exact_text(d.cpus) : "cuda " + exact_text(d.gpus);
-    if (d.gpus > 0 && d.cpus > 0) text += " cpu " + exact_text(d.cpus);
+    std::string text;
+    for (const DeviceKindInfo& row : device_kinds())
+        if (const int n = c.devices.count(row.kind); n > 0)
+            text += (text.empty() ? "" : " ") + std::string(row.name) + " " + exact_text(n);
     return text;
 }
 
 const char* read_devices(std::string_view text, TrainConfig& c) {
     const std::vector<std::string> words = items_of(std::string(text), ' ');
-    const auto count = [&](size_t at, std::string_view kind, int& n) {
-        return words.size() > at + 1 && words[at] == kind && parse_exact(words[at + 1], n) && n >= 1 && n <= 1 << 20;
-    };
-    DeviceChoice d{0, 0, {}};
-    const bool one_kind = words.size() == 2 && (count(0, "cpu", d.cpus) || count(0, "cuda", d.gpus));
-    const bool mixed = words.size() == 4 && count(0, "cuda", d.gpus) && count(2, "cpu", d.cpus);
-    if (!one_kind && !mixed) return invalid;
+    if (words.empty() || words.size() % 2 != 0) return invalid;
+    DeviceChoice d;
+    size_t next_kind = 0;  // the kinds in table order, each once
+    const std::vector<DeviceKindInfo>& kinds = device_kinds();
+    for (size_t at = 0; at < words.size(); at += 2) {
+        while (next_kind < kinds.size() && words[at] != kinds[next_kind].name) ++next_kind;
+        int n = 0;
+        if (next_kind == kinds.size() || !parse_exact(words[at + 1], n) || n < 1 || n > 1 << 20) return invalid;
+        d = d.then(kinds[next_kind++].kind, n);
+    }
     c.devices = d;
     return nullptr;
 }

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     dpt::Checkpoint k;
-    k.settings.devices = dpt::DeviceChoice{1, 2, {}};  // a mixed run, with auto's measured parts
+    k.settings.devices = dpt::DeviceChoice::of(dpt::DeviceKind::gpu, 1).then(dpt::DeviceKind::cpu, 2);  // a mixed run, with auto's measured parts
     k.settings.split = {dpt::SplitMode::automatic, {200, 28, 28}};
     k.settings.limit_train = 1000;
     k.position = {2, 3, 123.25};

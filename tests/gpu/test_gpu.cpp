@@ -1092,7 +1092,7 @@ void check_failed_recording(int n, int batch) {
 // device cannot, so the trainer queues their steps one by one.
 void check_capabilities() {
     const Dataset train = testing::synthetic(64, true), test = testing::synthetic(16, true);
-    const auto owned = make_devices(DeviceChoice{1, 1, {}}, {&train, &test, 8, PoolKind::avg}, naive());
+    const auto owned = make_devices(DeviceChoice::of(DeviceKind::gpu, 1).then(DeviceKind::cpu, 1), {&train, &test, 8, PoolKind::avg}, naive());
     const std::vector<Device*> devices = pointers(owned);
     const Capabilities gpu = devices[0]->capabilities(), cpu = devices[1]->capabilities();
     report(gpu.records_graphs && !gpu.host_paced && !cpu.records_graphs && cpu.host_paced,
@@ -1109,7 +1109,7 @@ void check_capabilities() {
 // same bits (the allreduce hands every device the same sum, and the update is
 // one fused multiply-add on both kinds), and the run trains as CPU devices do.
 void test_mixed(int batch) {
-    for (const DeviceChoice& choice : {DeviceChoice{1, 2, {}}, DeviceChoice{2, 1, {}}}) {
+    for (const DeviceChoice& choice : {DeviceChoice::of(DeviceKind::gpu, 1).then(DeviceKind::cpu, 2), DeviceChoice::of(DeviceKind::gpu, 2).then(DeviceKind::cpu, 1)}) {
         const std::string name = "mixed, " + describe(choice);
         const Trained mixed = train_epochs(choice, batch);
         if (mixed.params.size() != size_t(choice.count())) {
@@ -1171,7 +1171,7 @@ void test_overlap(int batch) {
                 train_epochs(DeviceKind::gpu, 3, batch, {.graph = true, .epochs = 1, .allreduce = allreduce, .bucket_kb = kb});
             if (!replayed.params.empty()) report(same_bits(replayed, plain), name + ": a graph replay gives them too");
         }
-    const DeviceChoice mixed{1, 2, {}};
+    const DeviceChoice mixed = DeviceChoice::of(DeviceKind::gpu, 1).then(DeviceKind::cpu, 2);
     report(same_bits(train_epochs(mixed, batch, {.bucket_kb = 0}), train_epochs(mixed, batch)),
            "--overlap, " + describe(mixed) + ": the bits of no overlap");
 }
@@ -1341,7 +1341,7 @@ void test_streams() {
         const Trained overlapped = train_epochs(DeviceKind::gpu, 2, batch, with({.allreduce = allreduce, .bucket_kb = 0}));
         report(same_bits(overlapped, queued), name + " --overlap --bucket-kb 0: the bits of no overlap");
     }
-    for (const DeviceChoice& choice : {DeviceChoice{1, 2, {}}, DeviceChoice{2, 1, {}}}) {
+    for (const DeviceChoice& choice : {DeviceChoice::of(DeviceKind::gpu, 1).then(DeviceKind::cpu, 2), DeviceChoice::of(DeviceKind::gpu, 2).then(DeviceKind::cpu, 1)}) {
         const std::string name = "mixed, " + describe(choice);
         const Trained mixed = train_epochs(choice, batch, few);
         for (int i = 1; i < choice.count(); ++i)

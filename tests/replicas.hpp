@@ -31,6 +31,15 @@ struct Run {
                              allreduce ? *allreduce : allreduce_named("naive"));
         devices = pointers(owned);
     }
+    // The devices of `choice`, of any kinds, each part up to ceil(batch / N)
+    // samples, LeNet, the naive allreduce.
+    Run(const DeviceChoice& choice, int batch, size_t count, bool random_pixels = false)
+        : train(synthetic(count, random_pixels)), test(synthetic(16, random_pixels)) {
+        const int n = choice.count(), part = (batch + n - 1) / n;
+        plan = plan_step(lenet::model(), BatchNormMode::local, {});
+        owned = make_devices(choice, {&train, &test, part, PoolKind::avg}, allreduce_named("naive"));
+        devices = pointers(owned);
+    }
     std::vector<float> params(int i) {
         std::vector<float> p(devices[size_t(i)]->param_floats());
         devices[size_t(i)]->read_params(p);

@@ -2,6 +2,7 @@
 // parallelism: replicas stay bit-identical, and N devices follow the
 // 1-device trajectory.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +18,8 @@
 #include "replicas.hpp"
 #include "synthetic.hpp"
 #include "testing.hpp"
+#include "twin_device.hpp"
+#include "run/settings.hpp"
 #include "run/trainer.hpp"
 
 using namespace dpt;
@@ -99,7 +102,7 @@ TEST_CASE("a run's devices are read and named through the kinds table", "[parall
     CHECK(parse_device_list("cpu:1,cpu:0,cpu:2") == DeviceChoice::of(DeviceKind::cpu, 3));
     CHECK_THROWS_WITH(parse_device_list("cpu:0,cpu:2"),
                       Catch::Contains("CPU devices are numbered cpu:0, cpu:1, ... each once (2 CPU devices are cpu:0 to cpu:1)"));
-    CHECK_THROWS_WITH(parse_device_list("tpu:0"), Catch::Contains("'tpu:0' is not gpu:I, cuda:I or cpu:I"));
+    CHECK_THROWS_WITH(parse_device_list("tpu:0"), Catch::Contains("'tpu:0' is not gpu:I, cuda:I"));
     if (kind_info(DeviceKind::gpu).probe().count == 0)
         CHECK_THROWS_WITH(parse_device_list("cpu:0,gpu:0"), Catch::Contains("train on CPU devices with --cpus N"));
 
@@ -123,6 +126,48 @@ TEST_CASE("a run's devices are read and named through the kinds table", "[parall
     CHECK_FALSE(placed == mixed);
     CHECK_FALSE(mixed.same_counts(DeviceChoice::of(DeviceKind::gpu, 3)));
     CHECK_FALSE(mixed.same_counts(DeviceChoice::of(DeviceKind::gpu, 2)));
+}
+
+TEST_CASE("a kind added as its own file and row trains beside CPU devices, bit for bit", "[parallel]") {
+    testing::add_twin_kind();
+    // Its row is read as the others are: --devices, the words, the names in files.
+    const DeviceChoice choice = parse_device_list("twin:0,cpu:0,twin:1");
+    REQUIRE(choice == DeviceChoice::of(DeviceKind::cpu, 1).then(testing::twin_kind, 2));
+    CHECK(describe(choice) == "1 CPU device and 2 twin devices");
+    CHECK(kind_names(choice) == "cpu+twin");
+    CHECK(to_string(testing::twin_kind) == std::string("twin"));
+    CHECK(kind_info(testing::twin_kind).banner(2, "") == "devices: 2 twin devices\n");
+    CHECK_THROWS_WITH(parse_device_list("tpu:0"), Catch::Contains("is not gpu:I, cuda:I, cpu:I or twin:I"));
+    // The checkpoint's devices line, both ways.
+    const RunSetting& devices_row =
+        *std::find_if(run_settings().begin(), run_settings().end(), [](const RunSetting& r) { return r.key == "devices"; });
+    TrainConfig settings;
+    settings.devices = choice;
+    const std::string line = devices_row.text(settings);
+    CHECK(line == "cpu 1 twin 2");
+    TrainConfig read;
+    CHECK(devices_row.read(line, read) == nullptr);
+    CHECK(read.devices == choice);
+    CHECK(devices_row.read("twin 2 cpu 1", read) != nullptr);  // the kinds in the table's order
+
+    // Made through its row, it trains with CPU devices across kinds
+    // (reach(): through host memory) and ends where 3 CPU devices end.
+    const int batch = 31;
+    std::vector<std::vector<float>> ends;
+    for (const DeviceChoice& devices : {choice, DeviceChoice::of(DeviceKind::cpu, 3)}) {
+        Run run(devices, batch, 200, true);
+        CHECK(run.devices[1]->name() == (devices.mixed() ? "twin:0" : "cpu:1"));
+        const auto init = init_params(InitKind::xavier, 1);
+        for (Device* d : run.devices) d->write_params(init);
+        const std::vector<uint32_t> order = epoch_order(200, 1, 1);
+        for (Device* d : run.devices) d->set_order(order.data(), order.size());
+        for (int step = 0; step < 4; ++step)
+            train_step(run.devices, naive(), run.plan, size_t(step) * batch, even_parts(batch, 3), 0.1f, step);
+        for (int i = 1; i < 3; ++i) CHECK(run.params(i) == run.params(0));
+        CHECK(run.params(0) != init);
+        ends.push_back(run.params(0));
+    }
+    CHECK(std::memcmp(ends[0].data(), ends[1].data(), ends[0].size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("CPU devices are paced by the host and record no graphs: the trainer queues their steps", "[parallel]") {

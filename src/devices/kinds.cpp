@@ -30,8 +30,10 @@ std::string cpu_banner(int count, const std::string& note) {
 
 }  // namespace
 
-const std::vector<DeviceKindInfo>& device_kinds() {
-    static const std::vector<DeviceKindInfo> kinds{
+namespace {
+
+std::vector<DeviceKindInfo>& rows() {
+    static std::vector<DeviceKindInfo> kinds{
         {DeviceKind::gpu, "cuda", {"gpu", "cuda"}, "gpus", "GPU replica", "GPU replicas", "GPU", false, gpus_present,
          [](const ReplicaSetup& setup, std::span<const size_t> staging, std::span<const int> ordinals,
             std::shared_ptr<SharedHostMemory> shared) { return make_gpu_devices(setup, staging, ordinals, shared); },
@@ -42,6 +44,17 @@ const std::vector<DeviceKindInfo>& device_kinds() {
          nullptr, nullptr, cpu_banner},
     };
     return kinds;
+}
+
+}  // namespace
+
+const std::vector<DeviceKindInfo>& device_kinds() { return rows(); }
+
+void add_device_kind(DeviceKindInfo row) {
+    for (const DeviceKindInfo& known : rows())
+        if (known.kind == row.kind || std::string_view(known.name) == row.name)
+            throw std::logic_error(std::string("a second device kind named ") + row.name);
+    rows().push_back(std::move(row));
 }
 
 const DeviceKindInfo& kind_info(DeviceKind kind) {

@@ -66,6 +66,9 @@ struct DeviceKindInfo {
 // Every kind, in the order a run puts its devices: GPU replicas first, so
 // that device 0 (where the naive allreduce sums) is a GPU whenever there is one.
 const std::vector<DeviceKindInfo>& device_kinds();
+// A kind built outside src/ (the tests' twin kind, tests/twin_device.hpp)
+// adds its row here, after the others, before any run.
+void add_device_kind(DeviceKindInfo row);
 const DeviceKindInfo& kind_info(DeviceKind kind);
 
 // The kinds of a run's devices, as files name them: "cpu", "cuda", "cuda+cpu".

@@ -67,14 +67,14 @@ std::string describe(const DeviceChoice& choice) {
     std::string text;
     for (const DeviceKindInfo& row : device_kinds())
         if (const int n = choice.count(row.kind); n > 0)
-            text += (text.empty() ? "" : " and ") + std::to_string(n) + " " + (n == 1 ? row.one : row.many);
+            text.append(text.empty() ? "" : " and ").append(std::to_string(n)).append(" ").append(n == 1 ? row.one : row.many);
     return text;
 }
 
 std::string kind_names(const DeviceChoice& choice) {
     std::string text;
     for (const DeviceKindInfo& row : device_kinds())
-        if (choice.count(row.kind) > 0) text += (text.empty() ? "" : "+") + std::string(row.name);
+        if (choice.count(row.kind) > 0) text.append(text.empty() ? "" : "+").append(row.name);
     return text;
 }
 

@@ -36,7 +36,7 @@ std::string devices_text(const TrainConfig& c) {
     std::string text;
     for (const DeviceKindInfo& row : device_kinds())
         if (const int n = c.devices.count(row.kind); n > 0)
-            text += (text.empty() ? "" : " ") + std::string(row.name) + " " + exact_text(n);
+            text.append(text.empty() ? "" : " ").append(row.name).append(" ").append(exact_text(n));
     return text;
 }
 

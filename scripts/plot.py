@@ -90,7 +90,8 @@ def load(path):
 
 
 TRACE_COLOURS = {  # a --trace span's name -> colour (compare's, and greys for the waits of --overlap)
-    "split_and_load": "#9ecae1", "forward+backward": "#3182bd", "wait for peers": "#fdae6b",
+    "split_and_load": "#9ecae1", "forward": "#3182bd", "backward": "#08519c", "wait for peers": "#fdae6b",
+    "forward+backward": "#3182bd",  # (traces written before forward and backward were apart)
     "allreduce": "#e6550d", "update": "#a1d99b", "wait for the allreduce": "#fd8d3c",
     "wait for a bucket": "#d9d9d9",
 }
@@ -125,7 +126,7 @@ def trace_steps(args, path, spans):
         spans = [e for e in spans if int(e["args"]["step"]) in shown]
         if not spans:
             raise ValueError(f"no spans in steps {args.steps or sorted(shown)}")
-        return spans, min(float(e["ts"]) for e in spans), shown
+        return spans, min(float(e["ts"]) for e in spans), {int(e["args"]["step"]) for e in spans}  # (those there)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         fail(f"{path} is not a dptrain --trace file, or has no such steps ({e})")
 

@@ -9,12 +9,13 @@
   event ("M"), and every span's process is one of N named devices;
 - within a track (pid, tid) spans follow one another: none starts before
   the one before it ends (to a nanosecond);
-- every step in A-B appears, on every device, with one split_and_load and at
-  least one forward+backward, and no other step does;
+- every step in A-B appears, on every device, with one split_and_load, at
+  least one forward and one backward, the first forward before the first
+  backward, and no other step does;
 - with --overlap: the allreduce's spans are on a second track (tid 1); none
-  starts before its step's forward+backward does, and in at least one step
-  one starts before that step's forward+backward ends (the sums travelled
-  while backward went on).
+  starts before its step's last backward span does (where backward hands
+  the buckets over), and in at least one step one starts before that span
+  ends (the sums travelled while backward went on).
 Prints one line of figures; exits 1 with the first broken promise.
 """
 import argparse
@@ -87,30 +88,36 @@ def main():
     for pid in names:
         for s in steps:
             c = by_device_step[(pid, s)]
-            if c["split_and_load"] != 1 or c["forward+backward"] < 1:
-                fail(f"{names[pid]}, step {s}: {dict(c)} (one split_and_load, a forward+backward at least)")
+            if c["split_and_load"] != 1 or c["forward"] < 1 or c["backward"] < 1:
+                fail(f"{names[pid]}, step {s}: {dict(c)} (one split_and_load, a forward and a backward at least)")
+    for (pid, tid), track in tracks.items():
+        first = {}
+        for e in track:
+            if e["name"] in ("forward", "backward"):
+                first.setdefault((e["args"]["step"], e["name"]), e["ts"])
+        for s in steps:
+            if (s, "forward") in first and (s, "backward") in first and first[(s, "backward")] < first[(s, "forward")]:
+                fail(f"{names[pid]}, step {s}: backward begins before forward")
     overlapped = 0
     if a.overlap:
         for pid in names:
-            compute = {}
+            backward = {}  # step -> its last backward span's (start, end)
             for e in tracks[(pid, 0)]:
-                if e["name"] == "forward+backward":
-                    s = e["args"]["step"]
-                    start, end = compute.get(s, (e["ts"], e["ts"] + e["dur"]))
-                    compute[s] = (min(start, e["ts"]), max(end, e["ts"] + e["dur"]))
+                if e["name"] == "backward":
+                    backward[e["args"]["step"]] = (e["ts"], e["ts"] + e["dur"])
             sums = [e for e in tracks.get((pid, 1), []) if e["name"] in ("allreduce", "wait for peers")]
             if not sums:
                 fail(f"{names[pid]}: no allreduce spans on the allreduce stream (tid 1)")
             early = set()
             for e in sums:
-                start, end = compute[e["args"]["step"]]
+                start, end = backward[e["args"]["step"]]
                 if e["ts"] < start - 1e-3:
-                    fail(f"{names[pid]}: an allreduce span of step {e['args']['step']} starts before its forward+backward")
+                    fail(f"{names[pid]}: an allreduce span of step {e['args']['step']} starts before its last backward span")
                 if e["ts"] < end:
                     early.add(e["args"]["step"])
             overlapped += len(early)
         if overlapped == 0:
-            fail("with --overlap, no step's allreduce started before its forward+backward ended")
+            fail("with --overlap, no step's allreduce started before its last backward span ended")
     print(f"ok: {len(spans)} spans, {len(names)} devices, {len(tracks)} tracks, steps {steps[0]}-{steps[-1]}"
           + (f", allreduce under backward in {overlapped} device-steps" if a.overlap else ""))
 

@@ -138,6 +138,8 @@ quick)
                 && grep -q "\"name\":\"rank $r cpu:0\"" "$tmp/t-$across.json.rank$r" \
                 && echo "ok: --trace under mpirun, rank $r: $(cat "$tmp/check")" || fail "rank $r's trace: $(cat "$tmp/check")"
         done
+        grep -qF "trace: $tmp/t-$across.json.rank0 to $tmp/t-$across.json.rank1, a file a process" "$tmp/out" \
+            || fail "the banner does not name every rank's trace: $(grep '^trace' "$tmp/out")"
         grep -q '^processes: 2 (mpirun)' "$tmp/out" || fail "no processes line: $(cat "$tmp/out")"
         [[ $(grep -c '^epoch 1 ' "$tmp/out") -eq 1 ]] || fail "not one epoch line from rank 0 alone: $(cat "$tmp/out")"
         grep -qE '"devices": ?2, ?.*"processes": ?2, ?"across": ?"'$across'"' "$tmp/m-$across.jsonl" \

@@ -51,6 +51,8 @@ struct CpuGroup {
 };
 
 class CpuDevice final : public Device {
+    struct Timeline;  // a stream's phases (below)
+
    public:
     CpuDevice(int index, const ReplicaSetup& setup, size_t staging_floats, std::shared_ptr<CpuGroup> group,
               std::shared_ptr<SharedHostMemory> shared)
@@ -186,6 +188,12 @@ class CpuDevice final : public Device {
                     buckets_handed_.notify_all();
                 }
             };
+            // Traced, each chunk's forward (to the loss) and backward are spans of their own.
+            Timeline& timeline = timelines_[0];
+            const auto enter = [&](Phase phase) {
+                if (timeline.traced && timeline.phase != phase) switch_phase(timeline, phase, trace_origin_, false);
+            };
+            if (stage == 0) past_loss_ = false;  // a stage after the one that reached the loss (--bn sync) is backward's
             const int repeats = sync_ranges_.empty() ? slowdown_ : 1;
             for (int repeat = 1; repeat <= repeats; ++repeat) {  // --slowdown: the same sums again
                 double discarded = 0;
@@ -195,9 +203,14 @@ class CpuDevice final : public Device {
                     const int n = std::min(chunk_, loaded_ - first);
                     const Chunk c = chunk_of(first);
                     const bool last = repeat == repeats && last_stage && first + n == loaded_;
+                    enter(stage > 0 && past_loss_ ? Phase::backward : Phase::compute);
                     model_.train(
                         kernels_, act_, params_.data(), grads_.data(), pass, n, c.x, c.logits, stage,
-                        [&] { loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, model_.classes()); },
+                        [&] {
+                            loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, model_.classes());
+                            past_loss_ = true;
+                            enter(Phase::backward);
+                        },
                         [&](size_t from) { if (last) hand_over(from); });
                 }
             }
@@ -243,17 +256,22 @@ class CpuDevice final : public Device {
     void phase_mark(Phase phase, bool second) {
         Timeline* timeline = &timelines_[second ? 1 : 0];
         (second ? *allreduce_stream_ : stream_).enqueue([timeline, phase, origin = trace_origin_, second] {
-            const auto now = std::chrono::steady_clock::now();
-            if (timeline->phase != Phase::idle) {
-                timeline->times[size_t(timeline->phase)] += std::chrono::duration<double>(now - timeline->start).count();
-                if (timeline->traced)
-                    timeline->spans.push_back({timeline->phase, uint8_t(second ? 1 : 0),
-                                               std::chrono::duration<double>(timeline->start - origin).count(),
-                                               std::chrono::duration<double>(now - origin).count()});
-            }
-            timeline->phase = phase;
-            timeline->start = now;
+            switch_phase(*timeline, phase, origin, second);
         });
+    }
+    // On the timeline's own stream: its phase ends now and `phase` begins.
+    static void switch_phase(Timeline& timeline, Phase phase, std::chrono::steady_clock::time_point origin,
+                             bool second) {
+        const auto now = std::chrono::steady_clock::now();
+        if (timeline.phase != Phase::idle) {
+            timeline.times[size_t(timed_as(timeline.phase))] += std::chrono::duration<double>(now - timeline.start).count();
+            if (timeline.traced)
+                timeline.spans.push_back({timeline.phase, uint8_t(second ? 1 : 0),
+                                          std::chrono::duration<double>(timeline.start - origin).count(),
+                                          std::chrono::duration<double>(now - origin).count()});
+        }
+        timeline.phase = phase;
+        timeline.start = now;
     }
     void trace_phases(std::chrono::steady_clock::time_point origin) override {
         synchronize();
@@ -467,6 +485,7 @@ class CpuDevice final : public Device {
         std::vector<PhaseSpan> spans;   // since the last take
     };
     std::array<Timeline, 2> timelines_;  // the main stream's; the allreduce stream's (with buckets)
+    bool past_loss_ = false;  // on the stream: this step's forward has reached the loss
     std::chrono::steady_clock::time_point trace_origin_;
     int slowdown_ = 1;  // --slowdown: forward+backward runs this many times
     double compute_cpu_s_ = 0, compute_wall_s_ = 0;  // forward+backward: the worker's CPU time, and wall time

@@ -41,7 +41,7 @@ const char* to_string(DeviceKind kind);
 // cover depends on the allreduce algorithm, which says so (allreduce.hpp).
 enum class Phase : uint8_t {
     load,       // split_and_load: gathering the part's samples
-    compute,    // forward and backward
+    compute,    // forward and backward (a trace: forward, up to the loss)
     wait,       // inside the allreduce, waiting for a peer to be ready
     allreduce,  // inside the allreduce, moving and summing gradients
     update,     // the SGD update and the divergence watch
@@ -49,8 +49,13 @@ enum class Phase : uint8_t {
     // With --overlap the allreduce runs on a second stream (Device::await_bucket):
     exposed,    // the update's stream waiting for the allreduce's to finish
     standby,    // the allreduce's stream waiting for backward to finish a bucket
+    // Marked only when traced (Device::trace_phases), inside forward_backward:
+    backward,   // from the loss back to the first layer's gradients
 };
-inline constexpr int phase_count = 8;
+inline constexpr int phase_count = 9;
+// The phase a span's time counts toward: --breakdown, --metrics and
+// compare time forward and backward as one (compute); a trace shows them apart.
+inline Phase timed_as(Phase phase) { return phase == Phase::backward ? Phase::compute : phase; }
 using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phase
 
 // The phases of the allreduce's stream; the others are the main stream's.

@@ -343,6 +343,9 @@ class GpuDevice final : public Device {
     void forward_backward(int stage, int batch) override {
         use();
         if (stage == 0) CUDA_CHECK(cudaMemsetAsync(grads_, 0, grad_floats_ * sizeof(float), stream_));
+        // A stage after the one that reached the loss (--bn sync) is backward's.
+        if (stage == 0) past_loss_ = false;
+        else if (past_loss_ && trace_origin_) phase_mark(0, Phase::backward);
         const bool last_stage = size_t(stage) == sync_ranges_.size();
         size_t handed = 0;
         const auto hand_over = [&](size_t complete_from) {  // grads_[complete_from:] are final
@@ -355,6 +358,8 @@ class GpuDevice final : public Device {
             model_.train(kernels_, act_, params_, grads_, pass, loaded_, act_.x, act_.logits(), stage, [&] {
                 cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
                                             model_.classes(), stream_);
+                past_loss_ = true;
+                if (trace_origin_) phase_mark(0, Phase::backward);  // traced: backward is a span of its own
             }, hand_over);
         }
         hand_over(0);  // whatever is left (all of it, for an empty part)
@@ -603,7 +608,7 @@ class GpuDevice final : public Device {
                 if (t.phase_of[i] == Phase::idle) continue;
                 float ms = 0.0f;
                 CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[i], t.events[i + 1]));
-                phase_times_[size_t(t.phase_of[i])] += double(ms) / 1e3;
+                phase_times_[size_t(timed_as(t.phase_of[i]))] += double(ms) / 1e3;
                 if (!trace_origin_) continue;
                 float from = 0.0f, to = 0.0f;
                 CUDA_CHECK(cudaEventElapsedTime(&from, trace_origin_, t.events[i]));
@@ -615,6 +620,7 @@ class GpuDevice final : public Device {
         }
     }
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
+    bool past_loss_ = false;  // this step's forward has reached the loss (a later stage is backward)
 };
 
 GpuDevice& as_gpu(Device& d) {

@@ -30,7 +30,8 @@ StepRange parse_step_range(const std::string& text) {
 const char* trace_name(Phase phase) {
     switch (phase) {
         case Phase::load: return "split_and_load";
-        case Phase::compute: return "forward+backward";
+        case Phase::compute: return "forward";
+        case Phase::backward: return "backward";
         case Phase::wait: return "wait for peers";
         case Phase::allreduce: return "allreduce";
         case Phase::update: return "update";

@@ -334,7 +334,11 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     print_banner(c, dir, data, devices, allreduce.info(), plan, steps);
     if (!across_note.empty()) std::printf("%s\n", across_note.c_str());
     if (trace) {
-        std::printf("trace: %s, steps %s, an epoch at a time\n", trace->path().c_str(),
+        // (Only rank 0 prints: it names every rank's file.)
+        const std::string files = c.processes > 1 ? c.trace_path + ".rank0 to " + c.trace_path + ".rank" +
+                                                        std::to_string(c.processes - 1) + ", a file a process"
+                                                  : trace->path();
+        std::printf("trace: %s, steps %s, an epoch at a time\n", files.c_str(),
                     c.trace_steps.last == size_t(-1) ? (std::to_string(c.trace_steps.first) + " on").c_str()
                                                      : (std::to_string(c.trace_steps.first) + "-" +
                                                         std::to_string(c.trace_steps.last)).c_str());

@@ -28,10 +28,6 @@ std::string cpu_banner(int count, const std::string& note) {
     return text;
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<DeviceKindInfo>& rows() {
     static std::vector<DeviceKindInfo> kinds{
         {DeviceKind::gpu, "cuda", {"gpu", "cuda"}, "gpus", "GPU replica", "GPU replicas", "GPU", false, gpus_present,

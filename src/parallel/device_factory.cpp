@@ -28,10 +28,7 @@ DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, De
         choice = DeviceChoice::of(DeviceKind::gpu, parse_device_count("gpus", gpus));
         require_gpus("--gpus " + gpus);
     }
-    if (!cpus.empty()) {
-        const DeviceChoice more = DeviceChoice::of(DeviceKind::cpu, parse_device_count("cpus", cpus));
-        choice.places.insert(choice.places.end(), more.places.begin(), more.places.end());
-    }
+    if (!cpus.empty()) choice = choice.then(DeviceKind::cpu, parse_device_count("cpus", cpus));
     if (choice.count() > max_devices)
         throw InputError("--gpus " + gpus + " --cpus " + cpus + ": at most " + std::to_string(max_devices) +
                          " devices in all");

@@ -691,6 +691,145 @@ __global__ void __launch_bounds__(launch::threads) small_weight_grad_pipelined(f
     sums.finish(partial, dw, db, ticket);
 }
 
+// Version 7, for a bank of 3 x 3 filters over one input channel (LeNet's
+// conv1, ResNet-18's first conv): versions 3 to 6 give a thread one or two
+// of the bank's sums and walk the pixels in chunks staged in shared memory
+// (two shared loads a multiply-add, two barriers a chunk, 56 of 256 threads
+// idle for LeNet's 200 sums). Here a block takes `bank_group` channels and
+// a slice of the batch's output pixels, and each thread keeps all of the
+// group's 40 sums in registers: a pixel is 9 inputs and 4 gradients loaded,
+// 36 multiply-adds and 4 adds, no barrier. A fixed tree in shared memory then
+// adds the block's threads' sums, and the last block to store its own adds
+// every slice's, in slice order. The slices are a fixed number
+// (bank_blocks), not the device's, so every GPU adds in the same order.
+constexpr int bank_group = 4, bank_taps = 9, bank_sums = bank_group * (bank_taps + 1);
+constexpr int bank_blocks = tiled::target_blocks;
+
+bool bank_weight_grad(const ConvShape& s) {
+    return conv2d_backward_weight_version >= 7 && small_weight_grad(s) && s.c == 1 && s.kh == 3 && s.kw == 3;
+}
+int bank_groups(const ConvShape& s) { return (s.oc + bank_group - 1) / bank_group; }
+// Slices of the batch's output pixels: at most small_weight_grad_blocks's,
+// which conv2d_scratch_floats counts a block's sums for.
+int bank_slices(const ConvShape& s) {
+    return std::clamp((bank_blocks + bank_groups(s) - 1) / bank_groups(s), 1, small_weight_grad_blocks(s));
+}
+
+// A pixel of version 7: its inputs under the 9 taps, and what its 4
+// channels' gradients are worked out from (the reader's two steps: where,
+// then the loads; or, for a reader without them, the gradients).
+template <class Dy, bool = Dy::two_step>
+struct BankPixel {
+    float x[bank_taps], d[bank_group];
+    bool valid;
+};
+template <class Dy>
+struct BankPixel<Dy, true> {
+    float x[bank_taps];
+    typename Dy::At at;
+    typename Dy::Loaded v[bank_group];
+    bool valid;
+};
+
+template <class Dy>
+__global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(float* partial, Dy dy, const float* x,
+                                                                            Geometry g, float* dw, float* db,
+                                                                            unsigned* ticket) {
+    __shared__ float tree[bank_sums][launch::threads];
+    const int first = int(blockIdx.x) * bank_group, slice = int(blockIdx.y), slices = int(gridDim.y);
+    const long total = long(g.n) * (g.oh * g.ow);
+    const int begin = int(total * slice / slices), end = int(total * (slice + 1) / slices);
+    // Both pixels of a pass are fetched before either is added, with no
+    // branch between their loads (a pixel past the slice reads the slice's
+    // first and adds zeros), so that all of them are in flight at once.
+    using Pixel = BankPixel<Dy>;
+    const auto fetch = [&](int e) {
+        Pixel px;
+        px.valid = e < end;
+        if (!px.valid) e = begin;
+        const int s = g.by_out_pixels.div(e), p = g.by_out_pixels.rest(e, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy);
+        const int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+        const float* image = x + size_t(s) * g.h * g.w;
+#pragma unroll
+        for (int ky = 0; ky < 3; ++ky)
+#pragma unroll
+            for (int kx = 0; kx < 3; ++kx) {
+                const int iy = y0 + ky, ix = x0 + kx;
+                px.x[ky * 3 + kx] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? image[iy * g.w + ix] : 0.0f;
+            }
+        if constexpr (Dy::two_step) {
+            px.at = dy.where(s, p, g);
+#pragma unroll
+            for (int u = 0; u < bank_group; ++u)
+                px.v[u] = first + u < g.oc ? Dy::load(px.at, first + u) : typename Dy::Loaded{};
+        } else {
+#pragma unroll
+            for (int u = 0; u < bank_group; ++u) px.d[u] = first + u < g.oc ? dy(s, first + u, p, g) : 0.0f;
+        }
+        return px;
+    };
+    float acc[bank_group][bank_taps + 1] = {};  // [u][9]: the bias's
+    const auto add = [&](const Pixel& px) {
+#pragma unroll
+        for (int u = 0; u < bank_group; ++u) {
+            float d;
+            if constexpr (Dy::two_step) d = dy.value(px.at, px.v[u]);
+            else d = px.d[u];
+            d = px.valid && first + u < g.oc ? d : 0.0f;
+#pragma unroll
+            for (int q = 0; q < bank_taps; ++q) acc[u][q] = fmaf(d, px.x[q], acc[u][q]);
+            acc[u][bank_taps] += d;
+        }
+    };
+    for (int e = begin + int(threadIdx.x); e < end; e += 2 * launch::threads) {
+        const Pixel a = fetch(e), b = fetch(e + launch::threads);
+        add(a);
+        add(b);
+    }
+#pragma unroll
+    for (int u = 0; u < bank_group; ++u)
+#pragma unroll
+        for (int q = 0; q <= bank_taps; ++q) tree[u * (bank_taps + 1) + q][threadIdx.x] = acc[u][q];
+    __syncthreads();
+#pragma unroll
+    for (int half = launch::threads / 2; half > 0; half /= 2) {
+        for (int i = int(threadIdx.x); i < bank_sums * half; i += launch::threads) {
+            const int k = i / half, r = i - k * half;
+            tree[k][r] += tree[k][r + half];
+        }
+        __syncthreads();
+    }
+    // The block's sums, each output's slices side by side (partial[j][slice]).
+    const int taps = bank_taps, weights = g.oc * taps, outputs = weights + g.oc;
+    if (int(threadIdx.x) < bank_sums) {
+        const int u = int(threadIdx.x) / (taps + 1), q = int(threadIdx.x) - u * (taps + 1), o = first + u;
+        if (o < g.oc) partial[size_t(q < taps ? o * taps + q : weights + o) * slices + slice] = tree[threadIdx.x][0];
+    }
+    if (!launch::last_to_arrive(ticket, gridDim.x * gridDim.y)) return;
+    // The last block: 8 threads an output, each adding every 8th slice in
+    // order, then the 8 in order.
+    constexpr int lanes = 8, per_pass = launch::threads / lanes;
+    const int lane = int(threadIdx.x) % lanes;
+    for (int j0 = 0; j0 < outputs; j0 += per_pass) {
+        const int j = j0 + int(threadIdx.x) / lanes;
+        float sum = 0.0f;
+        if (j < outputs)
+            for (int z = lane; z < slices; z += lanes) sum += __ldcg(partial + size_t(j) * slices + z);
+        tree[0][threadIdx.x] = sum;
+        __syncthreads();
+        if (int(threadIdx.x) < per_pass && j0 + int(threadIdx.x) < outputs) {
+            const int jj = j0 + int(threadIdx.x);
+            float all = 0.0f;
+#pragma unroll
+            for (int l = 0; l < lanes; ++l) all += tree[0][threadIdx.x * lanes + l];
+            if (jj < weights) dw[jj] += all;
+            else db[jj - weights] += all;
+        }
+        __syncthreads();
+    }
+}
+
 // dw[j] (or db[j - weights]) += the `blocks` partial sums of element j (a
 // block an element; blocks <= threads).
 __global__ void finish_small(float* dw, float* db, const float* partial, int blocks, int weights, int outputs) {
@@ -792,6 +931,11 @@ template <class Dy>
 void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const ConvShape& s, Workspace ws,
                               cudaStream_t stream) {
     const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
+    if (bank_weight_grad(s)) {
+        const dim3 grid(unsigned(bank_groups(s)), unsigned(bank_slices(s)));
+        return launch::kernel("bank_weight_grad_sums", bank_weight_grad_sums<Dy>, grid, launch::threads, stream,
+                              ws.scratch, dy, x, Geometry(s), dw, db, ws.tickets);
+    }
     unsigned* ticket = conv2d_backward_weight_version >= 5 ? ws.tickets : nullptr;
     bool pipelined = false;
     if constexpr (Dy::two_step) {

@@ -48,6 +48,9 @@ const char* const conv2d_backward_weight_versions[] = {
     "version 5, the small filter bank's loads of a chunk of pixels all in flight at once, and the next chunk's "
     "while this one is summed (dy read directly, or through an average pooling whose windows do not overlap; "
     "the same sums, bit for bit)",
+    "version 6; for a bank of 3x3 filters over one input channel, a block 4 channels and a slice of the batch's "
+    "pixels, each thread all 40 of their sums in registers (no shared memory or barrier a pixel), the threads' "
+    "sums added by a fixed tree and the slices' by the last block",
 };
 
 const char* const dense_versions[] = {
@@ -75,9 +78,11 @@ const char* const dense_versions[] = {
 // Then on an H100, against those defaults (97.2 ms a LeNet epoch, 1717 ms
 // ResNet-18's): conv2d_forward 3 and conv2d_backward_weight 6 together
 // took 0.89x and 0.92x (86.1 ms, 1579 ms); weight versions 4 and 5, which
-// version 6 builds on, had been even with 3 there (1.00x, 1.01x).
+// version 6 builds on, had been even with 3 there (1.00x, 1.01x). Then on
+// an H200, conv2d_backward_weight 7 against 6: LeNet 0.91x (77.1 ms against
+// 84.3), ResNet-18 even (1541.5 ms, 1545.6).
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 3, conv2d_backward_data_default = 2,
-              conv2d_backward_weight_default = 6, dense_default = 5;
+              conv2d_backward_weight_default = 7, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&

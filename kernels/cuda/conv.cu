@@ -237,6 +237,93 @@ __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
     }
 }
 
+// Version 4 of backward-data, for a stride-1 convolution of small planes
+// (LeNet's conv2, ResNet-18's 3x3 convolutions of stride 1): version 2
+// writes the unfolded gradient w^T . dy to memory and reads it back to
+// gather each pixel's taps, two passes over c*kh*kw values a pixel (41 MB
+// each way for LeNet's conv2 at batch 256). Here a block takes a sample,
+// stages its dy in shared memory, a channel group at a time, and each
+// thread sums a row of the input gradient for `rows_group` channels in
+// registers: for each output channel and filter row, the dy row it reaches
+// is read once and multiplied into the whole row, every filter tap a
+// multiply-add a row pixel and no product of a known zero (a thread whose
+// row a filter row misses skips it). Each sum runs over output channels,
+// then filter rows, then filter columns: a fixed order. The row's width and
+// the filter are template arguments (so the row lives in registers); the
+// shapes dispatched are listed in input_grad_rows_kernel.
+constexpr int rows_group = 2, rows_staged = 4096, rows_most_threads = 512;
+
+template <int K, int P, int OW>
+__global__ void __launch_bounds__(rows_most_threads) input_grad_rows(float* dx, const float* dy, const float* w,
+                                                                      Geometry g) {
+    constexpr int W = OW + K - 1 - 2 * P;  // the input's width (stride 1)
+    __shared__ float staged[rows_staged];
+    const int sample = int(blockIdx.x), plane = g.oh * OW, chunk = rows_staged / plane;
+    const int group = int(threadIdx.x) / g.h, iy = int(threadIdx.x) - group * g.h, c0 = group * rows_group;
+    const bool active = c0 < g.c;
+    float acc[rows_group][W] = {};
+    const float* dy_sample = dy + size_t(sample) * g.oc * plane;
+    for (int co0 = 0; co0 < g.oc; co0 += chunk) {
+        const int count = min(chunk, g.oc - co0);
+        __syncthreads();  // the previous chunk's sums are done
+        for (int e = int(threadIdx.x); e < count * plane; e += int(blockDim.x)) staged[e] = dy_sample[size_t(co0) * plane + e];
+        __syncthreads();
+        if (!active) continue;
+        for (int co = 0; co < count; ++co) {
+            const float* wp = w + (size_t(co0 + co) * g.c + c0) * (K * K);
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                const int oy = iy + P - ky;
+                if (oy < 0 || oy >= g.oh) continue;  // this filter row misses the thread's row
+                float d[OW];
+#pragma unroll
+                for (int ox = 0; ox < OW; ++ox) d[ox] = staged[co * plane + oy * OW + ox];
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) {
+                    float wv[rows_group];
+#pragma unroll
+                    for (int u = 0; u < rows_group; ++u) wv[u] = c0 + u < g.c ? wp[(u * K + ky) * K + kx] : 0.0f;
+#pragma unroll
+                    for (int ox = 0; ox < OW; ++ox) {
+                        const int ix = ox + kx - P;
+                        if (ix < 0 || ix >= W) continue;  // (known when compiled)
+#pragma unroll
+                        for (int u = 0; u < rows_group; ++u) acc[u][ix] = fmaf(d[ox], wv[u], acc[u][ix]);
+                    }
+                }
+            }
+        }
+    }
+    if (!active) return;
+#pragma unroll
+    for (int u = 0; u < rows_group; ++u) {
+        if (c0 + u >= g.c) break;
+        float* row = dx + ((size_t(sample) * g.c + c0 + u) * g.h + iy) * W;
+#pragma unroll
+        for (int ix = 0; ix < W; ++ix) row[ix] = acc[u][ix];
+    }
+}
+
+// The kernel of version 4 for s, or null where version 2 runs instead:
+// stride 1, a 5x5 filter without padding on 9-wide outputs (LeNet's conv2),
+// a 3x3 with padding 1 on 12 or 6 (ResNet-18's) or without on 7 (a test's).
+// On an H200 (kernel_bench, batch 256) these took 1.00x (LeNet's conv2),
+// 0.57x (64 channels on 12x12) and 0.85x (128 on 6x6) of version 2's time;
+// ResNet-18's 256 channels on 3x3 took 1.23x (why was not measured), so
+// version 2 keeps them.
+using RowsKernel = void (*)(float*, const float*, const float*, Geometry);
+RowsKernel input_grad_rows_kernel(const ConvShape& s) {
+    if (conv2d_backward_data_version < 4 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
+        s.oh() * s.ow() > rows_staged || tiled::ceil_div(s.c, rows_group) * s.h > rows_most_threads)
+        return nullptr;
+    const int k = s.kh, p = s.pad, ow = s.ow();
+    if (k == 5 && p == 0 && ow == 9) return input_grad_rows<5, 0, 9>;
+    if (k == 3 && p == 1 && ow == 12) return input_grad_rows<3, 1, 12>;
+    if (k == 3 && p == 1 && ow == 6) return input_grad_rows<3, 1, 6>;
+    if (k == 3 && p == 0 && ow == 7) return input_grad_rows<3, 0, 7>;
+    return nullptr;
+}
+
 struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
     const float* x;
     Geometry g;
@@ -1022,7 +1109,7 @@ size_t input_grad_columns_floats(const ConvShape& s) { return size_t(s.col_rows(
 // columns for the small weight gradient of s, the convolution before the
 // pooling ps that feeds `next`, to gather as it reads them.
 bool gathers_into_weight_pool(const ConvShape& next, const ConvShape& s, const PoolShape& ps) {
-    return conv2d_backward_data_version >= 3 && small_weight_grad(s) && ps.in_size() > 0 && next.stride == 1 &&
+    return conv2d_backward_data_version == 3 && small_weight_grad(s) && ps.in_size() > 0 && next.stride == 1 &&
            next.n == s.n && next.c == ps.c && next.h == ps.oh() && next.w == ps.ow();
 }
 
@@ -1076,6 +1163,10 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
+    if (const RowsKernel rows = input_grad_rows_kernel(s)) {
+        const int threads = tiled::ceil_div(tiled::ceil_div(s.c, rows_group) * s.h, 32) * 32;
+        return launch::kernel("input_grad_rows", rows, unsigned(s.n), unsigned(threads), stream, dx, dy, w, g);
+    }
     if (conv2d_backward_data_version >= 2) {
         input_grad_columns(scratch, dy, w, s, stream);
         if (s.stride == 1)

@@ -33,6 +33,10 @@ const char* const conv2d_backward_data_versions[] = {
     "version 2; where the input is a pooling whose convolution before has a small filter bank "
     "(conv2d_backward_data_weight_pool), that convolution's weight-gradient kernel gathers the taps as it reads "
     "the pooling's gradient: no gather kernel",
+    "version 2, but a stride-1 convolution of small planes (LeNet's conv2, ResNet-18's 3x3 of stride 1 on 12x12 "
+    "and 6x6) summed directly: a block a sample, its dy staged in shared memory, a thread a row of the input "
+    "gradient of 2 channels in registers; no columns in memory, no gather (version 3's gather into the weight "
+    "gradient is not part of it)",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -80,8 +84,11 @@ const char* const dense_versions[] = {
 // took 0.89x and 0.92x (86.1 ms, 1579 ms); weight versions 4 and 5, which
 // version 6 builds on, had been even with 3 there (1.00x, 1.01x). Then on
 // an H200, conv2d_backward_weight 7 against 6: LeNet 0.91x (77.1 ms against
-// 84.3), ResNet-18 even (1541.5 ms, 1545.6).
-constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 3, conv2d_backward_data_default = 2,
+// 84.3), ResNet-18 even (1541.5 ms, 1545.6); then conv2d_backward_data 4
+// against 2: LeNet even (77.5 ms, 77.1), ResNet-18 0.96x (1478.3 ms against
+// 1540.9, with its 3x3 planes on version 4 too, which it now leaves to
+// version 2: conv.cu, input_grad_rows_kernel).
+constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 3, conv2d_backward_data_default = 4,
               conv2d_backward_weight_default = 7, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&

@@ -204,9 +204,13 @@ void test_conv() {
 
         std::vector<float> want_dx(s.in_size());
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
-        dx.poison();
-        cuda::conv2d_backward_data(dx.p, ddy.p, dw_.p, s, scratch.p, nullptr);
-        compare("conv2d_backward_data " + name, dx.download(), want_dx, gemm_tol);
+        for (int v = 1; v <= cuda::version_count("conv2d_backward_data"); ++v) {
+            cuda::select_version("conv2d_backward_data", v);
+            dx.poison();
+            cuda::conv2d_backward_data(dx.p, ddy.p, dw_.p, s, scratch.p, nullptr);
+            compare("conv2d_backward_data " + name + " (version " + std::to_string(v) + ")", dx.download(), want_dx,
+                    gemm_tol);
+        }
 
         std::vector<float> want_dw = dw0, want_db = db0;
         cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());

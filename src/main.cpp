@@ -36,9 +36,9 @@ int run(int argc, char** argv, dpt::Cluster& cluster) {
     if (is("drift")) return dpt::run_drift(argc - 1, argv + 1);
     if (is("bench-allreduce")) return dpt::run_bench_allreduce(argc - 1, argv + 1);
     if (is("simulate")) return dpt::run_simulate(argc - 1, argv + 1);
-    std::optional<dpt::TrainConfig> config;
-    cluster.all_or_none([&] { config = dpt::parse_command_line(argc, argv, cluster.size()); }, "reading the command line");
-    return config ? dpt::train(*config, cluster).exit_status : 0;
+    std::optional<dpt::TrainRequest> run;
+    cluster.all_or_none([&] { run = dpt::parse_command_line(argc, argv, cluster.size()); }, "reading the command line");
+    return run ? dpt::train(run->settings, run->start, cluster).exit_status : 0;
 }
 
 }  // namespace

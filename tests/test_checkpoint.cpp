@@ -343,8 +343,20 @@ TEST_CASE("the settings table writes the header, reads it back and makes --resum
         args.insert(args.begin(), {"dptrain", "--resume", path});
         std::vector<const char*> argv;
         for (const std::string& a : args) argv.push_back(a.c_str());
-        return parse_command_line(int(argv.size()), argv.data());
+        const std::optional<TrainRequest> run = parse_command_line(int(argv.size()), argv.data());
+        return run ? std::optional<TrainConfig>(run->settings) : std::nullopt;
     };
+    {  // What the run starts from: the checkpoint's place and parameters, apart from its settings.
+        const char* argv[] = {"dptrain", "--resume", path.c_str()};
+        const std::optional<TrainRequest> run = parse_command_line(3, argv);
+        REQUIRE(run);
+        CHECK(run->start.resuming());
+        CHECK(run->start.resume_path == path);
+        CHECK(run->start.position.epoch == k.position.epoch);
+        CHECK(run->start.position.step == k.position.step);
+        CHECK(run->start.params == k.params);
+        CHECK_THAT(run->start.devices_note, Catch::Contains("the checkpoint's 6 devices (2 processes of 3 CPU devices each)"));
+    }
     for (const RunSetting& s : run_settings()) {
         INFO("setting " << s.key);
         const std::string option = "--" + std::string(s.option());

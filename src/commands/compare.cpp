@@ -340,9 +340,9 @@ int run_compare(int argc, const char* const* argv) {
                              std::to_string(*std::max_element(o.counts.begin(), o.counts.end()))});
     std::vector<const char*> args;
     for (const std::string& a : rest) args.push_back(a.c_str());
-    const std::optional<TrainConfig> parsed = parse_command_line(int(args.size()), args.data());
+    const std::optional<TrainRequest> parsed = parse_command_line(int(args.size()), args.data());
     if (!parsed) return 0;
-    const TrainConfig& base = *parsed;
+    const TrainConfig& base = parsed->settings;
 
     std::vector<Row> rows;
     const std::vector<std::string> splits = o.splits.empty() ? std::vector<std::string>{""} : o.splits;
@@ -351,7 +351,6 @@ int run_compare(int argc, const char* const* argv) {
         TrainConfig c = base;
         c.devices = DeviceChoice::of(o.kind, n);
         if (!split.empty()) c.split = parse_split(split, n, c.batch);
-        c.devices_note.clear();
         c.breakdown = true;  // the phase shares come from it
         if (!base.trace_path.empty()) c.trace_path = trace_path_of(base.trace_path, o.kind, n, split);
         if (!o.global_batch) {

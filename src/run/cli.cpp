@@ -24,13 +24,9 @@ int positive_int(const cxxopts::ParseResult& r, const std::string& option, int f
 
 bool devices_given(const cxxopts::ParseResult& r) { return r.count("cpus") || r.count("gpus") || r.count("devices"); }
 
-void add_note(TrainConfig& c, const std::string& note) {
-    c.devices_note += (c.devices_note.empty() ? "" : "; ") + note;
-}
-
 // A resumed run divides its batches as the checkpoint's did (its measured
 // parts too, for --split auto), unless --split says otherwise.
-void resume_split(const cxxopts::ParseResult& r, TrainConfig& c, const TrainConfig& saved) {
+void resume_split(const cxxopts::ParseResult& r, TrainConfig& c, RunStart& start, const TrainConfig& saved) {
     c.split = saved.split;
     const auto said = [](const SplitChoice& s) {
         return s.mode == SplitMode::even ? std::string("even") : s.mode == SplitMode::automatic ? "auto" : "by weights";
@@ -39,18 +35,18 @@ void resume_split(const cxxopts::ParseResult& r, TrainConfig& c, const TrainConf
         const SplitChoice asked = parse_split(given(r, "split"), c.devices.count(), c.batch);
         if (asked.mode == saved.split.mode && asked.mode != SplitMode::weights) return;  // auto keeps its measured parts
         if (asked.mode != saved.split.mode || asked.counts != saved.split.counts)
-            add_note(c, "the checkpoint's run split its batches " + said(saved.split) + " (" +
-                            describe_split(saved.split, saved.batch) +
-                            "), so this run matches it up to float summation order, not bit for bit");
+            start.note("the checkpoint's run split its batches " + said(saved.split) + " (" +
+                       describe_split(saved.split, saved.batch) +
+                       "), so this run matches it up to float summation order, not bit for bit");
         c.split = asked;
     } else if (!c.split.counts.empty() && int(c.split.counts.size()) != c.devices.count()) {
         if (c.split.mode == SplitMode::weights)
-            throw InputError("--resume " + c.resume_path + ": its run split batches " +
+            throw InputError("--resume " + start.resume_path + ": its run split batches " +
                              describe_split(saved.split, saved.batch) + " over " +
                              std::to_string(saved.split.counts.size()) + " devices; with " + std::to_string(c.devices.count()) +
                              " give --split (even, auto or one weight per device)");
         c.split.counts.clear();  // auto: measured again on these devices
-        add_note(c, "--split auto measures again on these devices");
+        start.note("--split auto measures again on these devices");
     }
 }
 
@@ -71,11 +67,11 @@ std::vector<TrainConfig::Slowdown> parse_slowdowns(const std::string& text) {
 // would change its trajectory are refused unless they repeat the saved value;
 // --epochs may raise the total; the devices may change (then the result
 // matches the uninterrupted run up to float summation order, not bit for bit).
-void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
-    c.resume_path = r["resume"].as<std::string>();
+void resume_from(const cxxopts::ParseResult& r, TrainConfig& c, RunStart& start) {
+    start.resume_path = r["resume"].as<std::string>();
     if (!c.load_path.empty())
         throw InputError("--resume and --load cannot be combined: a checkpoint holds its own parameters");
-    Checkpoint k = load_checkpoint(c.resume_path);
+    Checkpoint k = load_checkpoint(start.resume_path);
     const TrainConfig& saved = k.settings;
     for (const RunSetting& setting : run_settings()) {
         const std::string option(setting.option());
@@ -89,7 +85,7 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
                              "with --load, to change them)");
         setting.read(saved_text, c);
     }
-    if (!r.count("checkpoint")) c.checkpoint_path = c.resume_path;
+    if (!r.count("checkpoint")) c.checkpoint_path = start.resume_path;
 
     // "2 CPU devices", or under mpirun "2 processes of 1 CPU device each".
     const auto run_devices = [](const DeviceChoice& d, int processes) {
@@ -105,28 +101,28 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c) {
         const int64_t in_all = int64_t(saved.devices.count()) * saved.processes;
         if (c.processes == saved.processes) {
             c.devices = saved.devices;
-            c.devices_note = "as in the checkpoint";
+            start.devices_note = "as in the checkpoint";
         } else if (!saved.devices.mixed() && in_all % c.processes == 0) {
             c.devices = DeviceChoice::of(saved.devices.kind(), int(in_all / c.processes));
-            c.devices_note = "the checkpoint's " + std::to_string(in_all) + " devices (" + saved_devices + "), as " +
-                             run_devices(c.devices, c.processes) +
-                             ": the same parts of each batch, summed in another order (not bit for bit)";
+            start.devices_note = "the checkpoint's " + std::to_string(in_all) + " devices (" + saved_devices + "), as " +
+                                 run_devices(c.devices, c.processes) +
+                                 ": the same parts of each batch, summed in another order (not bit for bit)";
         } else {
-            throw InputError("--resume " + c.resume_path + ": its run had " + saved_devices + ", which " +
+            throw InputError("--resume " + start.resume_path + ": its run had " + saved_devices + ", which " +
                              std::to_string(c.processes) + " process" + (c.processes == 1 ? "" : "es") +
                              " cannot share equally: give --cpus G or --gpus G");
         }
-        if (c.devices.count(DeviceKind::gpu) > 0) require_gpus("--resume " + c.resume_path + " (trained on " + saved_devices + ")");
+        if (c.devices.count(DeviceKind::gpu) > 0) require_gpus("--resume " + start.resume_path + " (trained on " + saved_devices + ")");
     } else if (!c.devices.same_counts(saved.devices) || c.processes != saved.processes) {
-        c.devices_note = "the checkpoint's run had " + saved_devices +
-                         ", so this run matches it up to float summation order, not bit for bit";
+        start.devices_note = "the checkpoint's run had " + saved_devices +
+                             ", so this run matches it up to float summation order, not bit for bit";
     }
     if (other_allreduce)
-        add_note(c, "the checkpoint's run used --allreduce " + saved.allreduce +
-                        ", so this run matches it up to float summation order, not bit for bit");
-    resume_split(r, c, saved);
-    c.start = k.position;
-    c.resume_params = std::move(k.params);
+        start.note("the checkpoint's run used --allreduce " + saved.allreduce +
+                   ", so this run matches it up to float summation order, not bit for bit");
+    resume_split(r, c, start, saved);
+    start.position = k.position;
+    start.params = std::move(k.params);
 }
 
 }  // namespace
@@ -141,7 +137,7 @@ InitKind parse_init(const std::string& text) {
     return text == "xavier" ? InitKind::xavier : InitKind::normal;
 }
 
-std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv, int processes) {
+std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv, int processes) {
     cxxopts::Options options("dptrain",
                              "Trains LeNet or ResNet-18 on Fashion-MNIST with data parallelism over N\n"
                              "devices: each batch is split across the devices, their gradients are\n"
@@ -205,6 +201,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
     }
 
     TrainConfig c;
+    RunStart start;
     // With none of --cpus, --gpus, --devices: the checkpoint's devices when
     // resuming (set in resume_from()), else every GPU or 1 CPU device.
     if (r.count("devices")) {
@@ -213,7 +210,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
         c.devices = parse_device_list(given(r, "devices"));
     } else {
         DeviceChoice fallback;
-        if (!devices_given(r) && !r.count("resume")) fallback = default_devices(c.devices_note);
+        if (!devices_given(r) && !r.count("resume")) fallback = default_devices(start.devices_note);
         c.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), fallback, true);
     }
     if (r.count("allreduce")) c.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
@@ -256,7 +253,7 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
                          " is for a run in one process; under mpirun the batch is split evenly over every device");
     if (processes > 1 && r.count("slowdown")) throw InputError("--slowdown is for a run in one process, not under mpirun");
     c.processes = processes;
-    if (r.count("resume")) resume_from(r, c);
+    if (r.count("resume")) resume_from(r, c, start);
     else c.split = parse_split(r["split"].as<std::string>(), c.devices.count(), c.batch);
     if (r.count("slowdown")) c.slowdowns = parse_slowdowns(given(r, "slowdown"));
     // (After --resume, which may bring the model.)
@@ -283,13 +280,13 @@ std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv,
                                                     "a number of seconds from 1");
     // (A checkpoint of a run in one process may bring another split.)
     if (processes > 1 && c.split.mode != SplitMode::even)
-        throw InputError("--resume " + c.resume_path + ": its run split batches " + describe_split(c.split, c.batch) +
+        throw InputError("--resume " + start.resume_path + ": its run split batches " + describe_split(c.split, c.batch) +
                          ", which is for a run in one process; under mpirun give --split even");
 
     if (c.batch < c.devices_in_all())
         throw InputError("--batch " + std::to_string(c.batch) + " is smaller than the number of devices (" +
                          std::to_string(c.devices_in_all()) + "): every device needs at least one sample");
-    return c;
+    return TrainRequest{std::move(c), std::move(start)};
 }
 
 }  // namespace dpt

@@ -1,5 +1,5 @@
-// dptrain's command line: flags -> TrainConfig, with every check a user can
-// fail named by its option.
+// dptrain's command line: flags -> the run's settings (TrainConfig) and what it
+// starts from (RunStart), with every check a user can fail named by its option.
 #pragma once
 #include <optional>
 #include <string>
@@ -13,9 +13,9 @@ namespace dpt {
 PoolKind parse_pool(const std::string& text);
 InitKind parse_init(const std::string& text);
 
-// The parsed configuration, or nothing when --help was asked for (and printed).
+// The parsed run, or nothing when --help was asked for (and printed).
 // Throws InputError with a message naming the option and the problem.
 // `processes`: of the run, when mpirun started several (cluster.hpp).
-std::optional<TrainConfig> parse_command_line(int argc, const char* const* argv, int processes = 1);
+std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv, int processes = 1);
 
 }  // namespace dpt

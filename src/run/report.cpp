@@ -26,13 +26,13 @@ std::string with_commas(double value) {
     return out;
 }
 
-void print_banner(const TrainConfig& c, const std::string& dir, const FashionMnist& data,
+void print_banner(const TrainConfig& c, const RunStart& start, const std::string& dir, const FashionMnist& data,
                   std::span<Device* const> devices, const AllreduceInfo& allreduce, const StepPlan& plan,
                   size_t steps) {
     const int n = c.devices_in_all();  // of every process
     const int capacity = (c.batch + n - 1) / n;
-    const bool resuming = !c.resume_path.empty();
-    const std::string origin = resuming                     ? "parameters from the checkpoint " + c.resume_path
+    const bool resuming = start.resuming();
+    const std::string origin = resuming                     ? "parameters from the checkpoint " + start.resume_path
                                : !c.load_path.empty()       ? "parameters from " + c.load_path
                                : c.init == InitKind::xavier ? "xavier init"
                                                             : "normal init";
@@ -58,7 +58,7 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
             std::printf("--bn local: each device normalises over its own part, so %d devices compute another "
                         "function than 1 (--bn sync: the same)\n", n);
     }
-    const std::string note = c.devices_note.empty() ? "" : "; " + c.devices_note;
+    const std::string note = start.devices_note.empty() ? "" : "; " + start.devices_note;
     if (c.devices.mixed()) {
         std::string names;
         for (Device* d : devices) names += (names.empty() ? "" : ", ") + d->name();
@@ -86,7 +86,7 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
     std::printf("batch %d (%s), lr %g, %d epoch%s, seed %llu\n", c.batch, parts.c_str(),
                 double(c.lr), c.epochs, c.epochs == 1 ? "" : "s", (unsigned long long)c.seed);
     if (c.split.mode == SplitMode::automatic && !c.split.measured()) {
-        const AutoSplitWindow w = auto_split_window(c.start.step, steps);
+        const AutoSplitWindow w = auto_split_window(start.position.step, steps);
         std::printf("split auto: steps %zu-%zu go even and are timed; from step %zu on each device's part is in "
                     "proportion to its samples/s\n",
                     w.from + 1, w.end, w.end + 1);
@@ -118,7 +118,7 @@ void print_banner(const TrainConfig& c, const std::string& dir, const FashionMni
                     c.bucket_kb);
     }
     if (resuming)
-        std::printf("resuming at epoch %d, step %zu of %zu\n", c.start.epoch, c.start.step, steps);
+        std::printf("resuming at epoch %d, step %zu of %zu\n", start.position.epoch, start.position.step, steps);
     if (!c.checkpoint_path.empty())
         std::printf("checkpoint: %s, every %d epoch%s and when stopped by SIGINT or SIGTERM\n",
                     c.checkpoint_path.c_str(), c.checkpoint_every, c.checkpoint_every == 1 ? "" : "s");
@@ -257,10 +257,10 @@ void warn_if_at_chance(const TrainConfig& c, const EpochReport& r, int classes) 
     std::fflush(stdout);
 }
 
-MetricsFile::MetricsFile(const TrainConfig& c) : config_(c) {
+MetricsFile::MetricsFile(const TrainConfig& c, bool resuming) : config_(c) {
     if (c.metrics_path.empty()) return;
     // A resumed run goes on with the metrics of the run it continues.
-    out_.open(c.metrics_path, c.resume_path.empty() ? std::ios::trunc : std::ios::app);
+    out_.open(c.metrics_path, resuming ? std::ios::app : std::ios::trunc);
     if (!out_) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
 }
 

@@ -43,7 +43,7 @@ std::string with_commas(double value);
 
 // The lines before the first epoch: model and data, devices, batch, the
 // allreduce, resume point and checkpoints.
-void print_banner(const TrainConfig& c, const std::string& data_dir, const FashionMnist& data,
+void print_banner(const TrainConfig& c, const RunStart& start, const std::string& data_dir, const FashionMnist& data,
                   std::span<Device* const> devices, const AllreduceInfo& allreduce, const StepPlan& plan,
                   size_t steps);
 
@@ -84,7 +84,7 @@ void print_epoch(const EpochReport& r, size_t resumed_at, std::span<Device* cons
 // file of the run it continues. Opening fails with an InputError.
 class MetricsFile {
    public:
-    explicit MetricsFile(const TrainConfig& c);
+    MetricsFile(const TrainConfig& c, bool resuming);
     void write(const EpochReport& r);
 
    private:

@@ -30,7 +30,6 @@ struct Position {
 
 struct TrainConfig {
     DeviceChoice devices;      // GPU replicas first, then CPU devices (device.hpp)
-    std::string devices_note;  // why this kind and count, when not asked for explicitly
     int batch = 256;
     float lr = 0.3f;
     double warmup = 0;         // --warmup E: epochs over which the rate rises linearly to lr (0: constant)
@@ -71,11 +70,26 @@ struct TrainConfig {
     int devices_in_all() const { return processes * devices.count(); }
     std::string checkpoint_path;  // empty: no checkpoints
     int checkpoint_every = 1;     // epochs
-    // --resume: the checkpoint's file, position and parameters (its settings
-    // are already in the fields above).
-    std::string resume_path;
-    Position start;
-    std::vector<float> resume_params;
+};
+
+// What a run starts from besides its settings: the checkpoint --resume goes
+// on from (its file, where it stopped, its parameters; its settings are
+// already in TrainConfig), and why the devices are these when the command
+// line did not name them. The command line makes it and train() reads it;
+// no checkpoint records it.
+struct RunStart {
+    std::string resume_path;    // empty: a new run
+    Position position;          // where the resumed run stopped
+    std::vector<float> params;  // the checkpoint's parameters
+    std::string devices_note;   // e.g. "as in the checkpoint"
+    bool resuming() const { return !resume_path.empty(); }
+    void note(const std::string& text) { devices_note += (devices_note.empty() ? "" : "; ") + text; }
+};
+
+// A command line's run: the settings it asks for and what it starts from.
+struct TrainRequest {
+    TrainConfig settings;
+    RunStart start;
 };
 
 // What --resume does when the command line gives a setting again.

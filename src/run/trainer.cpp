@@ -119,7 +119,7 @@ namespace {
 // What every process of a multi-process run must be given alike: one
 // "--option value" a line, the settings a checkpoint records (settings.cpp)
 // and how the run sums.
-std::string trajectory_options(const TrainConfig& c) {
+std::string trajectory_options(const TrainConfig& c, bool resuming) {
     std::string text;
     for (const RunSetting& s : run_settings()) {
         const std::string value = s.text(c);
@@ -129,15 +129,15 @@ std::string trajectory_options(const TrainConfig& c) {
     char more[256];
     std::snprintf(more, sizeof more, "--overlap %d\n--bucket-kb %d\n--across %s\n--collective-timeout %g\n--resume %s\n",
                   int(c.overlap), c.bucket_kb, to_string(c.across), c.collective_timeout,
-                  c.resume_path.empty() ? "no" : "yes");
+                  resuming ? "yes" : "no");
     return text + more;
 }
 
 // Under mpirun: an InputError on every rank when some rank's options differ
 // from rank 0's (a typo in one part of an MPMD command line, say).
-void check_same_options(const TrainConfig& c, Cluster& cluster) {
+void check_same_options(const TrainConfig& c, bool resuming, Cluster& cluster) {
     if (cluster.size() == 1) return;
-    const std::string mine = trajectory_options(c), leaders = cluster.leader_text(mine, "comparing the options");
+    const std::string mine = trajectory_options(c, resuming), leaders = cluster.leader_text(mine, "comparing the options");
     cluster.all_or_none([&] {
         if (mine == leaders) return;
         const std::vector<std::string> a = items_of(mine, '\n'), b = items_of(leaders, '\n');
@@ -252,10 +252,15 @@ class SplitProbe {
 
 }  // namespace
 
-TrainResult train(const TrainConfig& config) { return train(config, *single_process()); }
+TrainResult train(const TrainConfig& config) { return train(config, RunStart{}, *single_process()); }
 
-TrainResult train(const TrainConfig& config, Cluster& cluster) {
-    TrainConfig c = config;  // --split auto fills in its parts once measured
+TrainResult train(const TrainConfig& config, Cluster& cluster) { return train(config, RunStart{}, cluster); }
+
+TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& cluster) {
+    // What the run decides for itself goes into its copy of the settings,
+    // which its checkpoints record: the processes, and --split auto's
+    // parts once measured.
+    TrainConfig c = config;
     c.processes = cluster.size();
     const int rank = cluster.rank();
     if (!cluster.leader()) {  // rank 0 alone writes files
@@ -263,8 +268,8 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         c.save_path.clear();
         c.checkpoint_path.clear();
     }
-    check_same_options(c, cluster);
-    const bool resuming = !c.resume_path.empty();
+    const bool resuming = start.resuming();
+    check_same_options(c, resuming, cluster);
     const int n = c.devices_in_all();  // of all processes: rank r's are r·G ... r·G+G-1
     const Allreduce& within = allreduce_named(c.allreduce);
     const StepPlan plan =
@@ -291,14 +296,14 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                              std::to_string(data.train.count) + " samples)");
         count = data.train.count;
         steps = (count + size_t(c.batch) - 1) / size_t(c.batch);
-        if (resuming && c.start.step >= steps)
-            throw InputError("--resume " + c.resume_path + ": it stopped at step " + std::to_string(c.start.step) +
+        if (resuming && start.position.step >= steps)
+            throw InputError("--resume " + start.resume_path + ": it stopped at step " + std::to_string(start.position.step) +
                              " of an epoch, but an epoch here has " + std::to_string(steps) +
                              " steps (is this the data set it was trained on?)");
-        metrics = std::make_unique<MetricsFile>(c);
+        metrics = std::make_unique<MetricsFile>(c, resuming);
         if (!c.save_path.empty()) check_can_create("--save", c.save_path);
         if (!c.checkpoint_path.empty()) check_can_create("--checkpoint", c.checkpoint_path);
-        initial = resuming                ? c.resume_params
+        initial = resuming                ? start.params
                   : !c.load_path.empty() ? load_params(c.load_path, c.model)
                                          : init_params(c.init, c.seed, model_of(c.model));
         parts.emplace(c.split, n, c.batch, count);
@@ -326,12 +331,12 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     // step the n-th is (for a timeout's message).
     const uint64_t sums_per_step = std::max<size_t>(1, plan.buckets.size()) + plan.syncs.size();
     cluster.configure(c.across, c.collective_timeout, model_of(c.model).gradient_floats(), sums_per_step,
-                      [start = c.start, steps](uint64_t step) {
+                      [start = start.position, steps](uint64_t step) {
                           const uint64_t at = start.step + step;
                           return "epoch " + std::to_string(start.epoch + int(at / steps)) + ", step " +
                                  std::to_string(at % steps + 1);
                       });
-    print_banner(c, dir, data, devices, allreduce.info(), plan, steps);
+    print_banner(c, start, dir, data, devices, allreduce.info(), plan, steps);
     if (!across_note.empty()) std::printf("%s\n", across_note.c_str());
     if (trace) {
         // (Only rank 0 prints: it names every rank's file.)
@@ -344,13 +349,13 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
                                                         std::to_string(c.trace_steps.last)).c_str());
         trace->start(devices);
     }
-    SplitProbe probe(c.split, c.start.step, steps);
+    SplitProbe probe(c.split, start.position.step, steps);
     std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early
     // Warm-up epochs queue their steps one by one (each has its own rate),
     // and so does an epoch whose parts --split auto changes midway; the
     // graph, on GPUs, is recorded before the first epoch after both.
     const int graph_from =
-        std::max({c.start.epoch + (probe.active() ? 1 : 0), first_full_rate_epoch(c, steps)});
+        std::max({start.position.epoch + (probe.active() ? 1 : 0), first_full_rate_epoch(c, steps)});
     std::unique_ptr<Recording> graph;
 
     TrainResult result;
@@ -379,12 +384,12 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
         if (c.processes == 1) return stop.signal();
         return std::ranges::all_of(devices, paced) ? cluster.stop_before(queued) : 0;
     };
-    for (int epoch = c.start.epoch; epoch <= c.epochs; ++epoch) {
-        const bool resumed = epoch == c.start.epoch && c.start.step > 0;
-        const size_t first_step = resumed ? c.start.step : 0;
+    for (int epoch = start.position.epoch; epoch <= c.epochs; ++epoch) {
+        const bool resumed = epoch == start.position.epoch && start.position.step > 0;
+        const size_t first_step = resumed ? start.position.step : 0;
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
         if (epoch == graph_from) graph = record_epoch(c, devices, allreduce, plan, *parts, count, steps, epoch, rank);
-        const auto start = std::chrono::steady_clock::now();
+        const auto epoch_began = std::chrono::steady_clock::now();
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
         progress.start(epoch, steps, first_step);
@@ -420,14 +425,14 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
             }
         }
         progress.clear();
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_began).count();
         if (trace) trace->add(epoch, first_step, devices);  // (a stopped epoch's steps too)
 
         // Every device's losses, of every process, summed in device order.
         const std::string epoch_end = "the end of epoch " + std::to_string(epoch);
         std::vector<double> losses;
         for (Device* d : devices) losses.push_back(d->take_loss_sum());
-        double loss_sum = epoch == c.start.epoch ? c.start.loss_sum : 0.0;
+        double loss_sum = epoch == start.position.epoch ? start.position.loss_sum : 0.0;
         for (double l : cluster.all_gather(losses, epoch_end)) loss_sum += l;
         const int signal = cluster.max(stop.signal(), epoch_end);
         // Device 0's summed gradients are the same on every rank, and so is this.
@@ -455,10 +460,10 @@ TrainResult train(const TrainConfig& config, Cluster& cluster) {
     if (stop.signal() != 0 && cluster.leader())  // it came after the last epoch's last step was queued: nothing was left to stop
         std::fprintf(stderr, "dptrain: %s came after the last step was queued; the run finished\n",
                      signal_name(stop.signal()));
-    if (c.start.epoch > c.epochs && resuming)
+    if (start.position.epoch > c.epochs && resuming)
         std::printf("nothing to train: the checkpoint is at the end of epoch %d and --epochs is %d "
-                    "(give a larger --epochs to go on)\n", c.start.epoch - 1, c.epochs);
-    if ((c.epochs == 0 || c.start.epoch > c.epochs) && cluster.leader())
+                    "(give a larger --epochs to go on)\n", start.position.epoch - 1, c.epochs);
+    if ((c.epochs == 0 || start.position.epoch > c.epochs) && cluster.leader())
         std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
 
     if (trace) say_traced(*trace);

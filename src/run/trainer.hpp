@@ -59,5 +59,8 @@ TrainResult train(const TrainConfig& config);
 // Bad input on any rank throws the same InputError on every rank; a
 // divergence, an EveryRankError on every rank.
 TrainResult train(const TrainConfig& config, Cluster& cluster);
+// A run that starts as `start` says: from a checkpoint (--resume), or with a
+// note on why its devices are these, for the banner.
+TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& cluster);
 
 }  // namespace dpt

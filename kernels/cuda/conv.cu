@@ -238,11 +238,12 @@ __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
 }
 
 // Version 4 of backward-data, for a stride-1 convolution of small planes
-// (LeNet's conv2, ResNet-18's 3x3 convolutions of stride 1): version 2
+// (LeNet's conv2, ResNet-18's 3x3 convolutions on 12x12 and 6x6): version 2
 // writes the unfolded gradient w^T . dy to memory and reads it back to
 // gather each pixel's taps, two passes over c*kh*kw values a pixel (41 MB
 // each way for LeNet's conv2 at batch 256). Here a block takes a sample,
-// stages its dy in shared memory, a channel group at a time, and each
+// stages its dy in shared memory, as many output channels at a time as
+// fit, and each
 // thread sums a row of the input gradient for `rows_group` channels in
 // registers: for each output channel and filter row, the dy row it reaches
 // is read once and multiplied into the whole row, every filter tap a

@@ -305,6 +305,11 @@ __global__ void __launch_bounds__(rows_most_threads) input_grad_rows(float* dx, 
     }
 }
 
+// Version 4's block: a thread a row of each channel group, in whole warps.
+int input_grad_rows_threads(const ConvShape& s) {
+    return tiled::ceil_div(tiled::ceil_div(s.c, rows_group) * s.h, 32) * 32;
+}
+
 // The kernel of version 4 for s, or null where version 2 runs instead:
 // stride 1, a 5x5 filter without padding on 9-wide outputs (LeNet's conv2),
 // a 3x3 with padding 1 on 12 or 6 (ResNet-18's) or without on 7 (a test's).
@@ -315,7 +320,7 @@ __global__ void __launch_bounds__(rows_most_threads) input_grad_rows(float* dx, 
 using RowsKernel = void (*)(float*, const float*, const float*, Geometry);
 RowsKernel input_grad_rows_kernel(const ConvShape& s) {
     if (conv2d_backward_data_version < 4 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
-        s.oh() * s.ow() > rows_staged || tiled::ceil_div(s.c, rows_group) * s.h > rows_most_threads)
+        s.oh() * s.ow() > rows_staged || input_grad_rows_threads(s) > rows_most_threads)
         return nullptr;
     const int k = s.kh, p = s.pad, ow = s.ow();
     if (k == 5 && p == 0 && ow == 9) return input_grad_rows<5, 0, 9>;
@@ -1165,8 +1170,8 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                           cudaStream_t stream) {
     const Geometry g(s);
     if (const RowsKernel rows = input_grad_rows_kernel(s)) {
-        const int threads = tiled::ceil_div(tiled::ceil_div(s.c, rows_group) * s.h, 32) * 32;
-        return launch::kernel("input_grad_rows", rows, unsigned(s.n), unsigned(threads), stream, dx, dy, w, g);
+        return launch::kernel("input_grad_rows", rows, unsigned(s.n), unsigned(input_grad_rows_threads(s)), stream, dx,
+                              dy, w, g);
     }
     if (conv2d_backward_data_version >= 2) {
         input_grad_columns(scratch, dy, w, s, stream);

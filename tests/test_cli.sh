@@ -376,9 +376,9 @@ split)
     expect_error "CPU devices are numbered cpu:0, cpu:1, ... each once" --devices cpu:0,cpu:2
     expect_error "CPU devices are numbered cpu:0, cpu:1, ... each once" --devices cpu:0,cpu:0
     expect_error "--devices must be a device number from 0 after cpu:" --devices cpu:x
-    expect_error "--devices lists every device: give it without --cpus and --gpus" --devices cpu:0 --cpus 2
-    expect_error "--cpus and --gpus cannot be combined here" inspect --cpus 1 --gpus 1
-    expect_error "compare varies the device count: give --cpus LIST or --gpus LIST, not --devices" compare --devices cpu:0,cpu:1
+    expect_error "--devices lists every device: give it without --cpus" --devices cpu:0 --cpus 2
+    expect_error "--gpus and --cpus cannot be combined here" inspect --cpus 1 --gpus 1
+    expect_error "compare varies the device count: give --gpus LIST or --cpus LIST, not --devices" compare --devices cpu:0,cpu:1
     "$dptrain" --devices cpu:1,cpu:0 --split 3,1 --epochs 1 --limit-train 512 --limit-test 64 --batch 64 --save "$tmp/listed.params" >"$tmp/out" \
         || fail "--devices cpu:1,cpu:0 failed: $(cat "$tmp/out")"
     "$dptrain" --cpus 2 --split 3,1 --epochs 1 --limit-train 512 --limit-test 64 --batch 64 --save "$tmp/counted.params" >/dev/null
@@ -502,6 +502,7 @@ PY
     "$dptrain" compare --cpus 1,2 "${small[@]}" --epochs 1 --scale-lr sqrt >"$tmp/out" 2>&1 || fail "compare --scale-lr sqrt failed"
     grep -qE "^cpu x2 +128 +0.424264 " "$tmp/out" && echo "ok: --scale-lr sqrt gives 0.3 * sqrt(2)" || fail "sqrt rows: $(grep '^cpu' "$tmp/out")"
     expect_error "compare needs the device counts" compare --batch 64
+    expect_error "compare takes one kind of device, not both --cpus and --gpus" compare --cpus 1,2 --gpus 1
     expect_error "--cpus must be a list of device counts" compare --cpus 1,x
     expect_error "--scale-lr must be linear, sqrt or none" compare --cpus 1,2 --scale-lr cubic
     expect_error "--checkpoint is for a single run" compare --cpus 1,2 --checkpoint "$tmp/c"
@@ -618,7 +619,7 @@ PY
     expect_error "--link custom needs --bandwidth GB/s and --latency US" simulate --link custom --bandwidth 10
     expect_error "--bandwidth and --latency go with --link custom" simulate --link pcie --latency 3
     expect_error "--link must be pcie, nvlink, custom" simulate --link wifi
-    expect_error "takes --gpus N or --cpus N, not both" simulate --gpus 2 --cpus 2
+    expect_error "simulate takes one kind of device, not both --gpus and --cpus" simulate --gpus 2 --cpus 2
     expect_error "--batch 4 is smaller than the 8 devices" simulate --batch 4
     ;;
 drift)
@@ -643,7 +644,7 @@ assert d["devices"] == [1, 3] and len(d["test_acc"]["other_seeds"]) == 1
 PY
     expect_error "must be 1,N" drift --cpus 2,3
     expect_error "needs N of at least 2" drift --cpus 1,1
-    expect_error "drift takes one of" drift --cpus 1,2 --gpus 1,2
+    expect_error "drift takes one kind of device" drift --cpus 1,2 --gpus 1,2
     ;;
 gpu)
     # The binary's own path on GPU replicas (meson suite gpu): --breakdown,

@@ -186,7 +186,7 @@ quick)
     same_within "$tmp/whole.params" "$tmp/alone.params" "the 2-process checkpoint resumed in one process (as --cpus 2) ends with the 2-process run"
     "${mpi[@]}" -np 3 "$dptrain" --resume "$tmp/three.ck" --epochs 2 >"$tmp/out" 2>"$tmp/err"
     rc=$?
-    [[ $rc -eq 2 && $(grep -c "^dptrain: --resume $tmp/three.ck: its run had 2 processes of 1 CPU device each, which 3 processes cannot share equally: give --cpus G" "$tmp/err") -eq 1 ]] \
+    [[ $rc -eq 2 && $(grep -c "^dptrain: --resume $tmp/three.ck: its run had 2 processes of 1 CPU device each, which 3 processes cannot share equally: give --gpus G or --cpus G" "$tmp/err") -eq 1 ]] \
         && echo "ok: resumed by 3 processes -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "3 processes resuming 2 devices: exit $rc, $(cat "$tmp/err")"
 
     # SIGTERM to mpirun (as Ctrl-C): every rank stops at the same step, rank

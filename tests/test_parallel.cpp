@@ -19,6 +19,7 @@
 #include "synthetic.hpp"
 #include "testing.hpp"
 #include "twin_device.hpp"
+#include "run/cli.hpp"
 #include "run/settings.hpp"
 #include "run/trainer.hpp"
 
@@ -149,6 +150,25 @@ TEST_CASE("a kind added as its own file and row trains beside CPU devices, bit f
     CHECK(devices_row.read(line, read) == nullptr);
     CHECK(read.devices == choice);
     CHECK(devices_row.read("twin 2 cpu 1", read) != nullptr);  // the kinds in the table's order
+
+    // Its count option, --twins N, from its row: in training's command line
+    // and in what the subcommands take (--twins N alone, or an error with another).
+    CHECK_THAT(count_options("N"), Catch::Equals("--gpus N | --cpus N | --twins N"));
+    const char* argv[] = {"dptrain", "--cpus", "1", "--twins", "2"};
+    const std::optional<TrainRequest> request = parse_command_line(5, argv);
+    REQUIRE(request);
+    CHECK(request->settings.devices == choice);
+    const auto typed = [](std::string twins, std::string cpus) -> GivenText {
+        return [=](const std::string& option) { return option == "twins" ? twins : option == "cpus" ? cpus : ""; };
+    };
+    CHECK(choose_devices(typed("3", ""), DeviceChoice::of(DeviceKind::cpu, 2)) == DeviceChoice::of(testing::twin_kind, 3));
+    CHECK_THROWS_WITH(choose_devices(typed("3", "1"), {}), Catch::Contains("--cpus and --twins cannot be combined here"));
+    const std::optional<KindGiven> one = one_kind_given(typed("1,2", ""), "drift");
+    REQUIRE(one);
+    CHECK(one->kind == testing::twin_kind);
+    CHECK(one->text == "1,2");
+    CHECK_THROWS_WITH(one_kind_given(typed("1,2", "1,2"), "drift"), Catch::Contains("drift takes one kind of device"));
+    CHECK_FALSE(one_kind_given(typed("", ""), "drift"));
 
     // Made through its row, it trains with CPU devices across kinds
     // (reach(): through host memory) and ends where 3 CPU devices end.

@@ -17,6 +17,7 @@
 #include "model/dataset.hpp"
 #include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
+#include "parallel/device_options.hpp"
 #include "model/models.hpp"
 #include "base/options.hpp"
 #include "commands/subcommands.hpp"
@@ -31,8 +32,8 @@ struct BenchOptions {
     std::string out_dir;
 };
 
-const char* const help =
-        "Usage: dptrain bench-allreduce [--cpus N | --gpus N] [--allreduce LIST] [--sizes LIST] [--out DIR]\n\n"
+std::string help() {
+    return "Usage: dptrain bench-allreduce [" + count_options("N") + "] [--allreduce LIST] [--sizes LIST] [--out DIR]\n\n"
         "Times each allreduce algorithm on N devices (default: 2 CPU devices) for messages of\n"
         "4 KB to 64 MB and the model's gradient buffer (516 KB): the median of 5 timings, each of\n"
         "a run of back-to-back allreduces after a warm-up, divided by their number; algbw is\n"
@@ -41,6 +42,7 @@ const char* const help =
         "  --allreduce LIST  e.g. naive,ring (default: each algorithm that can run on the devices)\n"
         "  --sizes LIST      message sizes in bytes, K and M allowed (default 4K,16K,...,64M and 516272)\n"
         "  --out DIR         also write DIR/bench-allreduce.csv (scripts/plot.py draws busbw against size)\n";
+}
 
 // "4K", "1M", "516272": bytes, a whole number of floats from 4 bytes to 1 GiB.
 size_t parse_size(const std::string& text) {
@@ -56,19 +58,18 @@ size_t parse_size(const std::string& text) {
 
 std::optional<BenchOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain bench-allreduce");
+    add_count_options(options, "", "N");
     options.add_options()
-        ("cpus", "", cxxopts::value<std::string>(), "N")
-        ("gpus", "", cxxopts::value<std::string>(), "N")
         ("allreduce", "", cxxopts::value<std::string>(), "LIST")
         ("sizes", "", cxxopts::value<std::string>(), "LIST")
         ("out", "", cxxopts::value<std::string>(), "DIR")
         ("h,help", "");
     const std::optional<cxxopts::ParseResult> parsed =
-        parse_options(options, argc, argv, "dptrain bench-allreduce", help);
+        parse_options(options, argc, argv, "dptrain bench-allreduce", help());
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     BenchOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), o.devices);
+    o.devices = choose_devices(counts_in(r), o.devices);
     if (r.count("allreduce"))
         for (const std::string& name : comma_list(given(r, "allreduce")))
             o.algorithms.push_back(std::string(allreduce_named(name).info().name));

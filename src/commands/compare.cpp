@@ -82,11 +82,14 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
             if (i + 1 >= argc) throw InputError(name + " needs a value (see dptrain compare --help)");
             return std::string(argv[++i]);
         };
-        if (name == "--cpus" || name == "--gpus") {
-            if (kind_given) throw InputError("compare takes one of --cpus LIST and --gpus LIST");
+        const auto kind = std::find_if(device_kinds().begin(), device_kinds().end(),
+                                       [&](const DeviceKindInfo& row) { return name == std::string("--") + row.option; });
+        if (kind != device_kinds().end()) {
+            if (kind_given)
+                throw InputError(std::string("compare takes one kind of device, not both --") + kind_info(o.kind).option + " and " + name);
             kind_given = true;
-            o.kind = name == "--cpus" ? DeviceKind::cpu : DeviceKind::gpu;
-            o.counts = parse_counts(name.substr(2), take_value());
+            o.kind = kind->kind;
+            o.counts = parse_counts(kind->option, take_value());
         } else if (name == "--scale-lr") {
             value = take_value();
             if (value != "linear" && value != "sqrt" && value != "none")
@@ -101,7 +104,7 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
         } else if (name == "--split") {
             rest.insert(rest.end(), {"--split", value});
         } else if (name == "--devices") {
-            throw InputError("compare varies the device count: give --cpus LIST or --gpus LIST, not --devices");
+            throw InputError("compare varies the device count: give " + count_options("LIST", " or ") + ", not --devices");
         } else if (name == "--resume" || name == "--checkpoint" || name == "--checkpoint-every" ||
                    name == "--metrics" || name == "--save") {
             throw InputError(name + " is for a single run, not for compare (compare writes its results with --out DIR)");
@@ -109,13 +112,13 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
             rest.push_back(arg);
         }
     }
-    if (!kind_given) throw InputError("compare needs the device counts: --cpus 1,2 or --gpus 1,2,4");
+    if (!kind_given) throw InputError("compare needs the device counts: " + count_options("LIST", " or ") + " (--cpus 1,2)");
     return rest;
 }
 
 void print_help() {
     std::printf(
-        "Usage: dptrain compare --cpus LIST | --gpus LIST [--scale-lr linear|sqrt|none] [--global-batch]\n"
+        "Usage: dptrain compare %s [--scale-lr linear|sqrt|none] [--global-batch]\n"
         "                       [--split even,auto] [--out DIR] [training options]\n\n"
         "Trains once per device count (e.g. --cpus 1,2 or --gpus 1,2,4) and prints one table: global\n"
         "batch, lr, epoch time (median of the epochs after the first), samples/s, speedup, scaling\n"
@@ -132,7 +135,8 @@ void print_help() {
         "  --split even,auto each device count with each split: the waiting for the slowest device\n"
         "                    before and after (try it with --slowdown cpu:1=3 on --cpus 2); a single\n"
         "                    split (even, auto or weights such as 3,1) applies to every run\n"
-        "  --epochs E        default 3 here; every other training option applies to every run\n");
+        "  --epochs E        default 3 here; every other training option applies to every run\n",
+        count_options("LIST").c_str());
 }
 
 std::string format(const char* fmt, double value) {

@@ -15,6 +15,7 @@
 #include "model/dataset.hpp"
 #include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
+#include "parallel/device_options.hpp"
 #include "model/lenet.hpp"
 #include "base/options.hpp"
 #include "parallel/parallel.hpp"
@@ -31,27 +32,28 @@ struct DemoOptions {
     std::string allreduce = "naive";
 };
 
-const char* const help =
-        "Usage: dptrain demo allreduce [--cpus N | --gpus N] [--size K] [--allreduce NAME]\n"
-        "       dptrain demo split [--cpus N | --gpus N] [--rows R] [--cols C] [--split even|W,W,...]\n\n"
+std::string help() {
+    const std::string counts = "[" + count_options("N") + "]";
+    return "Usage: dptrain demo allreduce " + counts + " [--size K] [--allreduce NAME]\n"
+           "       dptrain demo split " + counts + " [--rows R] [--cols C] [--split even|W,W,...]\n\n"
         "  allreduce  device i holds a tensor of K values, all i+1; after the allreduce every\n"
         "             device holds their sum (1 + 2 + ... + N). Default N 2, K 2.\n"
         "  split      a batch of R rows of C values 0, 1, 2, ... is cut into N parts, one per\n"
         "             device, as split_and_load cuts each training batch. Default N 2, R 6, C 4;\n"
         "             --split 3,1 cuts it in proportion to the weights, as training's --split does.\n";
+}
 
 std::optional<DemoOptions> parse(const std::string& which, int argc, const char* const* argv) {
     cxxopts::Options options("dptrain demo " + which);
+    add_count_options(options, "", "N");
     options.add_options()
-        ("cpus", "", cxxopts::value<std::string>(), "N")
-        ("gpus", "", cxxopts::value<std::string>(), "N")
         ("size", "", cxxopts::value<std::string>(), "K")
         ("rows", "", cxxopts::value<std::string>(), "R")
         ("cols", "", cxxopts::value<std::string>(), "C")
         ("allreduce", "", cxxopts::value<std::string>(), "NAME")
         ("split", "", cxxopts::value<std::string>(), "HOW")
         ("h,help", "");
-    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain demo", help);
+    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain demo", help());
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     const auto only_for = [&](const char* name, const char* demo) {
@@ -64,7 +66,7 @@ std::optional<DemoOptions> parse(const std::string& which, int argc, const char*
     only_for("cols", "split");
     only_for("split", "split");
     DemoOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), DeviceChoice::of(DeviceKind::cpu, 2));
+    o.devices = choose_devices(counts_in(r), DeviceChoice::of(DeviceKind::cpu, 2));
     if (r.count("allreduce")) o.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     if (r.count("size"))
         o.size = parse_number<int>("size", given(r, "size"), 1, 16, "a whole number from 1 to 16 (a tensor to read)");
@@ -204,7 +206,7 @@ int demo_split(const DemoOptions& o) {
 int run_demo(int argc, const char* const* argv) {
     const std::string which = argc > 1 ? argv[1] : "";
     if (which == "--help" || which == "-h") {
-        std::fputs(help, stdout);
+        std::fputs(help().c_str(), stdout);
         return 0;
     }
     if (which != "allreduce" && which != "split")

@@ -23,6 +23,7 @@
 #include "base/json.hpp"
 #include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
+#include "parallel/device_options.hpp"
 #include "model/lenet.hpp"
 #include "base/options.hpp"
 #include "commands/subcommands.hpp"
@@ -51,26 +52,26 @@ struct Drift {
     std::vector<double> acc_seeds;  // 1 device, seeds seed+1 .. seed+K
 };
 
-const char* const help =
-    "Usage: dptrain drift [--cpus 1,N | --gpus 1,N] [--epochs E] [--seeds K] [--out DIR] [training options]\n\n"
+std::string help() {
+    return "Usage: dptrain drift [" + count_options("1,N") + "] [--epochs E] [--seeds K] [--out DIR] [training options]\n\n"
     "Trains the same model from the same seed on 1 device and on N devices, side by side, with the\n"
     "same global batch and data order, and prints after steps 0, 1, 2, 3, 5, 7, 10, 20, ... how far\n"
     "the N-device weights are from the 1-device ones: the largest difference relative to the\n"
     "largest weight, and the mean difference relative to the mean weight. Then both test\n"
     "accuracies.\n\n"
-    "  --cpus 1,N | --gpus 1,N   the two runs (default --cpus 1,2)\n"
+    "  " + count_options("1,N") + "   the two runs (default --cpus 1,2)\n"
     "  --epochs E                how long (default 1)\n"
     "  --seeds K                 also train K other seeds on 1 device, to show the spread of\n"
     "                            accuracies that N devices' result sits in (default 0)\n"
     "  --out DIR                 also write DIR/drift.csv and DIR/drift.json (scripts/plot.py DIR\n"
     "                            draws the growth)\n"
     "  --batch, --lr, --seed, --init, --pool, --data, --limit-train, --limit-test as for training\n";
+}
 
 std::optional<DriftOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain drift");
+    add_count_options(options, "", "1,N");
     options.add_options()
-        ("cpus", "", cxxopts::value<std::string>(), "1,N")
-        ("gpus", "", cxxopts::value<std::string>(), "1,N")
         ("epochs", "", cxxopts::value<std::string>()->default_value("1"), "E")
         ("seeds", "", cxxopts::value<std::string>()->default_value("0"), "K")
         ("out", "", cxxopts::value<std::string>(), "DIR")
@@ -83,21 +84,20 @@ std::optional<DriftOptions> parse(int argc, const char* const* argv) {
         ("limit-train", "", cxxopts::value<std::string>(), "N")
         ("limit-test", "", cxxopts::value<std::string>(), "N")
         ("h,help", "");
-    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain drift", help);
+    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain drift", help());
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     DriftOptions o;
-    if (r.count("cpus") && r.count("gpus")) throw InputError("drift takes one of --cpus 1,N and --gpus 1,N");
-    const std::string option = r.count("gpus") ? "gpus" : "cpus";
-    const std::string pair = given(r, option).empty() ? "1,2" : given(r, option);
+    const KindGiven runs = one_kind_given(counts_in(r), "drift").value_or(KindGiven{DeviceKind::cpu, "cpus", "1,2"});
+    const std::string &option = runs.option, &pair = runs.text;
     const size_t comma = pair.find(',');
     if (comma == std::string::npos || pair.substr(0, comma) != "1")
         throw InputError("--" + option + " for drift must be 1,N: the 1-device run and the N-device run (got '" +
                          pair + "')");
     o.devices = parse_device_count(option, pair.substr(comma + 1));
     if (o.devices < 2) throw InputError("--" + option + " 1,N needs N of at least 2 (got '" + pair + "')");
-    o.kind = option == "gpus" ? DeviceKind::gpu : DeviceKind::cpu;
-    if (o.kind == DeviceKind::gpu) require_gpus("--gpus " + pair);
+    o.kind = runs.kind;
+    if (!kind_info(o.kind).probe().unlimited()) require_present(o.kind, "--" + option + " " + pair);
     TrainConfig& c = o.train;
     c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 1, 1000, "a whole number from 1 to 1000");
     o.seeds = parse_number<int>("seeds", r["seeds"].as<std::string>(), 0, 100, "a whole number from 0 to 100");

@@ -18,6 +18,7 @@
 #include "model/dataset.hpp"
 #include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
+#include "parallel/device_options.hpp"
 #include "model/models.hpp"
 #include "base/options.hpp"
 #include "parallel/parallel.hpp"
@@ -123,10 +124,9 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
                              "One data-parallel training step on the first few training samples, stopped at every\n"
                              "stage: what each device holds, with each of the algorithm's promises checked.\n"
                              "Exit status 1 when a check fails.\n");
-    options.custom_help("[--cpus N | --gpus N] [--batch B] [options]");
+    options.custom_help("[" + count_options("N") + "] [--batch B] [options]");
+    add_count_options(options, "", "N", "");  // default: 2 CPU devices
     options.add_options()
-        ("cpus", "N CPU devices (default 2)", cxxopts::value<std::string>(), "N")
-        ("gpus", "N GPU replicas", cxxopts::value<std::string>(), "N")
         ("batch", "the batch: the first B training samples (default 2 per device)", cxxopts::value<std::string>(), "B")
         ("lr", "learning rate of the one SGD step", cxxopts::value<std::string>()->default_value("0.3"), "LR")
         ("seed", "seed of the initial weights", cxxopts::value<std::string>()->default_value("0"), "S")
@@ -143,7 +143,7 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     InspectOptions o;
-    o.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), DeviceChoice::of(DeviceKind::cpu, 2));
+    o.devices = choose_devices(counts_in(r), DeviceChoice::of(DeviceKind::cpu, 2));
     o.allreduce = std::string(allreduce_named(r["allreduce"].as<std::string>()).info().name);
     const int n = o.devices.count();
     o.batch = r.count("batch") ? parse_number<int>("batch", given(r, "batch"), 1, 4096, "a whole number from 1 to 4096")

@@ -16,7 +16,8 @@
 #include "parallel/allreduce.hpp"
 #include "model/dataset.hpp"
 #include "parallel/device_factory.hpp"
-#include "devices/gpu.hpp"
+#include "parallel/device_options.hpp"
+#include "devices/kinds.hpp"
 #include "model/models.hpp"
 #include "base/options.hpp"
 #include "parallel/parallel.hpp"
@@ -86,12 +87,12 @@ namespace {
 struct SimulateOptions {
     DeviceKind kind = DeviceKind::gpu;
     int max_devices = 8;
-    std::string link = "";  // "": pcie for GPUs, measured for CPU devices
+    std::string link = "";  // "": pcie for a kind of hardware (GPUs), measured for devices made on demand (CPU devices)
     double bandwidth_gbps = 0, latency_us = 0;
     int batch = 256;
     size_t samples = 60000;
     double sample_us = 0;  // 0: measure
-    int cores = -1;        // -1: this machine's for CPU devices, none for GPUs
+    int cores = -1;        // -1: this machine's for devices made on demand (CPU devices), none for GPUs
     int bucket_kb = default_bucket_kb;
     ModelKind model = ModelKind::lenet;
     std::string out_dir;
@@ -103,8 +104,8 @@ std::string simulated_names() {
     return names;
 }
 
-const std::string help =
-    "Usage: dptrain simulate [--gpus N | --cpus N] [--link pcie|nvlink|custom|measured] [--bandwidth GB/s]\n"
+std::string help() {
+    return "Usage: dptrain simulate [" + count_options("N") + "] [--link pcie|nvlink|custom|measured] [--bandwidth GB/s]\n"
     "                        [--latency US] [--batch B] [--samples S] [--sample-us US] [--cores K]\n"
     "                        [--bucket-kb KB] [--model NAME] [--out DIR]\n\n"
     "Predicts the epoch time, speed-up and efficiency of 1..N devices (default: 8 GPUs) with\n"
@@ -122,12 +123,15 @@ const std::string help =
     "  --bucket-kb KB    --overlap's buckets (default " + std::to_string(default_bucket_kb) + ")\n"
     "  --model NAME      lenet (default) or resnet18: its gradients and its compute\n"
     "  --out DIR         also write DIR/simulate.csv\n";
+}
+
+// Devices the host makes (CPU devices), rather than hardware that is present.
+bool made_on_demand(DeviceKind kind) { return kind_info(kind).probe().unlimited(); }
 
 std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain simulate");
+    add_count_options(options, "", "N");
     options.add_options()
-        ("gpus", "", cxxopts::value<std::string>(), "N")
-        ("cpus", "", cxxopts::value<std::string>(), "N")
         ("link", "", cxxopts::value<std::string>(), "NAME")
         ("bandwidth", "", cxxopts::value<std::string>(), "GB/s")
         ("latency", "", cxxopts::value<std::string>(), "US")
@@ -139,17 +143,15 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
         ("out", "", cxxopts::value<std::string>(), "DIR")
         ("model", "", cxxopts::value<std::string>(), "NAME")
         ("h,help", "");
-    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain simulate", help);
+    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain simulate", help());
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     SimulateOptions o;
-    if (r.count("gpus") && r.count("cpus")) throw InputError("simulate takes --gpus N or --cpus N, not both");
-    if (r.count("cpus")) o.kind = DeviceKind::cpu;
-    if (r.count("gpus") || r.count("cpus"))
-        o.max_devices = parse_number<int>(o.kind == DeviceKind::gpu ? "gpus" : "cpus",
-                                          given(r, o.kind == DeviceKind::gpu ? "gpus" : "cpus"), 1, 1024,
-                                          "a whole number from 1 to 1024");
-    o.link = r.count("link") ? given(r, "link") : o.kind == DeviceKind::gpu ? "pcie" : "measured";
+    if (const std::optional<KindGiven> counted = one_kind_given(counts_in(r), "simulate")) {
+        o.kind = counted->kind;
+        o.max_devices = parse_device_count(counted->option, counted->text);
+    }
+    o.link = r.count("link") ? given(r, "link") : made_on_demand(o.kind) ? "measured" : "pcie";
     const bool custom = o.link == "custom";
     if (!custom && o.link != "measured") link_preset(o.link);  // checks the name
     if (custom != (r.count("bandwidth") > 0) || custom != (r.count("latency") > 0))
@@ -267,29 +269,33 @@ int run_simulate(int argc, const char* const* argv) {
     in.max_devices = o.max_devices;
     in.gradient_bytes = double(model.allreduced_floats(BatchNormMode::local) * sizeof(float));
     in.buckets = int(overlap_buckets(model, o.bucket_kb).size());
-    in.cores = o.cores >= 0 ? o.cores : o.kind == DeviceKind::cpu ? usable_cores() : 0;
-    // (A CPU device runs a model with batch norm in one pass: no chunks.)
-    in.pass_samples = o.kind == DeviceKind::cpu && model.batch_norms() == 0 ? cpu_chunk_samples : 0;
-    const char* kind_name = o.kind == DeviceKind::gpu ? "GPU" : "CPU device";
+    // Devices made on demand are threads of this machine, so they share its cores.
+    const DeviceKindInfo& row = kind_info(o.kind);
+    in.cores = o.cores >= 0 ? o.cores : made_on_demand(o.kind) ? usable_cores() : 0;
+    // (A model with batch norm runs in one pass: its statistics are the whole part's.)
+    in.pass_samples = model.batch_norms() == 0 ? row.pass_samples : 0;
+    // The devices as the table names them: "GPU" (hardware), "CPU device" (made on demand).
+    const std::string kind_name = *row.hardware ? row.hardware : row.one;
 
     // Where the compute time comes from: given, or one device of the kind
-    // (a CPU device standing in when no GPU is usable, said so).
-    const int gpus_here = probe_gpus().count();
-    const DeviceKind measured_on = o.kind == DeviceKind::gpu && gpus_here > 0 ? DeviceKind::gpu : DeviceKind::cpu;
+    // (one made on demand standing in when none is usable, said so).
+    const int present_here = made_on_demand(o.kind) ? 2 : row.probe().count;
+    const DeviceKindInfo& measured_on = present_here > 0 ? row : kind_made_on_demand();
     std::string source;
     if (o.sample_us > 0) {
         for (int n = 1; n <= o.max_devices; ++n) in.compute_s.push_back(o.sample_us * 1e-6 * ((o.batch + n - 1) / n));
         source = "given: " + std::to_string(o.sample_us) + " us a sample (--sample-us), no update time";
     } else {
-        measure_compute(measured_on, model, in);
-        source = std::string("measured here on one ") + (measured_on == DeviceKind::gpu ? "GPU replica" : "CPU device") +
-                 ", the median of 5 steps at each part size";
-        if (o.kind == DeviceKind::gpu && measured_on == DeviceKind::cpu)
-            source += " (no usable GPU here, so a CPU device stands in: give --sample-us for a GPU's)";
+        measure_compute(measured_on.kind, model, in);
+        source = std::string("measured here on one ") + measured_on.one + ", the median of 5 steps at each part size";
+        if (measured_on.kind != o.kind)
+            source += std::string(" (no usable ") + kind_name + " here, so a " + measured_on.one +
+                      " stands in: give --sample-us for a " + kind_name + "'s)";
     }
     if (o.link == "measured") {
-        if (o.kind == DeviceKind::gpu && gpus_here == 0)
-            throw InputError("--link measured times 2 GPU replicas, and no GPU is usable here (give --link pcie, nvlink or custom)");
+        if (present_here == 0)
+            throw InputError(std::string("--link measured times 2 ") + row.many + ", and no " + kind_name +
+                             " is usable here (give --link pcie, nvlink or custom)");
         in.link = measure_link(o.kind, in.gradient_bytes);
     } else {
         in.link = o.link == "custom" ? Link{"custom", o.bandwidth_gbps, o.latency_us} : link_preset(o.link);
@@ -298,14 +304,16 @@ int run_simulate(int argc, const char* const* argv) {
 
     const double steps = std::ceil(double(o.samples) / double(o.batch));
     std::printf("simulate: %s, batch %d, %s samples an epoch (%.0f steps), 1 to %d %s%s\n", model.name().c_str(), o.batch,
-                with_commas(double(o.samples)).c_str(), steps, o.max_devices, kind_name, o.max_devices == 1 ? "" : "s");
-    const bool shared_gpu = o.kind == DeviceKind::gpu && gpus_here < 2;
+                with_commas(double(o.samples)).c_str(), steps, o.max_devices, kind_name.c_str(), o.max_devices == 1 ? "" : "s");
+    // Where a measured link's figures come from: 2 units of hardware, or 2 devices sharing one.
+    const std::string fitted =
+        in.link.name != "measured" ? ""
+        : present_here < 2 ? " (fitted to naive allreduces of 4 KB and the gradients on 2 " + std::string(row.many) +
+                                 " sharing one " + kind_name + ": copies within its memory, not a link between " +
+                                 kind_name + "s)"
+                           : " (fitted to naive allreduces of 4 KB and the gradients on 2 devices here)";
     std::printf("link: %s, beta %.2f GB/s a transfer, alpha %.2f us%s\n", in.link.name.c_str(), in.link.bandwidth_gbps,
-                in.link.latency_us,
-                in.link.name != "measured" ? ""
-                : shared_gpu ? " (fitted to naive allreduces of 4 KB and the gradients on 2 replicas sharing one GPU: "
-                               "copies within its memory, not a link between GPUs)"
-                             : " (fitted to naive allreduces of 4 KB and the gradients on 2 devices here)");
+                in.link.latency_us, fitted.c_str());
     std::printf("compute: %s; update %.3f ms\n", source.c_str(), in.update_s * 1e3);
     std::printf("gradients: S = %s bytes; --overlap: %d bucket%s of at least %d KB; %s\n",
                 with_commas(in.gradient_bytes).c_str(), in.buckets, in.buckets == 1 ? "" : "s", o.bucket_kb,

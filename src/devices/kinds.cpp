@@ -33,11 +33,12 @@ std::vector<DeviceKindInfo>& rows() {
         {DeviceKind::gpu, "cuda", {"gpu", "cuda"}, "gpus", "GPU replica", "GPU replicas", "GPU", false, gpus_present,
          [](const ReplicaSetup& setup, std::span<const size_t> staging, std::span<const int> ordinals,
             std::shared_ptr<SharedHostMemory> shared) { return make_gpu_devices(setup, staging, ordinals, shared); },
-         record_graph, make_shared_host_memory, gpu_banner},
+         record_graph, make_shared_host_memory, gpu_banner,
+         "N GPU replicas (more than the GPUs present share them round-robin)"},
         {DeviceKind::cpu, "cpu", {"cpu"}, "cpus", "CPU device", "CPU devices", "", true, [] { return Presence{-1, {}}; },
          [](const ReplicaSetup& setup, std::span<const size_t> staging, std::span<const int>,
             std::shared_ptr<SharedHostMemory> shared) { return make_cpu_devices(setup, staging, shared); },
-         nullptr, nullptr, cpu_banner},
+         nullptr, nullptr, cpu_banner, "N CPU devices, one worker thread (one core) each", cpu_chunk_samples},
     };
     return kinds;
 }
@@ -57,6 +58,16 @@ const DeviceKindInfo& kind_info(DeviceKind kind) {
     for (const DeviceKindInfo& row : device_kinds())
         if (row.kind == kind) return row;
     throw std::logic_error("a DeviceKind without its row in devices/kinds.cpp");
+}
+
+const DeviceKindInfo& kind_made_on_demand() {
+    for (const DeviceKindInfo& row : device_kinds())
+        if (row.probe().unlimited()) return row;
+    throw std::logic_error("devices/kinds.cpp has no kind made on demand");
+}
+
+std::string count_help(const DeviceKindInfo& row) {
+    return row.count_help ? row.count_help : std::string("N ") + row.many;
 }
 
 std::string describe(const DeviceChoice& choice) {

@@ -61,6 +61,13 @@ struct DeviceKindInfo {
     // The banner's lines on a run of `count` devices of this kind alone,
     // "devices: ..." (ending in `note`) and any warning, each with its newline.
     std::string (*banner)(int count, const std::string& note) = nullptr;
+    // What N devices of the kind are, after its count option: "N CPU devices,
+    // one worker thread (one core) each". Null: "N " and `many`.
+    const char* count_help = nullptr;
+    // A device runs forward and backward over at most this many samples at a
+    // time, for a model without batch norm (0: its whole part at once), as
+    // `dptrain simulate` models it.
+    int pass_samples = 0;
 };
 
 // Every kind, in the order a run puts its devices: GPU replicas first, so
@@ -70,6 +77,11 @@ const std::vector<DeviceKindInfo>& device_kinds();
 // adds its row here, after the others, before any run.
 void add_device_kind(DeviceKindInfo row);
 const DeviceKindInfo& kind_info(DeviceKind kind);
+// The first kind made on demand (Presence::unlimited: CPU devices), which
+// any machine can run and which stands in where another kind is missing.
+const DeviceKindInfo& kind_made_on_demand();
+// "N CPU devices, one worker thread (one core) each": `row`'s count_help, or "N " and its `many`.
+std::string count_help(const DeviceKindInfo& row);
 
 // The kinds of a run's devices, as files name them: "cpu", "cuda", "cuda+cpu".
 std::string kind_names(const DeviceChoice& choice);

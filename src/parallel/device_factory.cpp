@@ -14,24 +14,58 @@ int parse_device_count(const std::string& option, const std::string& text) {
                              ("a whole number from 1 to " + std::to_string(max_devices)).c_str());
 }
 
-void require_gpus(const std::string& what) {
-    const Presence gpus = kind_info(DeviceKind::gpu).probe();
-    if (gpus.count == 0) throw InputError(what + ": " + gpus.why_none + "; train on CPU devices with --cpus N");
+namespace {
+
+// "; train on CPU devices with --cpus N": where to go when a kind is missing.
+std::string instead() {
+    const DeviceKindInfo& anywhere = kind_made_on_demand();
+    return std::string("; train on ") + anywhere.many + " with --" + anywhere.option + " N";
 }
 
-DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback, bool mixed_ok) {
-    if (!cpus.empty() && !gpus.empty() && !mixed_ok)
-        throw InputError("--cpus and --gpus cannot be combined here: pick one kind (training takes both)");
-    if (cpus.empty() && gpus.empty()) return fallback;
+}  // namespace
+
+void require_present(DeviceKind kind, const std::string& what) {
+    const Presence present = kind_info(kind).probe();
+    if (present.count == 0) throw InputError(what + ": " + present.why_none + instead());
+}
+
+std::vector<KindGiven> kinds_given(const GivenText& given) {
+    std::vector<KindGiven> found;
+    for (const DeviceKindInfo& row : device_kinds())
+        if (std::string text = given(row.option); !text.empty()) found.push_back({row.kind, row.option, std::move(text)});
+    return found;
+}
+
+std::string count_options(const std::string& value, const std::string& joiner) {
+    std::string text;
+    for (const DeviceKindInfo& row : device_kinds())
+        text.append(text.empty() ? "" : joiner).append("--").append(row.option).append(" ").append(value);
+    return text;
+}
+
+std::optional<KindGiven> one_kind_given(const GivenText& given, const std::string& command) {
+    const std::vector<KindGiven> found = kinds_given(given);
+    if (found.size() > 1)
+        throw InputError(command + " takes one kind of device, not both --" + found[0].option + " and --" + found[1].option);
+    if (found.empty()) return std::nullopt;
+    return found.front();
+}
+
+DeviceChoice choose_devices(const GivenText& given, DeviceChoice fallback, bool mixed_ok) {
+    const std::vector<KindGiven> found = kinds_given(given);
+    if (found.size() > 1 && !mixed_ok)
+        throw InputError("--" + found[0].option + " and --" + found[1].option +
+                         " cannot be combined here: pick one kind (training takes several)");
+    if (found.empty()) return fallback;
     DeviceChoice choice;
-    if (!gpus.empty()) {
-        choice = DeviceChoice::of(DeviceKind::gpu, parse_device_count("gpus", gpus));
-        require_gpus("--gpus " + gpus);
+    std::string typed;
+    for (const KindGiven& g : found) {
+        typed.append(typed.empty() ? "" : " ").append("--" + g.option + " " + g.text);
+        choice = choice.then(g.kind, parse_device_count(g.option, g.text));
+        if (!kind_info(g.kind).probe().unlimited()) require_present(g.kind, "--" + g.option + " " + g.text);
     }
-    if (!cpus.empty()) choice = choice.then(DeviceKind::cpu, parse_device_count("cpus", cpus));
     if (choice.count() > max_devices)
-        throw InputError("--gpus " + gpus + " --cpus " + cpus + ": at most " + std::to_string(max_devices) +
-                         " devices in all");
+        throw InputError(typed + ": at most " + std::to_string(max_devices) + " devices in all");
     return choice;
 }
 
@@ -90,7 +124,7 @@ DeviceChoice parse_device_list(const std::string& text) {
         if (numbers[k].empty() || row.numbered_in_order) continue;
         const Presence present = row.probe();
         if (present.count == 0)
-            throw InputError("--devices " + text + ": " + present.why_none + "; train on CPU devices with --cpus N");
+            throw InputError("--devices " + text + ": " + present.why_none + instead());
         const std::string name = row.spellings.front(), unit = row.hardware;
         for (int number : numbers[k])
             if (number >= present.count)

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,15 +16,35 @@ namespace dpt {
 
 inline constexpr int max_devices = 1024;
 
-// N as typed for --cpus or --gpus (`option` without dashes): a whole number
-// from 1 to max_devices, else an InputError naming the option.
+// N as typed for a kind's count option (`option` without dashes: "cpus",
+// "gpus"): a whole number from 1 to max_devices, else an InputError naming the option.
 int parse_device_count(const std::string& option, const std::string& text);
 
-// --cpus N or --gpus N as typed ("" when not given). Both: a mixed run
-// where `mixed_ok` (training), else an InputError. --gpus needs a usable
-// GPU. Neither: `fallback`.
-DeviceChoice choose_devices(const std::string& cpus, const std::string& gpus, DeviceChoice fallback,
-                            bool mixed_ok = false);
+// Each kind has a count option, its row's `option` (kinds.hpp): --gpus N,
+// --cpus N. `GivenText` says what a command line gave one ("" when nothing).
+using GivenText = std::function<std::string(const std::string& option)>;
+
+// A count option as given: the kind, the option (without dashes) and its text.
+struct KindGiven {
+    DeviceKind kind;
+    std::string option, text;
+};
+
+// The count options given, in the table's order.
+std::vector<KindGiven> kinds_given(const GivenText& given);
+
+// The one count option given, or none; an InputError starting with
+// `command` ("compare") when several were: a command that takes one kind.
+std::optional<KindGiven> one_kind_given(const GivenText& given, const std::string& command);
+
+// Every kind's count option followed by `value`, for usages and messages:
+// "--gpus N | --cpus N" (`joiner` " | ").
+std::string count_options(const std::string& value, const std::string& joiner = " | ");
+
+// The devices that the count options ask for. Several kinds: a mixed run
+// where `mixed_ok` (training), else an InputError. A kind of hardware
+// (GPUs) needs some present. None given: `fallback`.
+DeviceChoice choose_devices(const GivenText& given, DeviceChoice fallback, bool mixed_ok = false);
 
 // --devices LIST: comma-separated gpu:I (CUDA device I; cuda:I is the same;
 // I repeated: replicas sharing that GPU) and cpu:I (CPU devices, numbered
@@ -34,8 +55,9 @@ DeviceChoice parse_device_list(const std::string& text);
 // With neither option: every visible GPU, else 1 CPU device; `why` says which and why.
 DeviceChoice default_devices(std::string& why);
 
-// An InputError starting with `what` when no GPU is usable, saying why.
-void require_gpus(const std::string& what);
+// An InputError starting with `what` when this machine has none of
+// `kind`'s hardware, saying why and which kind runs anywhere instead.
+void require_present(DeviceKind kind, const std::string& what);
 
 // The devices of `choice`, every one made from `setup`, each with the
 // staging memory that `allreduce` asks for. A mixed choice puts the CPU

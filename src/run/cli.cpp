@@ -8,6 +8,7 @@
 #include "parallel/allreduce.hpp"
 #include "run/checkpoint.hpp"
 #include "parallel/device_factory.hpp"
+#include "parallel/device_options.hpp"
 #include "base/errors.hpp"
 #include "model/models.hpp"
 #include "base/options.hpp"
@@ -22,7 +23,7 @@ int positive_int(const cxxopts::ParseResult& r, const std::string& option, int f
                              "a whole number of at least 1");
 }
 
-bool devices_given(const cxxopts::ParseResult& r) { return r.count("cpus") || r.count("gpus") || r.count("devices"); }
+bool devices_given(const cxxopts::ParseResult& r) { return !kinds_given(counts_in(r)).empty() || r.count("devices"); }
 
 // A resumed run divides its batches as the checkpoint's did (its measured
 // parts too, for --split auto), unless --split says otherwise.
@@ -110,9 +111,11 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c, RunStart& start)
         } else {
             throw InputError("--resume " + start.resume_path + ": its run had " + saved_devices + ", which " +
                              std::to_string(c.processes) + " process" + (c.processes == 1 ? "" : "es") +
-                             " cannot share equally: give --cpus G or --gpus G");
+                             " cannot share equally: give " + count_options("G", " or "));
         }
-        if (c.devices.count(DeviceKind::gpu) > 0) require_gpus("--resume " + start.resume_path + " (trained on " + saved_devices + ")");
+        for (const DeviceKindInfo& row : device_kinds())
+            if (c.devices.count(row.kind) > 0 && !row.probe().unlimited())
+                require_present(row.kind, "--resume " + start.resume_path + " (trained on " + saved_devices + ")");
     } else if (!c.devices.same_counts(saved.devices) || c.processes != saved.processes) {
         start.devices_note = "the checkpoint's run had " + saved_devices +
                              ", so this run matches it up to float summation order, not bit for bit";
@@ -147,12 +150,11 @@ std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv
                              "drift (why 1 and N devices end apart), dptrain devices, dptrain\n"
                              "bench-allreduce (each allreduce by message size), dptrain simulate\n"
                              "(1..N devices predicted from a link model); each takes --help.\n");
-    options.custom_help("[--cpus N] [--gpus N] [--devices LIST] [--batch B] [--lr LR] [--epochs E] [options]");
+    options.custom_help("[" + count_options("N", "] [") + "] [--devices LIST] [--batch B] [--lr LR] [--epochs E] [options]");
     // Numbers are taken as text and checked here, so a message can name the option.
+    add_count_options(options, "Devices", "N", "train on ");
     options.add_options("Devices")
-        ("cpus", "train on N CPU devices, one worker thread (one core) each", cxxopts::value<std::string>(), "N")
-        ("gpus", "train on N GPU replicas (more than the GPUs present share them round-robin); with --cpus too, a mixed run: the GPUs first, then the CPU devices", cxxopts::value<std::string>(), "N")
-        ("devices", "the devices one by one, e.g. gpu:0,cpu:0,cpu:1 (gpu:I is CUDA device I, also written cuda:I; cpu:0, cpu:1, ... are CPU devices); the GPUs go first", cxxopts::value<std::string>(), "LIST")
+        ("devices", "the devices one by one, e.g. gpu:0,cpu:0,cpu:1 (gpu:I is CUDA device I, also written cuda:I; cpu:0, cpu:1, ... are CPU devices); the GPUs go first, as they do when --gpus and --cpus are given together (a mixed run)", cxxopts::value<std::string>(), "LIST")
         ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)")
         ("allreduce", "how the devices sum their gradients: " + allreduce_names() + " (default naive, as the tutorial)", cxxopts::value<std::string>(), "NAME")
         ("overlap", "allreduce each layer's gradients as soon as backward has them (the last layers first, in buckets), on a second stream per device, so that the sums travel while backward goes on; the same result bit for bit")
@@ -205,13 +207,13 @@ std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv
     // With none of --cpus, --gpus, --devices: the checkpoint's devices when
     // resuming (set in resume_from()), else every GPU or 1 CPU device.
     if (r.count("devices")) {
-        if (r.count("cpus") || r.count("gpus"))
-            throw InputError("--devices lists every device: give it without --cpus and --gpus");
+        if (const std::vector<KindGiven> counts = kinds_given(counts_in(r)); !counts.empty())
+            throw InputError("--devices lists every device: give it without --" + counts.front().option);
         c.devices = parse_device_list(given(r, "devices"));
     } else {
         DeviceChoice fallback;
         if (!devices_given(r) && !r.count("resume")) fallback = default_devices(start.devices_note);
-        c.devices = choose_devices(given(r, "cpus"), given(r, "gpus"), fallback, true);
+        c.devices = choose_devices(counts_in(r), fallback, true);
     }
     if (r.count("allreduce")) c.allreduce = std::string(allreduce_named(given(r, "allreduce")).info().name);
     c.graphs = !r.count("no-graphs");

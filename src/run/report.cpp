@@ -60,11 +60,19 @@ void print_banner(const TrainConfig& c, const RunStart& start, const std::string
     }
     const std::string note = start.devices_note.empty() ? "" : "; " + start.devices_note;
     if (c.devices.mixed()) {
-        std::string names;
+        // Kinds meet in the host memory of the run's first kind that has its
+        // own (kinds.hpp: host_memory), which the others reach (device.hpp: reach()).
+        std::string names, first, mapped_by;
         for (Device* d : devices) names += (names.empty() ? "" : ", ") + d->name();
-        std::printf("devices: %s (%s), the GPUs first: %s sums the gradients; what crosses kinds goes through "
-                    "pinned host memory by the GPUs' copy engines; no CUDA graph%s\n",
-                    describe(c.devices).c_str(), names.c_str(), devices[0]->name().c_str(), note.c_str());
+        for (const DeviceKindInfo& row : device_kinds())
+            if (c.devices.count(row.kind) > 0) {
+                if (first.empty()) first = row.many;
+                if (mapped_by.empty() && row.host_memory) mapped_by = std::string(" that the ") + row.many + " map";
+            }
+        std::printf("devices: %s (%s), the %s first: %s sums the gradients; what crosses kinds goes through "
+                    "host memory%s; the steps are queued one by one, not recorded%s\n",
+                    describe(c.devices).c_str(), names.c_str(), first.c_str(), devices[0]->name().c_str(),
+                    mapped_by.c_str(), note.c_str());
     } else {
         std::printf("%s", kind_info(c.devices.kind()).banner(c.devices.count(), note).c_str());
     }

@@ -665,13 +665,34 @@ gpu)
         --metrics "$tmp/gb.jsonl" >"$tmp/out" 2>&1 || fail "--gpus 2 --breakdown failed: $(cat "$tmp/out")"
     grep -qE "^  phases on gpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
         && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line on GPU replicas: $(cat "$tmp/out")"
-    grep -q "^note: --breakdown times each phase with events" "$tmp/out" || fail "no note that --breakdown queues kernel by kernel"
-    phases_add_up "$tmp/gb.jsonl" "2 GPU replicas"
-    # --trace on GPU replicas: the spans from their events, on two streams with --overlap.
-    "$dptrain" --gpus 2 --epochs 1 "${timed[@]}" --limit-test 64 --overlap --bucket-kb 0 --trace "$tmp/gpu.json" >"$tmp/out" 2>&1 \
-        || fail "--gpus 2 --trace failed: $(cat "$tmp/out")"
-    grep -q "^note: --trace times each phase with events" "$tmp/out" || fail "no note that --trace queues kernel by kernel"
-    python3 "$(dirname "$0")/check_trace.py" "$tmp/gpu.json" --devices 2 --overlap || fail "the GPU replicas' trace"
+    grep -q "^CUDA graph: the epoch's" "$tmp/out" || fail "--breakdown did not replay a CUDA graph: $(cat "$tmp/out")"
+    phases_add_up "$tmp/gb.jsonl" "2 GPU replicas, their phase marks inside the CUDA graph"
+    # --trace on GPU replicas: the spans from their events, on two streams
+    # with --overlap; replayed from a CUDA graph (the events are its nodes)
+    # and queued kernel by kernel, the same spans.
+    for graphs in "" --no-graphs; do
+        "$dptrain" --gpus 2 --epochs 2 "${timed[@]}" --limit-test 64 --overlap --bucket-kb 0 $graphs \
+            --trace "$tmp/gpu$graphs.json" >"$tmp/out" 2>&1 || fail "--gpus 2 --trace $graphs failed: $(cat "$tmp/out")"
+        if [[ -z $graphs ]]; then
+            grep -q "^CUDA graph: the epoch's" "$tmp/out" || fail "--trace did not replay a CUDA graph: $(cat "$tmp/out")"
+        fi
+        python3 "$(dirname "$0")/check_trace.py" "$tmp/gpu$graphs.json" --devices 2 --overlap \
+            || fail "the GPU replicas' trace ${graphs:-from a CUDA graph}"
+    done
+    python3 - "$tmp/gpu.json" "$tmp/gpu--no-graphs.json" <<'PY' && echo "ok: a CUDA graph's trace has the spans of the queued steps'" || fail "the graph's trace differs from the queued steps'"
+import collections, json, sys
+# How many spans of each phase on each device's stream, and on its main
+# stream in each step. (The allreduce stream's last wait of a step may start
+# before or after the next step's load does: which step it counts in is timing.)
+def spans(path):
+    events = [e for e in json.load(open(path)) if e.get("ph") == "X"]
+    return (collections.Counter((e["pid"], e["tid"], e["name"]) for e in events),
+            collections.Counter((e["pid"], e["name"], e["args"]["step"]) for e in events if e["tid"] == 0))
+(graph, graph_steps), (queued, queued_steps) = spans(sys.argv[1]), spans(sys.argv[2])
+assert graph == queued, set(graph.items()) ^ set(queued.items())
+assert graph_steps == queued_steps, set(graph_steps.items()) ^ set(queued_steps.items())
+assert {key[2] for key in graph_steps} == set(range(1, max(key[2] for key in graph_steps) + 1)), "a step without spans"
+PY
     ck=(--gpus 2 --limit-train "$ck_train" --limit-test 256 --batch "$ck_batch" --seed 3)
     for graphs in "" --no-graphs; do
         "$dptrain" "${ck[@]}" $graphs --epochs 3 --save "$tmp/whole.params" >"$tmp/out" 2>&1 || fail "3 epochs $graphs: $(cat "$tmp/out")"

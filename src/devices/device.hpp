@@ -92,7 +92,9 @@ class Recording {
    public:
     virtual ~Recording() = default;
     // Queues the recorded work again, ordered after everything queued so far
-    // on every device, and before anything queued later.
+    // on every device, and before anything queued later. Phase marks made
+    // while recording (begin_phase) are part of the work: each replay marks
+    // them again, and the next take of phase times or spans reads them.
     virtual void replay() = 0;
 };
 

@@ -211,8 +211,12 @@ class GpuDevice final : public Device {
                         (void*)loss_sum_, (void*)correct_, (void*)first_bad_, (void*)tickets_})
             device_free(p);
         cudaEventDestroy(event_);
-        for (Timeline& t : timelines_)
-            for (cudaEvent_t e : t.events) cudaEventDestroy(e);
+        for (Timeline& t : timelines_) {
+            for (cudaEvent_t e : t.pool) cudaEventDestroy(e);
+            for (const Mark& m : t.queued)
+                if (m.pooled) cudaEventDestroy(m.event);
+            for (const Mark& m : t.recorded) cudaEventDestroy(m.event);
+        }
         if (trace_origin_) cudaEventDestroy(trace_origin_);
         for (cudaEvent_t e : bucket_events_) cudaEventDestroy(e);
         if (host_grads_) cudaFreeHost(host_grads_);
@@ -281,27 +285,57 @@ class GpuDevice final : public Device {
     }
     void throttle(int) override {}
 
-    // --breakdown: each mark records an event on its stream's timeline; at the
-    // take, the time between consecutive events of a timeline goes to the
-    // earlier one's phase. Events come from a pool that grows between takes
-    // (a timed run is not the fast path).
+    // --breakdown and --trace: each mark records an event on its stream's
+    // timeline; at the take, the time between consecutive events of a
+    // timeline goes to the earlier one's phase. Events come from a pool that
+    // grows between takes (a timed run is not the fast path).
     // The idle mark (an epoch's end) ends both streams' phases.
     void begin_phase(Phase phase) override {
         use();
         if (phase == Phase::idle && allreduce_stream_) phase_mark(1, phase);
         phase_mark(allreduce_stream_ && on_allreduce_stream(phase) ? 1 : 0, phase);
     }
+    // A mark made while the stream is recorded into a CUDA graph is a node
+    // of the graph (an external event record) and stays with it: each replay
+    // records its event again, and marks_replayed() puts it on the timeline.
     void phase_mark(size_t stream, Phase phase) {
-        auto& t = timelines_[stream];
-        if (t.marks == t.events.size()) {
-            cudaEvent_t e;
+        Timeline& t = timelines_[stream];
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        CUDA_CHECK(cudaStreamIsCapturing(t.stream, &capturing));
+        cudaEvent_t e = nullptr;
+        if (capturing != cudaStreamCaptureStatusNone) {
             CUDA_CHECK(cudaEventCreate(&e));
-            t.events.push_back(e);
-            t.phase_of.push_back(Phase::idle);
+            t.recorded.push_back({e, phase, false});
+            CUDA_CHECK(cudaEventRecordWithFlags(e, t.stream, cudaEventRecordExternal));
+            return;
         }
-        t.phase_of[t.marks] = phase;
-        CUDA_CHECK(cudaEventRecord(t.events[t.marks++], t.stream));
+        if (t.pool.empty()) {
+            CUDA_CHECK(cudaEventCreate(&e));
+        } else {
+            e = t.pool.back();
+            t.pool.pop_back();
+        }
+        t.queued.push_back({e, phase, true});
+        CUDA_CHECK(cudaEventRecord(e, t.stream));
     }
+
+    // Before a graph of this replica's work is recorded: the marks of an
+    // earlier one are dropped. After each replay: the graph's marks, now
+    // recorded again, take their place on the timelines.
+    void forget_recorded_marks() {
+        for (Timeline& t : timelines_) {
+            for (const Mark& m : t.recorded) cudaEventDestroy(m.event);
+            t.recorded.clear();
+        }
+    }
+    void marks_replayed() {
+        for (Timeline& t : timelines_) {
+            // A second replay before the take would record these events over the first's.
+            assert(std::none_of(t.queued.begin(), t.queued.end(), [](const Mark& m) { return !m.pooled; }));
+            t.queued.insert(t.queued.end(), t.recorded.begin(), t.recorded.end());
+        }
+    }
+
     PhaseTimes take_phase_times() override {
         synchronize();
         drain_marks();
@@ -585,11 +619,16 @@ class GpuDevice final : public Device {
     // A multi-process run's: the gradients' way through the host (sum_across).
     float* host_grads_ = nullptr;                       // pinned
     std::deque<HostSum> host_sums_;                     // stable addresses
-    struct Timeline {  // --breakdown: a stream's phase marks since the last take
+    struct Mark {
+        cudaEvent_t event;
+        Phase phase;
+        bool pooled;  // from the pool, and back to it at the take (else a graph's)
+    };
+    struct Timeline {  // --breakdown and --trace: a stream's phase marks since the last take, in stream order
         cudaStream_t stream = nullptr;
-        std::vector<cudaEvent_t> events;
-        std::vector<Phase> phase_of;
-        size_t marks = 0;
+        std::vector<cudaEvent_t> pool;  // events not in use
+        std::vector<Mark> queued;
+        std::vector<Mark> recorded;  // the marks in the graph of this replica's work
     };
     std::array<Timeline, 2> timelines_;  // the main stream's; the allreduce stream's (with buckets)
     PhaseTimes phase_times_{};                // the marks' times not yet taken
@@ -604,19 +643,22 @@ class GpuDevice final : public Device {
     void drain_marks() {
         for (size_t stream = 0; stream < timelines_.size(); ++stream) {
             Timeline& t = timelines_[stream];
-            for (size_t i = 0; i + 1 < t.marks; ++i) {
-                if (t.phase_of[i] == Phase::idle) continue;
+            for (size_t i = 0; i + 1 < t.queued.size(); ++i) {
+                const Mark &mark = t.queued[i], &next = t.queued[i + 1];
+                if (mark.phase == Phase::idle) continue;
                 float ms = 0.0f;
-                CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[i], t.events[i + 1]));
-                phase_times_[size_t(timed_as(t.phase_of[i]))] += double(ms) / 1e3;
+                CUDA_CHECK(cudaEventElapsedTime(&ms, mark.event, next.event));
+                phase_times_[size_t(timed_as(mark.phase))] += double(ms) / 1e3;
                 if (!trace_origin_) continue;
                 float from = 0.0f, to = 0.0f;
-                CUDA_CHECK(cudaEventElapsedTime(&from, trace_origin_, t.events[i]));
-                CUDA_CHECK(cudaEventElapsedTime(&to, trace_origin_, t.events[i + 1]));
-                phase_spans_.push_back({t.phase_of[i], uint8_t(stream), trace_origin_s_ + double(from) / 1e3,
+                CUDA_CHECK(cudaEventElapsedTime(&from, trace_origin_, mark.event));
+                CUDA_CHECK(cudaEventElapsedTime(&to, trace_origin_, next.event));
+                phase_spans_.push_back({mark.phase, uint8_t(stream), trace_origin_s_ + double(from) / 1e3,
                                         trace_origin_s_ + double(to) / 1e3});
             }
-            t.marks = 0;
+            for (const Mark& m : t.queued)
+                if (m.pooled) t.pool.push_back(m.event);
+            t.queued.clear();
         }
     }
     int loaded_ = 0;  // samples in the input; known on the host, since it is queued from here
@@ -634,6 +676,8 @@ int gpu_internal::gpu_of(Device& d) { return as_gpu(d).gpu(); }
 cudaStream_t gpu_internal::stream_of(Device& d) { return as_gpu(d).stream(); }
 cudaStream_t gpu_internal::allreduce_stream_of(Device& d) { return as_gpu(d).allreduce_stream(); }
 float* gpu_internal::grads_of(Device& d) { return as_gpu(d).grads(); }
+void gpu_internal::forget_recorded_marks(Device& d) { as_gpu(d).forget_recorded_marks(); }
+void gpu_internal::marks_replayed(Device& d) { as_gpu(d).marks_replayed(); }
 
 namespace {
 

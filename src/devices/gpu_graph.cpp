@@ -42,6 +42,17 @@ class StreamEvents {
         record(0);
         for (size_t i = 1; i < devices_.size(); ++i) wait(i, 0);
     }
+    // Each device's allreduce stream (--overlap) joins the recording from its
+    // main stream at the start, so that what it queues before its first
+    // hand-over (a phase mark of --trace) is recorded too.
+    void fork_allreduce_streams() {
+        for (size_t i = 0; i < devices_.size(); ++i) {
+            Device& d = *devices_[i];
+            if (allreduce_stream_of(d) == stream_of(d)) continue;
+            record(i);
+            CUDA_CHECK(cudaStreamWaitEvent(allreduce_stream_of(d), events_[i], 0));
+        }
+    }
     // Device 0's stream waits for the others' work so far.
     void join() {
         for (size_t i = 1; i < devices_.size(); ++i) {
@@ -76,6 +87,7 @@ class GraphRecording final : public Recording {
         CUDA_CHECK(cudaSetDevice(gpu_of(root)));
         CUDA_CHECK(cudaGraphLaunch(exec_, stream_of(root)));
         events_->fork();
+        for (Device* d : events_->devices()) gpu_internal::marks_replayed(*d);
     }
 
    private:
@@ -88,6 +100,7 @@ class GraphRecording final : public Recording {
 std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const std::function<void()>& enqueue,
                                         std::string& why) {
     auto events = std::make_unique<StreamEvents>(devices);
+    for (Device* d : devices) gpu_internal::forget_recorded_marks(*d);
     const int root_gpu = gpu_of(*devices[0]);
     cudaStream_t const root_stream = stream_of(*devices[0]);
     const auto cuda_failure = [](const char* what, cudaError_t status) {
@@ -107,6 +120,7 @@ std::unique_ptr<Recording> record_graph(std::span<Device* const> devices, const 
         // allreduce streams join and leave through their main streams'
         // hand-overs and await_allreduce.)
         events->fork();
+        events->fork_allreduce_streams();
         enqueue();
         events->join();
     } catch (const std::exception& e) {

@@ -23,4 +23,11 @@ cudaStream_t stream_of(Device& d);
 cudaStream_t allreduce_stream_of(Device& d);
 float* grads_of(Device& d);
 
+// --breakdown and --trace inside a CUDA graph (gpu_graph.cpp): a replica's
+// phase marks made while its streams were recorded are the graph's. Before
+// a recording the previous graph's are dropped; after each replay they are
+// the replica's marks until its phases are taken.
+void forget_recorded_marks(Device& d);
+void marks_replayed(Device& d);
+
 }  // namespace dpt::gpu_internal

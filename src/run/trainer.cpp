@@ -176,15 +176,12 @@ std::unique_ptr<Recording> record_epoch(const TrainConfig& c, std::span<Device* 
     const auto records = [](const Device* d) { return d->capabilities().records_graphs; };
     // In a mixed run the CPU devices take part in every step: queued step by step (the banner says).
     if (!std::ranges::all_of(devices, records) || !c.graphs || c.epochs < epoch) return nullptr;
-    if (c.breakdown || !c.trace_path.empty()) {
-        std::printf("note: %s times each phase with events, so steps are queued kernel by kernel (no CUDA graph)\n",
-                    c.breakdown ? "--breakdown" : "--trace");
-        return nullptr;
-    }
+    // --breakdown's and --trace's phase marks are recorded with the steps, and replayed with them.
+    const bool marked = c.breakdown || !c.trace_path.empty();
     const auto start = std::chrono::steady_clock::now();
     std::string why;
     std::unique_ptr<Recording> graph = record_work(
-        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, plan, parts, count, epoch, s, false, rank); },
+        devices, [&] { for (size_t s = 0; s < steps; ++s) queue_step(c, devices, allreduce, plan, parts, count, epoch, s, marked, rank); },
         why);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (graph)

@@ -3,7 +3,7 @@
 // if it did not. Streams run at the same time; a wait is for the record
 // current at the call; fresh memory is NaN; bad copies fail; what CUDA
 // refuses during capture is refused; a graph's nodes run in an order that
-// only their dependencies fix; threads and blocks run in a random order
+// only their dependencies fix; an external event record is a graph node; threads and blocks run in a random order
 // around barriers, with shared memory a block's own; a barrier that not
 // every thread reaches fails the launch and sticks to its device; a warp
 // meets at __syncwarp() without the rest of its block; the warp matrix
@@ -209,6 +209,50 @@ void graph_order_is_only_what_dependencies_fix() {
     cudaFree(x);
     cudaStreamDestroy(a);
     cudaStreamDestroy(b);
+}
+
+void CUDART_CB sleep_30ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
+
+// An event recorded in a capture with cudaEventRecordExternal is a node of
+// the graph, recorded again by each launch where it runs; a plain record in
+// a capture only marks a point to wait on, and no launch records it.
+void external_records_are_graph_nodes() {
+    cudaStream_t a = new_stream();
+    cudaEvent_t origin = nullptr, before = nullptr, after = nullptr, plain = nullptr;
+    for (cudaEvent_t* e : {&origin, &before, &after, &plain}) cudaEventCreate(e);
+    cudaGraph_t graph = nullptr;
+    cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal);
+    cudaEventRecordWithFlags(before, a, cudaEventRecordExternal);
+    cudaLaunchHostFunc(a, sleep_30ms, nullptr);
+    cudaEventRecordWithFlags(after, a, cudaEventRecordExternal);
+    cudaEventRecord(plain, a);
+    cudaGraphExec_t exec = nullptr;
+    if (cudaStreamEndCapture(a, &graph) != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        report(false, "a graph with external event records records");
+        return;
+    }
+    float ms = 0;
+    report(cudaEventElapsedTime(&ms, before, after) != cudaSuccess, "capturing an external record records nothing yet");
+    cudaGetLastError();
+    cudaEventRecord(origin, a);
+    float starts[2] = {0, 0}, gap = 0;
+    for (float& start : starts) {
+        cudaGraphLaunch(exec, a);
+        cudaStreamSynchronize(a);
+        cudaEventElapsedTime(&start, origin, before);
+        cudaEventElapsedTime(&gap, before, after);
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    report(gap >= 29.0f, "the external records of a launch time the graph's work between them",
+           std::to_string(gap) + " ms around a host function of 30 ms");
+    report(starts[1] - starts[0] >= 59.0f, "and each launch records them again",
+           "the second launch's first record " + std::to_string(starts[1] - starts[0]) + " ms after the first's");
+    report(cudaEventElapsedTime(&ms, origin, plain) != cudaSuccess, "a plain record in a capture is not recorded by a launch");
+    cudaGetLastError();
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    for (cudaEvent_t e : {origin, before, after, plain}) cudaEventDestroy(e);
+    cudaStreamDestroy(a);
 }
 
 // Each thread takes a ticket as it arrives: before and after a barrier.
@@ -426,6 +470,7 @@ int main() {
         memory_is_poisoned_and_copies_are_checked();
         capture_follows_cudas_rules();
         graph_order_is_only_what_dependencies_fix();
+        external_records_are_graph_nodes();
         threads_and_blocks();
         warps();
         if (devices >= 3) {

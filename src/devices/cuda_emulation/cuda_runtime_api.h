@@ -71,6 +71,7 @@ enum cudaStreamCaptureStatus {
 
 constexpr unsigned cudaStreamDefault = 0x0, cudaStreamNonBlocking = 0x1;
 constexpr unsigned cudaEventDefault = 0x0, cudaEventBlockingSync = 0x1, cudaEventDisableTiming = 0x2;
+constexpr unsigned cudaEventRecordDefault = 0x0, cudaEventRecordExternal = 0x1;  // cudaEventRecordWithFlags
 constexpr unsigned cudaHostAllocDefault = 0x0, cudaHostAllocPortable = 0x1, cudaHostAllocMapped = 0x2;
 
 struct cudaDeviceProp {
@@ -132,6 +133,7 @@ cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream = nullptr, unsigned flags = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);

@@ -13,7 +13,9 @@
 //  - Capture and graphs: what CUDA refuses while a stream captures is
 //    refused here (synchronising, allocating, a fork not joined back), and a
 //    graph's nodes replay in a random order that respects their
-//    dependencies, so a missing dependency changes results.
+//    dependencies, so a missing dependency changes results. An event
+//    recorded with cudaEventRecordExternal is a node of the graph, recorded
+//    again by each launch where the node runs (timing inside a graph).
 //  - Errors: a kernel whose block's threads do not all reach a barrier, or
 //    a fault injected by DPTRAIN_EMULATED_FAULT, is a sticky error of its
 //    device, as an illegal address is on a GPU: every later call about that
@@ -105,6 +107,7 @@ struct Node {
     std::function<void()> run;         // a copy, a fill or a host function
     std::shared_ptr<KernelLaunch> kernel;  // or a kernel
     std::vector<size_t> deps;          // nodes that must run first
+    cudaEvent_t records = nullptr;     // or a record of this event (cudaEventRecordExternal)
 };
 
 }  // namespace dpt::cuda_emulation
@@ -443,7 +446,8 @@ void run_kernel(int d, const KernelLaunch& k, std::mt19937_64& rng) {
     if (std::strncmp(k.name, "sgd", 3) == 0) ++dev.updates;  // "sgd", "sgd_checked": a training step's update
 }
 
-void run_graph(const EmulatedGraph& graph, uint64_t launch, uint64_t seed) {
+// `issued`: for each node that records an event, the record its launch issued.
+void run_graph(const EmulatedGraph& graph, uint64_t launch, uint64_t seed, const std::vector<uint64_t>& issued) {
     const std::vector<Node>& nodes = graph.nodes;
     std::mt19937_64 rng(seed ^ (launch * 0x9E3779B97F4A7C15ull));
     // Kahn's algorithm, taking a random ready node each time.
@@ -462,6 +466,7 @@ void run_graph(const EmulatedGraph& graph, uint64_t launch, uint64_t seed) {
         ready.pop_back();
         const Node& n = nodes[i];
         if (n.kernel) run_kernel(n.device, *n.kernel, rng);
+        else if (n.records) n.records->complete(issued[i]);  // even on a failed device, as a queued record
         else if (sticky(n.device) == cudaSuccess) n.run();
         for (size_t j : after[i])
             if (--waiting_on[j] == 0) ready.push_back(j);
@@ -856,6 +861,18 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     s->push([event, record] { event->complete(record); });
     return device_status(s->device);
 }
+// External records in a capture are nodes of the graph: each launch records
+// the event again where the node runs. Elsewhere, as cudaEventRecord.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned flags) {
+    if (!event) return fail(cudaErrorInvalidResourceHandle);
+    if (flags & ~unsigned(cudaEventRecordExternal)) return fail(cudaErrorInvalidValue, "cudaEventRecordWithFlags: unknown flags");
+    EmulatedStream* s = resolve(stream);
+    if (!s->capture || !(flags & cudaEventRecordExternal)) return cudaEventRecord(event, stream);
+    if (cudaError_t e = device_status(s->device); e != cudaSuccess) return e;
+    log_work(s, "event record");
+    add_node(s, Node{s->device, "event record", nullptr, nullptr, {}, event});
+    return cudaEventRecord(event, stream);  // also a point that waits in the capture may depend on
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
     if (!event) return fail(cudaErrorInvalidResourceHandle);
     EmulatedStream* s = resolve(stream);
@@ -984,8 +1001,15 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (s->capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch: into a capturing stream");
     if (cudaError_t e = device_status(s->device); e != cudaSuccess) return e;
     const uint64_t launch = ++exec->launches;
-    s->push([graph = exec->graph, launch, seed = rt().seed * 7919u + uint64_t(s->device)] {
-        run_graph(*graph, launch, seed);
+    // The graph's event records are issued now, as its launch is queued.
+    std::vector<uint64_t> issued(exec->graph->nodes.size());
+    for (size_t i = 0; i < issued.size(); ++i)
+        if (cudaEvent_t e = exec->graph->nodes[i].records) {
+            std::lock_guard lock(e->m);
+            issued[i] = ++e->records;
+        }
+    s->push([graph = exec->graph, launch, seed = rt().seed * 7919u + uint64_t(s->device), issued = std::move(issued)] {
+        run_graph(*graph, launch, seed, issued);
     });
     return cudaSuccess;
 }

@@ -6,7 +6,9 @@ timeline, as one PNG.
 trace: a few steps of the timeline, a row per device and stream, a bar per
 phase, coloured as in compare's panel (--steps A-B: which; default the
 trace's first three, or of a long trace three from its middle); several
-traces (compare --trace's runs) one under another on one time axis.
+traces (compare --trace's runs) one under another on one time axis; the
+files of one mpirun job (FILE.rank0, FILE.rank1, ...), which share a clock,
+as one trace.
 
 bench-allreduce: bus bandwidth against message size, log scales, one line per
 algorithm, the model's gradient buffer marked.
@@ -111,6 +113,20 @@ def read_trace(path):
                if e["ph"] == "M" and e["name"] == "thread_name"}
     spans = [e for e in events if e["ph"] == "X"]
     return processes, threads, spans
+
+
+def one_per_job(traces):
+    """The files of one mpirun job (FILE.rank0, FILE.rank1, ...) as one trace:
+    their ranks share a clock, and their devices are numbered apart."""
+    jobs = {}  # (name, file number unless a job's) -> processes, threads, spans
+    for i, (path, (processes, threads, spans)) in enumerate(traces):
+        stem, dot, rank = path.rpartition(".rank")
+        key = (stem + " (every rank)", -1) if dot and rank.isdigit() else (path, i)
+        merged = jobs.setdefault(key, ({}, {}, []))
+        merged[0].update(processes)
+        merged[1].update(threads)
+        merged[2].extend(spans)
+    return [(name, trace) for (name, _), trace in jobs.items()]
 
 
 def trace_steps(args, path, spans):
@@ -267,7 +283,7 @@ def main():
             if more is None:
                 fail(f"{path} is not a dptrain --trace file")
             traces.append((path, more))
-        draw_trace(args, traces)
+        draw_trace(args, one_per_job(traces))
         return
     if args.more:
         fail("several files are drawn together only when each is a --trace file")

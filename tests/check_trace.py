@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a dptrain --trace file against the trace event format and dptrain's own promises.
 
-    check_trace.py FILE [--devices N] [--steps A-B] [--overlap]
+    check_trace.py FILE... [--devices N] [--steps A-B] [--overlap] [--one-clock]
 
 - the file is a JSON array of events; every event has name, ph, pid and tid;
   each complete event ("X") has ts and dur (microseconds, dur >= 0) and its
@@ -15,7 +15,11 @@
 - with --overlap: the allreduce's spans are on a second track (tid 1); none
   starts before its step's last backward span does (where backward hands
   the buckets over), and in at least one step one starts before that span
-  ends (the sums travelled while backward went on).
+  ends (the sums travelled while backward went on);
+- several files (an mpirun job's, a file a rank) are read as one trace;
+  with --one-clock they must share a clock: in every step each device's last
+  allreduce span ends no earlier than every device's last backward span
+  (the sum waits for every device's gradients).
 Prints one line of figures; exits 1 with the first broken promise.
 """
 import argparse
@@ -31,17 +35,21 @@ def fail(message):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("file")
+    p.add_argument("files", nargs="+")
     p.add_argument("--devices", type=int, default=0)
     p.add_argument("--steps", default="")
     p.add_argument("--overlap", action="store_true")
+    p.add_argument("--one-clock", action="store_true")
     a = p.parse_args()
-    try:
-        events = json.load(open(a.file))
-    except (OSError, ValueError) as e:
-        fail(f"{a.file} is not JSON: {e}")
-    if not isinstance(events, list):
-        fail("the trace is not a JSON array")
+    events = []
+    for path in a.files:
+        try:
+            part = json.load(open(path))
+        except (OSError, ValueError) as e:
+            fail(f"{path} is not JSON: {e}")
+        if not isinstance(part, list):
+            fail(f"{path}: the trace is not a JSON array")
+        events += part
     names, threads, spans = {}, set(), []
     for e in events:
         for key in ("name", "ph", "pid", "tid"):
@@ -118,8 +126,24 @@ def main():
             overlapped += len(early)
         if overlapped == 0:
             fail("with --overlap, no step's allreduce started before its last backward span ended")
+    slack = None  # the least time from the last backward's end to a device's sum's end
+    if a.one_clock:
+        def last_end(name, pid, step):
+            ends = [e["ts"] + e["dur"] for e in spans if e["name"] == name and e["pid"] == pid and e["args"]["step"] == step]
+            if not ends:
+                fail(f"{names[pid]}, step {step}: no {name} span")
+            return max(ends)
+        for s in steps:
+            gradients_in = max(last_end("backward", pid, s) for pid in names)
+            for pid in names:
+                summed = last_end("allreduce", pid, s)
+                if summed < gradients_in - 1e-3:
+                    fail(f"{names[pid]}, step {s}: its sum ends at {summed} us, before the last device's backward "
+                         f"ends at {gradients_in} us: the files are not on one clock")
+                slack = summed - gradients_in if slack is None else min(slack, summed - gradients_in)
     print(f"ok: {len(spans)} spans, {len(names)} devices, {len(tracks)} tracks, steps {steps[0]}-{steps[-1]}"
-          + (f", allreduce under backward in {overlapped} device-steps" if a.overlap else ""))
+          + (f", allreduce under backward in {overlapped} device-steps" if a.overlap else "")
+          + (f", one clock: every sum ends at least {slack:.0f} us after the last backward" if a.one_clock else ""))
 
 
 if __name__ == "__main__":

@@ -138,6 +138,9 @@ quick)
                 && grep -q "\"name\":\"rank $r cpu:0\"" "$tmp/t-$across.json.rank$r" \
                 && echo "ok: --trace under mpirun, rank $r: $(cat "$tmp/check")" || fail "rank $r's trace: $(cat "$tmp/check")"
         done
+        # Read together, the ranks' files are on one clock: no rank's sum ends before the other's backward.
+        python3 "$(dirname "$0")/check_trace.py" "$tmp/t-$across.json.rank"{0,1} --devices 2 --steps 1-5 --one-clock >"$tmp/check" \
+            && echo "ok: --trace under mpirun, the ranks' files together: $(cat "$tmp/check")" || fail "the ranks' traces together: $(cat "$tmp/check")"
         grep -qF "trace: $tmp/t-$across.json.rank0 to $tmp/t-$across.json.rank1, a file a process" "$tmp/out" \
             || fail "the banner does not name every rank's trace: $(grep '^trace' "$tmp/out")"
         grep -q '^processes: 2 (mpirun)' "$tmp/out" || fail "no processes line: $(cat "$tmp/out")"

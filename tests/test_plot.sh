@@ -92,6 +92,20 @@ size=$(stat -c %s "$tmp/trace.png" 2>/dev/null || echo 0)
 "$python" "$plot" "$(dirname "$fixture")/trace.json" "$(dirname "$fixture")/trace.json" -o "$tmp/two.png" >"$tmp/log" 2>&1
 [[ $(head -c 8 "$tmp/two.png" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] \
     && echo "ok: two traces drawn in one PNG" || fail "two traces: $(cat "$tmp/log")"
+# An mpirun job's files (FILE.rank0, FILE.rank1: one clock, devices numbered
+# apart) are one trace: one panel, so a shorter picture than two files' two.
+python3 - "$(dirname "$fixture")/trace.json" "$tmp/job.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))
+for rank in (0, 1):
+    moved = [dict(e, pid=e["pid"] + 2 * rank) for e in events]
+    json.dump(moved, open(f"{sys.argv[2]}.rank{rank}", "w"))
+PY
+"$python" "$plot" "$tmp/job.json.rank0" "$tmp/job.json.rank1" -o "$tmp/job.png" >"$tmp/log" 2>&1 || fail "a job's files: $(cat "$tmp/log")"
+height() { od -An -j20 -N4 -tu1 "$1" | awk '{print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4}'; }
+[[ -s $tmp/job.png && $(height "$tmp/job.png") -lt $(height "$tmp/two.png") ]] \
+    && echo "ok: an mpirun job's two files drawn as one trace ($(height "$tmp/job.png") px high, two traces $(height "$tmp/two.png"))" \
+    || fail "a job's files were not drawn as one trace: $(cat "$tmp/log")"
 "$python" "$plot" "$(dirname "$fixture")/trace.json" "$fixture" -o "$tmp/mixed.png" >"$tmp/log" 2>&1
 [[ $? -eq 2 ]] && grep -q "is not a dptrain --trace file" "$tmp/log" && echo "ok: a compare result beside a trace -> 2" \
     || fail "a compare result beside a trace: $(cat "$tmp/log")"

@@ -87,8 +87,24 @@ void TraceFile::write(const std::string& event) {
     first_ = false;
 }
 
-void TraceFile::start(std::span<Device* const> devices) {
-    origin_ = std::chrono::steady_clock::now();
+std::chrono::steady_clock::time_point trace_origin(Cluster& cluster) {
+    using Clock = std::chrono::steady_clock;
+    if (cluster.size() == 1) return Clock::now();
+    const std::string_view during = "the trace's start";
+    const bool beside_rank0 = cluster.leader_text(cluster.host(), during) == cluster.host();
+    cluster.max(0, during);  // every process leaves it at about the same moment
+    const Clock::time_point mine = Clock::now();
+    // Nanoseconds as two doubles (whole seconds, the rest), each exact.
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(mine.time_since_epoch()).count();
+    const double parts[2] = {double(ns / 1000000000), double(ns % 1000000000)};
+    const std::vector<double> all = cluster.all_gather(parts, during);
+    if (!beside_rank0) return mine;
+    return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::nanoseconds(int64_t(all[0]) * 1000000000 + int64_t(all[1]))));
+}
+
+void TraceFile::start(std::span<Device* const> devices, std::chrono::steady_clock::time_point origin) {
+    origin_ = origin;
     for (Device* d : devices) d->trace_phases(origin_);
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "devices/device.hpp"
+#include "parallel/cluster.hpp"
 
 namespace dpt {
 
@@ -32,6 +33,13 @@ StepRange parse_step_range(const std::string& text);
 // How a phase is named in the trace.
 const char* trace_name(Phase phase);
 
+// A trace's time 0, taken by every process of the run at once, so that
+// their files share one clock: they leave a collective together, and on
+// rank 0's machine take rank 0's moment (a machine's steady clock is every
+// process's there); a process on another machine takes its own moment as
+// it leaves the collective. One process: now.
+std::chrono::steady_clock::time_point trace_origin(Cluster& cluster);
+
 class TraceFile {
    public:
     // Opens `path` for writing (InputError naming --trace when it cannot)
@@ -43,8 +51,8 @@ class TraceFile {
     TraceFile(const TraceFile&) = delete;
     TraceFile& operator=(const TraceFile&) = delete;
 
-    // The trace's time 0; from here on the devices keep their spans.
-    void start(std::span<Device* const> devices);
+    // The trace's time 0, `origin` (trace_origin); from here on the devices keep their spans.
+    void start(std::span<Device* const> devices, std::chrono::steady_clock::time_point origin);
     // The spans each device kept since the last take: steps first_step,
     // first_step + 1, ... of `epoch` (from 0 within the epoch), in the order
     // of their load marks; an allreduce stream's span goes to the step whose

@@ -344,7 +344,7 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
                     c.trace_steps.last == size_t(-1) ? (std::to_string(c.trace_steps.first) + " on").c_str()
                                                      : (std::to_string(c.trace_steps.first) + "-" +
                                                         std::to_string(c.trace_steps.last)).c_str());
-        trace->start(devices);
+        trace->start(devices, trace_origin(cluster));
     }
     SplitProbe probe(c.split, start.position.step, steps);
     std::vector<PhaseTimes> carried(devices.size());  // --breakdown: the probe's phase times, taken early

@@ -94,7 +94,7 @@ def load(path):
 TRACE_COLOURS = {  # a --trace span's name -> colour (compare's, and greys for the waits of --overlap)
     "split_and_load": "#9ecae1", "forward": "#3182bd", "backward": "#08519c", "wait for peers": "#fdae6b",
     "forward+backward": "#3182bd",  # (traces written before forward and backward were apart)
-    "allreduce": "#e6550d", "update": "#a1d99b", "wait for the allreduce": "#fd8d3c",
+    "allreduce": "#e6550d", "copy between devices": "#a63603", "update": "#a1d99b", "wait for the allreduce": "#fd8d3c",
     "wait for a bucket": "#d9d9d9",
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a dptrain --trace file against the trace event format and dptrain's own promises.
 
-    check_trace.py FILE... [--devices N] [--steps A-B] [--overlap] [--one-clock]
+    check_trace.py FILE... [--devices N] [--steps A-B] [--overlap] [--copies] [--one-clock]
 
 - the file is a JSON array of events; every event has name, ph, pid and tid;
   each complete event ("X") has ts and dur (microseconds, dur >= 0) and its
@@ -16,16 +16,20 @@
   starts before its step's last backward span does (where backward hands
   the buckets over), and in at least one step one starts before that span
   ends (the sums travelled while backward went on);
+- with --copies: every step has a span of gradients copied between devices;
 - several files (an mpirun job's, a file a rank) are read as one trace;
   with --one-clock they must share a clock: in every step each device's last
-  allreduce span ends no earlier than every device's last backward span
-  (the sum waits for every device's gradients).
+  allreduce or copy span ends no earlier than every device's last backward
+  span (the sum waits for every device's gradients).
 Prints one line of figures; exits 1 with the first broken promise.
 """
 import argparse
 import collections
 import json
 import sys
+
+
+ALLREDUCE = ("allreduce", "copy between devices", "wait for peers")  # the allreduce's spans
 
 
 def fail(message):
@@ -39,6 +43,7 @@ def main():
     p.add_argument("--devices", type=int, default=0)
     p.add_argument("--steps", default="")
     p.add_argument("--overlap", action="store_true")
+    p.add_argument("--copies", action="store_true")
     p.add_argument("--one-clock", action="store_true")
     a = p.parse_args()
     events = []
@@ -113,7 +118,7 @@ def main():
             for e in tracks[(pid, 0)]:
                 if e["name"] == "backward":
                     backward[e["args"]["step"]] = (e["ts"], e["ts"] + e["dur"])
-            sums = [e for e in tracks.get((pid, 1), []) if e["name"] in ("allreduce", "wait for peers")]
+            sums = [e for e in tracks.get((pid, 1), []) if e["name"] in ALLREDUCE]
             if not sums:
                 fail(f"{names[pid]}: no allreduce spans on the allreduce stream (tid 1)")
             early = set()
@@ -126,17 +131,21 @@ def main():
             overlapped += len(early)
         if overlapped == 0:
             fail("with --overlap, no step's allreduce started before its last backward span ended")
+    if a.copies:
+        copied = {e["args"]["step"] for e in spans if e["name"] == "copy between devices"}
+        if set(steps) - copied:
+            fail(f"steps {sorted(set(steps) - copied)[:5]} have no span of gradients copied between devices")
     slack = None  # the least time from the last backward's end to a device's sum's end
     if a.one_clock:
-        def last_end(name, pid, step):
-            ends = [e["ts"] + e["dur"] for e in spans if e["name"] == name and e["pid"] == pid and e["args"]["step"] == step]
+        def last_end(kinds, pid, step):
+            ends = [e["ts"] + e["dur"] for e in spans if e["name"] in kinds and e["pid"] == pid and e["args"]["step"] == step]
             if not ends:
-                fail(f"{names[pid]}, step {step}: no {name} span")
+                fail(f"{names[pid]}, step {step}: no {' or '.join(kinds)} span")
             return max(ends)
         for s in steps:
-            gradients_in = max(last_end("backward", pid, s) for pid in names)
+            gradients_in = max(last_end(("backward",), pid, s) for pid in names)
             for pid in names:
-                summed = last_end("allreduce", pid, s)
+                summed = last_end(("allreduce", "copy between devices"), pid, s)
                 if summed < gradients_in - 1e-3:
                     fail(f"{names[pid]}, step {s}: its sum ends at {summed} us, before the last device's backward "
                          f"ends at {gradients_in} us: the files are not on one clock")

@@ -304,9 +304,9 @@ trace)
     "$dptrain" "${t[@]}" --overlap --bucket-kb 64 --trace "$tmp/overlap.json" >"$tmp/out" 2>&1 || fail "--trace --overlap: $(cat "$tmp/out")"
     grep -q "^trace: $tmp/overlap.json, steps 1 on" "$tmp/out" && grep -qE "^trace: [0-9]+ spans in $tmp/overlap.json" "$tmp/out" \
         || fail "--trace's lines: $(grep trace "$tmp/out")"
-    python3 "$check" "$tmp/overlap.json" --devices 2 --steps 1-16 --overlap || fail "the --overlap trace"
+    python3 "$check" "$tmp/overlap.json" --devices 2 --steps 1-16 --overlap --copies || fail "the --overlap trace"
     "$dptrain" "${t[@]}" --allreduce ring --trace "$tmp/ring.json" --trace-steps 3-5 >"$tmp/out" 2>&1 || fail "--trace-steps: $(cat "$tmp/out")"
-    python3 "$check" "$tmp/ring.json" --devices 2 --steps 3-5 || fail "the --trace-steps 3-5 trace"
+    python3 "$check" "$tmp/ring.json" --devices 2 --steps 3-5 --copies || fail "the --trace-steps 3-5 trace"
     # The same steps with and without the trace: the marks change no number.
     "$dptrain" "${t[@]}" --save "$tmp/plain.params" >/dev/null 2>&1 && "$dptrain" "${t[@]}" --trace "$tmp/t.json" --save "$tmp/traced.params" >/dev/null 2>&1 \
         && cmp -s "$tmp/plain.params" "$tmp/traced.params" && echo "ok: a traced run gives the untraced run's parameters, byte for byte" \
@@ -676,7 +676,7 @@ gpu)
         if [[ -z $graphs ]]; then
             grep -q "^CUDA graph: the epoch's" "$tmp/out" || fail "--trace did not replay a CUDA graph: $(cat "$tmp/out")"
         fi
-        python3 "$(dirname "$0")/check_trace.py" "$tmp/gpu$graphs.json" --devices 2 --overlap \
+        python3 "$(dirname "$0")/check_trace.py" "$tmp/gpu$graphs.json" --devices 2 --overlap --copies \
             || fail "the GPU replicas' trace ${graphs:-from a CUDA graph}"
     done
     python3 - "$tmp/gpu.json" "$tmp/gpu--no-graphs.json" <<'PY' && echo "ok: a CUDA graph's trace has the spans of the queued steps'" || fail "the graph's trace differs from the queued steps'"

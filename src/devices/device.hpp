@@ -51,17 +51,23 @@ enum class Phase : uint8_t {
     standby,    // the allreduce's stream waiting for backward to finish a bucket
     // Marked only when traced (Device::trace_phases), inside forward_backward:
     backward,   // from the loss back to the first layer's gradients
+    // Inside the allreduce, the device copying gradients from or into a peer
+    // (its other time there is the sums and waiting for them):
+    copy,
 };
-inline constexpr int phase_count = 9;
+inline constexpr int phase_count = 10;
 // The phase a span's time counts toward: --breakdown, --metrics and
-// compare time forward and backward as one (compute); a trace shows them apart.
-inline Phase timed_as(Phase phase) { return phase == Phase::backward ? Phase::compute : phase; }
+// compare time forward and backward as one (compute), and the allreduce's
+// copies and sums as one (allreduce); a trace shows them apart.
+inline Phase timed_as(Phase phase) {
+    return phase == Phase::backward ? Phase::compute : phase == Phase::copy ? Phase::allreduce : phase;
+}
 using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phase
 
 // The phases of the allreduce's stream; the others are the main stream's.
 // Without --overlap the two are one stream.
 inline bool on_allreduce_stream(Phase phase) {
-    return phase == Phase::wait || phase == Phase::allreduce || phase == Phase::standby;
+    return phase == Phase::wait || phase == Phase::allreduce || phase == Phase::copy || phase == Phase::standby;
 }
 
 // --trace: one stretch of a stream in one phase, from one phase mark to the

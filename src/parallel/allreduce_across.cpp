@@ -39,6 +39,7 @@ class AcrossProcesses final : public Allreduce {
         }
         mark_phase(root, Phase::allreduce, timed);
         across_(root, range);
+        if (n > 1) mark_phase(root, Phase::copy, timed);
         for (size_t i = 1; i < n; ++i) root.copy_to_peer(*devices[i], range.first, range.count);
         root.mark();
         for (size_t i = 1; i < n; ++i) {

@@ -50,13 +50,15 @@ class Naive final : public Allreduce {
         for (int i = 1; i < n; ++i) {
             mark_phase(root, Phase::wait, timed);
             root.wait_for(*devices[i]);
-            mark_phase(root, Phase::allreduce, timed);
+            mark_phase(root, Phase::copy, timed);
             root.copy_from_peer(*devices[i], range.first, range.count, size_t(i - 1) * range.count);
         }
+        mark_phase(root, Phase::allreduce, timed);
         root.reduce_staged(range.first, range.count, 0, n - 1);
         // Device 0 pushes the sum into each peer's gradient buffer. A peer's
         // allreduce stream has nothing queued between its mark above and the
         // wait below, so nothing touches that range while device 0 writes it.
+        if (n > 1) mark_phase(root, Phase::copy, timed);
         for (int i = 1; i < n; ++i) root.copy_to_peer(*devices[i], range.first, range.count);
         root.mark();  // "the sum is everywhere"
         for (int i = 1; i < n; ++i) {

@@ -101,9 +101,9 @@ class Ring final : public Allreduce {
                 wait_all();
                 for (int i = 0; i < n; ++i) {
                     Device& d = *devices[size_t(i)];
-                    mark_phase(d, Phase::allreduce, timed);
                     const Chunk c = chunk_in(floats, n, chunk_at(i, s), range);
                     if (c.count > 0) move(d, i, c);
+                    else mark_phase(d, Phase::allreduce, timed);  // (nothing of the range in this chunk)
                     d.mark();
                 }
             }
@@ -111,11 +111,16 @@ class Ring final : public Allreduce {
         for (Device* d : devices) d->mark();  // "my gradients are ready"
         steps([&](int i, int s) { return mod(i - 1 - s, n); },  // reduce-scatter: pull from the left, add
               [&](Device& d, int i, Chunk c) {
+                  mark_phase(d, Phase::copy, timed);
                   d.copy_from_peer(left(i), c.first, c.count, 0);
+                  mark_phase(d, Phase::allreduce, timed);
                   d.reduce_staged(c.first, c.count, 0, 1);
               });
         steps([&](int i, int s) { return mod(i + 1 - s, n); },  // all-gather: push the sum to the right
-              [&](Device& d, int i, Chunk c) { d.copy_to_peer(*devices[size_t(mod(i + 1, n))], c.first, c.count); });
+              [&](Device& d, int i, Chunk c) {
+                  mark_phase(d, Phase::copy, timed);
+                  d.copy_to_peer(*devices[size_t(mod(i + 1, n))], c.first, c.count);
+              });
         wait_all();  // the last chunk, pushed by the left neighbour, has landed
     }
 

@@ -38,6 +38,7 @@ const char* trace_name(Phase phase) {
         case Phase::idle: return "idle";
         case Phase::exposed: return "wait for the allreduce";
         case Phase::standby: return "wait for a bucket";
+        case Phase::copy: return "copy between devices";
     }
     return "?";
 }
@@ -127,7 +128,7 @@ void TraceFile::add(int epoch, size_t first_step, std::span<Device* const> devic
                        {"pid", pid_base_ + int(i)}, {"tid", int(s.stream)},
                        {"ts", ts}, {"dur", std::max(0.0, std::round((micros(s.end) - ts) * 1e3) / 1e3)},
                        {"args", {{"epoch", epoch}, {"step", step}}}};
-            if (s.phase == Phase::allreduce) event["args"]["gradient_bytes_a_step"] = step_bytes_;
+            if (s.phase == Phase::allreduce || s.phase == Phase::copy) event["args"]["gradient_bytes_a_step"] = step_bytes_;
             write(event.dump());
             ++events_;
         }

@@ -97,7 +97,7 @@ std::optional<DriftOptions> parse(int argc, const char* const* argv) {
     o.devices = parse_device_count(option, pair.substr(comma + 1));
     if (o.devices < 2) throw InputError("--" + option + " 1,N needs N of at least 2 (got '" + pair + "')");
     o.kind = runs.kind;
-    if (!kind_info(o.kind).probe().unlimited()) require_present(o.kind, "--" + option + " " + pair);
+    require_present(o.kind, "--" + option + " " + pair);
     TrainConfig& c = o.train;
     c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 1, 1000, "a whole number from 1 to 1000");
     o.seeds = parse_number<int>("seeds", r["seeds"].as<std::string>(), 0, 100, "a whole number from 0 to 100");

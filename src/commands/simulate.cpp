@@ -125,9 +125,6 @@ std::string help() {
     "  --out DIR         also write DIR/simulate.csv\n";
 }
 
-// Devices the host makes (CPU devices), rather than hardware that is present.
-bool made_on_demand(DeviceKind kind) { return kind_info(kind).probe().unlimited(); }
-
 std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain simulate");
     add_count_options(options, "", "N");
@@ -151,7 +148,8 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
         o.kind = counted->kind;
         o.max_devices = parse_device_count(counted->option, counted->text);
     }
-    o.link = r.count("link") ? given(r, "link") : made_on_demand(o.kind) ? "measured" : "pcie";
+    // Devices the host makes (CPU devices) link through its memory: measured; hardware (GPUs): a preset.
+    o.link = r.count("link") ? given(r, "link") : kind_info(o.kind).probe().unlimited() ? "measured" : "pcie";
     const bool custom = o.link == "custom";
     if (!custom && o.link != "measured") link_preset(o.link);  // checks the name
     if (custom != (r.count("bandwidth") > 0) || custom != (r.count("latency") > 0))
@@ -271,7 +269,8 @@ int run_simulate(int argc, const char* const* argv) {
     in.buckets = int(overlap_buckets(model, o.bucket_kb).size());
     // Devices made on demand are threads of this machine, so they share its cores.
     const DeviceKindInfo& row = kind_info(o.kind);
-    in.cores = o.cores >= 0 ? o.cores : made_on_demand(o.kind) ? usable_cores() : 0;
+    const Presence present = row.probe();
+    in.cores = o.cores >= 0 ? o.cores : present.unlimited() ? usable_cores() : 0;
     // (A model with batch norm runs in one pass: its statistics are the whole part's.)
     in.pass_samples = model.batch_norms() == 0 ? row.pass_samples : 0;
     // The devices as the table names them: "GPU" (hardware), "CPU device" (made on demand).
@@ -279,7 +278,7 @@ int run_simulate(int argc, const char* const* argv) {
 
     // Where the compute time comes from: given, or one device of the kind
     // (one made on demand standing in when none is usable, said so).
-    const int present_here = made_on_demand(o.kind) ? 2 : row.probe().count;
+    const int present_here = present.unlimited() ? 2 : present.count;
     const DeviceKindInfo& measured_on = present_here > 0 ? row : kind_made_on_demand();
     std::string source;
     if (o.sample_us > 0) {

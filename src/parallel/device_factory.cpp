@@ -62,7 +62,7 @@ DeviceChoice choose_devices(const GivenText& given, DeviceChoice fallback, bool 
     for (const KindGiven& g : found) {
         typed.append(typed.empty() ? "" : " ").append("--" + g.option + " " + g.text);
         choice = choice.then(g.kind, parse_device_count(g.option, g.text));
-        if (!kind_info(g.kind).probe().unlimited()) require_present(g.kind, "--" + g.option + " " + g.text);
+        require_present(g.kind, "--" + g.option + " " + g.text);
     }
     if (choice.count() > max_devices)
         throw InputError(typed + ": at most " + std::to_string(max_devices) + " devices in all");

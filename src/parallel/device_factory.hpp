@@ -56,7 +56,8 @@ DeviceChoice parse_device_list(const std::string& text);
 DeviceChoice default_devices(std::string& why);
 
 // An InputError starting with `what` when this machine has none of
-// `kind`'s hardware, saying why and which kind runs anywhere instead.
+// `kind`'s hardware, saying why and which kind runs anywhere instead
+// (never for a kind made on demand).
 void require_present(DeviceKind kind, const std::string& what);
 
 // The devices of `choice`, every one made from `setup`, each with the

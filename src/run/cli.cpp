@@ -114,8 +114,7 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c, RunStart& start)
                              " cannot share equally: give " + count_options("G", " or "));
         }
         for (const DeviceKindInfo& row : device_kinds())
-            if (c.devices.count(row.kind) > 0 && !row.probe().unlimited())
-                require_present(row.kind, "--resume " + start.resume_path + " (trained on " + saved_devices + ")");
+            if (c.devices.count(row.kind) > 0) require_present(row.kind, "--resume " + start.resume_path + " (trained on " + saved_devices + ")");
     } else if (!c.devices.same_counts(saved.devices) || c.processes != saved.processes) {
         start.devices_note = "the checkpoint's run had " + saved_devices +
                              ", so this run matches it up to float summation order, not bit for bit";

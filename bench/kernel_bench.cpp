@@ -258,7 +258,11 @@ struct ConvPoolConvCase {
 // where a pooling of a ReLU's output comes before the layer (shape `ps`),
 // also "dense_backward_pool" and "dense_backward_pool max": the backward
 // through that pooling (avg, as LeNet's --pool and ResNet-18 by default, or
-// max), with x the pooling of the ReLU of a random y.
+// max), with x the pooling of the ReLU of a random y. A model's last layer,
+// where no pooling comes before it, also "dense_loss": its forward, the
+// softmax cross-entropy and its backward, as a training step runs them (one
+// launch from dense version 6, dense_softmax_cross_entropy; before, three
+// calls).
 struct DenseCase {
     DenseShape s;
     std::optional<PoolShape> ps;
@@ -270,10 +274,25 @@ struct DenseCase {
                        db0 = random_floats(size_t(s.out), 6);
     Gpu gx{x}, gx_max{x_max}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::dense_scratch_floats(s.n, s.in, s.out, s.math)};
     Gpu y{size_t(s.n) * s.out}, dx{size_t(s.n) * s.in}, dw{dw0}, db{db0};
-    Gpu gy_before{y_before}, grad_before{y_before.size()};
+    Gpu gy_before{y_before}, grad_before{y_before.size()}, dlogits{size_t(s.n) * s.out};
     Tickets tickets;
+    std::vector<int32_t> labels = [&] {  // dense_loss's
+        std::vector<int32_t> l(size_t(s.n));
+        for (size_t i = 0; i < l.size(); ++i) l[i] = int32_t((i * 7) % size_t(s.out));
+        return l;
+    }();
+    int32_t* glabels = nullptr;
+    double* loss = nullptr;
 
-    DenseCase(const DenseShape& shape, const std::optional<PoolShape>& pool) : s(shape), ps(pool) {}
+    DenseCase(const DenseShape& shape, const std::optional<PoolShape>& pool) : s(shape), ps(pool) {
+        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&glabels), labels.size() * sizeof(int32_t) + 1));
+        CUDA_CHECK(cudaMemcpy(glabels, labels.data(), labels.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss), sizeof(double)));
+    }
+    ~DenseCase() {
+        cudaFree(glabels);
+        cudaFree(loss);
+    }
 
     static std::vector<float> relu(std::vector<float> y) {
         cpu::relu_forward(y.data(), y.data(), y.size());
@@ -287,14 +306,24 @@ struct DenseCase {
     }
     static PoolKind kind_of(const std::string& run) { return run.ends_with("max") ? PoolKind::max : PoolKind::avg; }
 
-    // Forward: one product; backward: two (dw and dx).
+    // Forward: one product; backward: two (dw and dx); the loss: all three.
     double flops(const std::string& run) const {
-        return (run == "dense_forward" ? 2.0 : 4.0) * double(s.n) * s.in * s.out;
+        return (run == "dense_forward" ? 2.0 : run == "dense_loss" ? 6.0 : 4.0) * double(s.n) * s.in * s.out;
     }
     // The longest sum (unsplit: at least as long as a split's).
-    long depth(const std::string& run) const { return run == "dense_forward" ? s.in : std::max(s.n, s.out); }
+    long depth(const std::string& run) const {
+        return run == "dense_forward" ? s.in : run == "dense_loss" ? std::max({s.n, s.in, s.out}) : std::max(s.n, s.out);
+    }
     void run(const std::string& run, cudaStream_t stream) {
-        if (run == "dense_forward")
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        if (run == "dense_loss" && cuda::dense_loss_runs(s.n, s.in, s.out, s.math)) {
+            cuda::dense_softmax_cross_entropy(y.p, dlogits.p, loss, glabels, dx.p, dw.p, db.p, gx.p, gw.p, gb.p, s.n,
+                                              s.in, s.out, false, ws, stream);
+        } else if (run == "dense_loss") {
+            cuda::dense_forward(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
+            cuda::softmax_cross_entropy(dlogits.p, loss, y.p, glabels, s.n, s.out, stream);
+            cuda::dense_backward(dx.p, dw.p, db.p, dlogits.p, gx.p, gw.p, s.n, s.in, s.out, ws, stream, s.math);
+        } else if (run == "dense_forward")
             cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream, s.math);
         else if (run.starts_with("dense_backward_pool"))
             cuda::dense_backward_pool(grad_before.p, dx.p, dw.p, db.p, gdy.p,
@@ -315,6 +344,21 @@ struct DenseCase {
             y.poison();
             this->run(run, nullptr);
             return error(y.get(), want);
+        }
+        if (run == "dense_loss") {  // the gradients, from the CPU's logits and softmax
+            std::vector<float> z(size_t(s.n) * s.out), g(z.size()), want_dx(size_t(s.n) * s.in), want_dw = dw0,
+                                                                                   want_db = db0;
+            cpu::dense_forward(z.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, cpu_scratch.data(), s.math);
+            cpu::softmax_cross_entropy(g.data(), z.data(), labels.data(), s.n, s.out);
+            cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), g.data(), x.data(), w.data(), s.n,
+                                s.in, s.out, cpu_scratch.data(), s.math);
+            dw.put(dw0);
+            db.put(db0);
+            y.poison();
+            dx.poison();
+            this->run(run, nullptr);
+            return std::max({error(y.get(), z), error(dx.get(), want_dx), error(dw.get(), want_dw),
+                             error(db.get(), want_db)});
         }
         const std::vector<float>& x = kind_of(run) == PoolKind::max ? x_max : this->x;
         std::vector<float> want_dx(size_t(s.n) * s.in), want_dw = dw0, want_db = db0;
@@ -533,6 +577,8 @@ int main(int argc, char** argv) {
                 // The model's call where a pooling comes before: the backward
                 // through it (version 5 and later, in the product's epilogue).
                 if (launcher == "dense" && pools[i]) runs.insert(runs.end(), {"dense_backward_pool", "dense_backward_pool max"});
+                // The last layer with the loss (version 6 and later: one launch).
+                if (launcher == "dense" && !pools[i] && i + 1 == dense.size()) runs.push_back("dense_loss");
                 return runs;
             });
         }

@@ -8,6 +8,8 @@
 # over its runs of the median epoch after the first (the warm-up: module
 # load and graph recording).
 #   usage: bench/kernel_versions.sh [DPTRAIN] [MODEL] [REPEATS] [EPOCHS]
+#   After the one-launcher variants comes every launcher at its latest
+#   version (the fewest kernels a step), where that is not the default.
 #   MORE="a=1,b=2 c=3" adds variants that change several launchers at once;
 #   ONLY="a=1 ..." times those variants alone (and the defaults).
 #   Other dptrain options through DPTRAIN_ARGS (default: --batch 256 --lr 0.3
@@ -34,6 +36,11 @@ variants=(default)
 while read -r variant; do variants+=("$variant"); done < <("$kernel_bench" --list | awk '
     /^[^ ]/ { name = $1; next }
     $2 != "(trained" { print name "=" $1 }')
+latest=$("$kernel_bench" --list | awk '
+    /^[^ ]/ { if (name != "" && !at_latest) out = out (out == "" ? "" : ",") name "=" last; name = $1; next }
+    { last = $1; at_latest = $2 == "(trained" }
+    END { if (name != "" && !at_latest) out = out (out == "" ? "" : ",") name "=" last; print out }')
+[[ $latest == *,* ]] && variants+=("$latest")  # (one launcher alone is a variant above already)
 read -r -a more <<<"${MORE:-}"
 variants+=("${more[@]}")
 [[ -n ${ONLY:-} ]] && read -r -a variants <<<"$ONLY"

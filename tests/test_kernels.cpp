@@ -434,7 +434,7 @@ TEST_CASE("the whole model's backward matches finite differences of the loss", "
     const auto pass_loss = [&](std::vector<float>& into) {
         double total = 0;
         std::fill(into.begin(), into.end(), 0.0f);
-        model.train(k, a, params.data(), into.data(), pass, n, a.x, a.logits(), 0, [&] {
+        model.train(k, a, params.data(), into.data(), pass, n, a.x, a.logits(), 0, [&](const LastDense*) {
             total = cpu::softmax_cross_entropy(a.d_logits(), a.logits(), a.labels, n, model.classes());
         });
         return total;

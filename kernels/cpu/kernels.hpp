@@ -205,6 +205,8 @@ inline void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_
 // (kernels/cuda/kernels.hpp) has the same members, bound to a stream.
 struct KernelSet {
     Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)
+    // The last layer and the loss stay two calls here (model.hpp: LastDense).
+    static constexpr bool fuses_loss(int, int, int) { return false; }
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;
     static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;

@@ -61,6 +61,13 @@ struct Weights {  // w as (oc, c*kh*kw), row-major
     int k;
     static constexpr bool k_fast = true;
     __device__ float operator()(int o, int q) const { return w[size_t(o) * k + q]; }
+    // The same in two halves (tiles.cuh: SplitsAlongK): the filter's row,
+    // once per thread; then an element is an add and a load.
+    using Fixed = const float*;
+    using Step = int;
+    __device__ Fixed fixed(int o) const { return w + size_t(o) * k; }
+    __device__ Step step(int q) const { return q; }
+    __device__ float load(Fixed row, Step q) const { return row[q]; }
 };
 struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
     const float* x;
@@ -960,17 +967,34 @@ bool direct_forward_fits(const ConvShape& s) {
 }
 
 // K: the filters' size when it is 3 x 3, whose taps then unroll; 0: g's.
+// From version 5, with `from` (GatherSource: its x is then x), the first
+// layer's kernel gathers each sample's image from the dataset as it stages
+// it, as gather_samples would, and the blocks of its first channels store
+// it and the label for the backward: no gather kernel.
 template <bool relu, bool pooled, PoolKind kind, int K>
 __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, float* pooled_y, const float* x,
                                                                   const float* w, const float* b, Geometry g,
-                                                                  PoolGeometry pg) {
+                                                                  PoolGeometry pg, GatherSource from) {
     __shared__ float image[direct_max_image];
     __shared__ __align__(16) float filters[direct_max_taps][direct_group];  // filters[q][u]: channel first + u
     __shared__ float planes[pooled ? direct_group * direct_max_plane : 1];
     const int sample = blockIdx.x, first = blockIdx.y * direct_group;
     const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow, image_size = g.c * g.h * g.w;
-    const float* xs = x + size_t(sample) * image_size;
-    for (int e = threadIdx.x; e < image_size; e += launch::threads) image[e] = xs[e];
+    if (from.x) {
+        const uint32_t stored = from.index[sample];
+        const uint8_t* pixels_in = from.images + size_t(stored) * image_size;
+        float* xs = from.x + size_t(sample) * image_size;
+        const bool keep = blockIdx.y == 0;
+        for (int e = threadIdx.x; e < image_size; e += launch::threads) {
+            const float v = float(pixels_in[e]) * (1.0f / 255.0f);  // as gather
+            image[e] = v;
+            if (keep) xs[e] = v;
+        }
+        if (keep && threadIdx.x == 0) from.labels_out[sample] = from.labels[stored];
+    } else {
+        const float* xs = x + size_t(sample) * image_size;
+        for (int e = threadIdx.x; e < image_size; e += launch::threads) image[e] = xs[e];
+    }
     for (int q = threadIdx.x; q < taps; q += launch::threads) {
 #pragma unroll
         for (int u = 0; u < direct_group; ++u) filters[q][u] = first + u < g.oc ? w[size_t(first + u) * taps + q] : 0.0f;
@@ -1053,14 +1077,14 @@ void check_pooling(const ConvShape& s, const PoolShape& ps, const char* launcher
 
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 void launch_direct_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
-                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
+                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from = {}) {
     const dim3 grid(unsigned(s.n), unsigned((s.oc + direct_group - 1) / direct_group));
     if (s.kh == 3 && s.kw == 3)
         launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 3>, grid, launch::threads, stream, y,
-                       pooled_y, x, w, b, Geometry(s), pg);
+                       pooled_y, x, w, b, Geometry(s), pg, from);
     else
         launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 0>, grid, launch::threads, stream, y,
-                       pooled_y, x, w, b, Geometry(s), pg);
+                       pooled_y, x, w, b, Geometry(s), pg, from);
 }
 
 // Version 3 of the forward product: split along k, the splits' partial sums
@@ -1096,6 +1120,76 @@ void forward(float* y, const float* x, const float* w, const float* b, const Con
         return tiled::gemm_splits(m, n, k, Weights{w, k}, Unfold{x, g}, out, Workspace{scratch, nullptr}, splits,
                                   stream, s.math);
     tiled::gemm(m, n, k, Weights{w, k}, Unfold{x, g}, out, stream, 1, s.math);
+}
+
+// Version 4: a split forward product (version 3) with a ReLU and a pooling
+// whose windows do not overlap after it (conv2d_forward_relu_pool; LeNet's
+// conv2) has its splits added by a kernel that pools too, instead of
+// finish_splits and then pool_forward: a thread a pooled output, which
+// finishes its cell of the ReLU's output (the stride x stride pixels from its
+// window's corner, to the plane's edge in the last row and column of cells:
+// the cells tile the plane, so every pixel of y is written once), stores it
+// and pools its window. The same sums in the same order as the two kernels,
+// bit for bit: the splits in split order, then the bias and the ReLU
+// (StoreOutput), the window's taps row by row (pooled_window).
+struct CellGeometry {
+    int oc, h, w, k, stride, oh, ow;  // the convolution's output (h x w) and its pooling's (oh x ow)
+    FastDiv by_ow, by_oh, by_oc;
+};
+
+template <PoolKind kind>
+__global__ void finish_splits_pool(float* y, float* pooled, const float* scratch, const float* b, int splits,
+                                   int count, CellGeometry g) {
+    const int pixels = g.h * g.w;
+    const size_t size = size_t(count / (g.oh * g.ow)) * pixels;  // the product's: oc x (n * pixels)
+    const int cols = int(size / size_t(g.oc));
+    for (const int i : launch::grid_stride(count)) {
+        const int row = g.by_ow.div(i), ox = g.by_ow.rest(i, row), plane = g.by_oh.div(row),
+                  oy = g.by_oh.rest(row, plane), sample = g.by_oc.div(plane), o = g.by_oc.rest(plane, sample);
+        const int y0 = oy * g.stride, x0 = ox * g.stride;
+        const int rows = oy == g.oh - 1 ? g.h - y0 : g.stride, columns = ox == g.ow - 1 ? g.w - x0 : g.stride;
+        const float* partial = scratch + size_t(o) * cols + size_t(sample) * pixels;
+        float* out = y + size_t(plane) * pixels;
+        float acc = 0.0f;
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < columns; ++c) {
+                const int p = (y0 + r) * g.w + x0 + c;
+                float v = 0.0f;
+                for (int z = 0; z < splits; ++z) v += partial[size_t(z) * size + p];
+                v += b[o];
+                v = v > 0.0f ? v : 0.0f;  // as StoreOutput<true>
+                out[p] = v;
+                if (r < g.k && c < g.k) {
+                    if (kind == PoolKind::avg) acc += v;
+                    else acc = (r == 0 && c == 0) || v > acc ? v : acc;
+                }
+            }
+        pooled[i] = kind == PoolKind::max ? acc : acc * (1.0f / float(g.k * g.k));
+    }
+}
+
+// Whether version 4 runs conv2d_forward_relu_pool on shape s.
+bool pools_in_finish(const ConvShape& s, const PoolShape& ps) {
+    return conv2d_forward_version >= 4 && !direct_forward_fits(s) && forward_splits(s) > 1 && windows_apart(ps) &&
+           ps.out_size() > 0 && ps.out_size() < (size_t(1) << 31);
+}
+
+void forward_relu_pool_split(float* y, float* pooled, const float* x, const float* w, const float* b,
+                             const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                             cudaStream_t stream) {
+    const Geometry g(s);
+    const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
+    tiled::gemm(m, n, k, Weights{w, k}, Unfold{x, g}, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits,
+                s.math);
+    const CellGeometry cg{s.oc, s.oh(), s.ow(), ps.k, ps.stride, ps.oh(), ps.ow(), FastDiv(ps.ow()), FastDiv(ps.oh()),
+                          FastDiv(s.oc)};
+    const int count = int(ps.out_size());
+    if (kind == PoolKind::max)
+        launch::kernel("finish_splits_pool", finish_splits_pool<PoolKind::max>, launch::grid_for(size_t(count)),
+                       launch::threads, stream, y, pooled, static_cast<const float*>(scratch), b, splits, count, cg);
+    else
+        launch::kernel("finish_splits_pool", finish_splits_pool<PoolKind::avg>, launch::grid_for(size_t(count)),
+                       launch::threads, stream, y, pooled, static_cast<const float*>(scratch), b, splits, count, cg);
 }
 
 // Version 2 of backward-data, its first half: the unfolded input gradient
@@ -1153,10 +1247,28 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
     forward<true>(y, x, w, b, s, scratch, stream);
 }
 
+bool conv2d_forward_gathers(const ConvShape& s, const PoolShape& ps) {
+    return conv2d_forward_version >= 5 && direct_forward_fits(s) && ps.n == s.n && ps.c == s.oc && ps.h == s.oh() &&
+           ps.w == s.ow();
+}
+
+void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
+                                       const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,
+                                       cudaStream_t stream) {
+    if (!conv2d_forward_gathers(s, ps) || from.count != s.n || size_t(from.pixels) != size_t(s.c) * s.h * s.w)
+        throw std::invalid_argument("conv2d_forward_relu_pool_gathered: a convolution that cannot gather its input, "
+                                    "or a batch of another shape");
+    const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
+    if (kind == PoolKind::max)
+        launch_direct_forward<true, true, PoolKind::max>(y, pooled, from.x, w, b, s, pg, stream, from);
+    else launch_direct_forward<true, true, PoolKind::avg>(y, pooled, from.x, w, b, s, pg, stream, from);
+}
+
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
                               const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
                               cudaStream_t stream) {
     check_pooling(s, ps, "conv2d_forward_relu_pool");
+    if (pools_in_finish(s, ps)) return forward_relu_pool_split(y, pooled, x, w, b, s, kind, ps, scratch, stream);
     if (!direct_forward_fits(s)) {
         forward<true>(y, x, w, b, s, scratch, stream);
         return pool2d_forward(pooled, y, kind, ps, stream);

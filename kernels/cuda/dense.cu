@@ -12,21 +12,34 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace dpt::cuda {
 namespace {
 
+// Read along k, an element of these two is an add and a load once each
+// thread's row (column) is found (tiles.cuh: SplitsAlongK).
 struct RowMajor {  // M (rows, k) stored row-major: consecutive addresses along k
     const float* p;
     int k;
     static constexpr bool k_fast = true;
     __device__ float operator()(int i, int kk) const { return p[size_t(i) * k + kk]; }
+    using Fixed = const float*;
+    using Step = int;
+    __device__ Fixed fixed(int i) const { return p + size_t(i) * k; }
+    __device__ Step step(int kk) const { return kk; }
+    __device__ float load(Fixed row, Step kk) const { return row[kk]; }
 };
 struct Transposed {  // M^T (k, cols) of M (cols, k) stored row-major: also along k
     const float* p;
     int k;
     static constexpr bool k_fast = true;
     __device__ float operator()(int kk, int j) const { return p[size_t(j) * k + kk]; }
+    using Fixed = const float*;
+    using Step = int;
+    __device__ Fixed fixed(int j) const { return p + size_t(j) * k; }
+    __device__ Step step(int kk) const { return kk; }
+    __device__ float load(Fixed column, Step kk) const { return column[kk]; }
 };
 struct ColumnsOf {  // M^T (rows, k) of M (k, rows) stored row-major: along the rows
     const float* p;
@@ -154,14 +167,23 @@ void forward(float* y, const float* x, const float* w, const float* b, int n, in
     product(n, out, in, RowMajor{x, in}, Transposed{w, in}, StoreBiased<relu>{y, b, out}, ws, stream, math);
 }
 
+// dense_softmax_cross_entropy's scratch: each sample's loss, then each
+// group's sums of [dw | db].
+int dense_loss_groups(int n) { return tiled::ceil_div(n, dense_loss_group); }
+size_t dense_loss_scratch_floats(int n, int in, int classes) {
+    if (!dense_loss_fits(n, in, classes)) return 0;
+    return size_t(n) + size_t(dense_loss_groups(n)) * size_t(classes) * size_t(in + 1);
+}
+
 }  // namespace
 
 // The products' scratch, the most any of them needs: the forward's, or the
 // backward's two (the weight gradient's with version 3's column of ones)
 // at once, as version 4 runs them.
 size_t dense_scratch_floats(int n, int in, int out, Math) {
-    return std::max(tiled::split_scratch_floats(n, out, in),
-                    tiled::split_scratch_floats(out, in + 1, n) + tiled::split_scratch_floats(n, in, out));
+    return std::max({tiled::split_scratch_floats(n, out, in),
+                     tiled::split_scratch_floats(out, in + 1, n) + tiled::split_scratch_floats(n, in, out),
+                     dense_loss_scratch_floats(n, in, out)});
 }
 
 void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, Workspace ws,
@@ -272,6 +294,140 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
     }
     dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
     pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);
+}
+
+// ---- The last dense layer and the loss, one launch (version 6) ----
+//
+// LeNet's last layer is 128 -> 10: at batch 256 each of its three products
+// is 0.3 MFLOP, yet version 5 runs them and the loss as 6 kernels (3 with
+// gemm_split 2), each waiting on the one before, most on a few blocks.
+// Version 6 runs them in one kernel, a block a sample:
+// 1. the logits, a warp a class: its lanes' products over the input, staged
+//    in shared memory, added by lane 0 in lane order; then the bias;
+// 2. thread 0: the softmax and the loss, and the gradient of the logits,
+//    as softmax_xent computes them, for the sample;
+// 3. the input's gradient dx = dlogits . w, each column's classes added in
+//    order, masked by the ReLU before (relu_before);
+// 4. the last block of each group of dense_loss_group samples to get there
+//    (an integer ticket a group) sums the group's [dlogits^T . x | column
+//    sums] in sample order; the last group to get there adds the groups' in
+//    group order into dw and db, and the samples' losses into *loss_sum in
+//    softmax_xent's order (thread t: samples t, t + 256, ..., then a fixed
+//    tree). Every sum has one order, whatever order the blocks run in.
+namespace {
+
+struct DenseLoss {
+    float* logits;
+    float* dlogits;
+    double* loss_sum;
+    const int32_t* labels;
+    float *dx, *dw, *db;
+    const float *x, *w, *b;
+    int n, in, classes;
+    bool relu_before;
+    float* losses;      // scratch: n
+    float* group_sums;  // scratch: groups x classes x (in + 1)
+    unsigned* tickets;  // groups + 1
+};
+
+__global__ void dense_loss(DenseLoss d) {
+    constexpr int warps = launch::threads / 32;
+    __shared__ float xs[dense_loss_in_most];
+    __shared__ float lanes[warps][32];
+    __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
+    const int i = int(blockIdx.x), t = int(threadIdx.x), lane = t % 32, warp = t / 32;
+    const int row = d.in + 1;  // [dw | db]'s row: a class's weights, then its bias
+
+    const float* x = d.x + size_t(i) * d.in;
+    for (int j = t; j < d.in; j += launch::threads) xs[j] = x[j];
+    __syncthreads();
+    for (int c = warp; c < d.classes; c += warps) {
+        const float* wc = d.w + size_t(c) * d.in;
+        float s = 0.0f;
+        for (int j = lane; j < d.in; j += 32) s = fmaf(xs[j], wc[j], s);
+        lanes[warp][lane] = s;
+        __syncwarp();
+        if (lane == 0) {
+            float sum = 0.0f;
+            for (int l = 0; l < 32; ++l) sum += lanes[warp][l];
+            z[c] = sum + d.b[c];
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    if (t == 0) {
+        float zmax = z[0];
+        for (int c = 1; c < d.classes; ++c) zmax = fmaxf(zmax, z[c]);
+        float sum = 0.0f;
+        for (int c = 0; c < d.classes; ++c) {
+            g[c] = expf(z[c] - zmax);
+            sum += g[c];
+        }
+        const float inv = 1.0f / sum;
+        for (int c = 0; c < d.classes; ++c) g[c] *= inv;
+        const int label = d.labels[i];
+        g[label] -= 1.0f;
+        d.losses[i] = logf(sum) + zmax - z[label];
+        for (int c = 0; c < d.classes; ++c) {
+            d.logits[size_t(i) * d.classes + c] = z[c];
+            d.dlogits[size_t(i) * d.classes + c] = g[c];
+        }
+    }
+    __syncthreads();
+    for (int j = t; j < d.in; j += launch::threads) {
+        float s = 0.0f;
+        for (int c = 0; c < d.classes; ++c) s = fmaf(g[c], d.w[size_t(c) * d.in + j], s);
+        d.dx[size_t(i) * d.in + j] = !d.relu_before || xs[j] > 0.0f ? s : 0.0f;
+    }
+
+    const int group = i / dense_loss_group, first = group * dense_loss_group;
+    const int rows = d.n - first < dense_loss_group ? d.n - first : dense_loss_group, groups = int(gridDim.x + dense_loss_group - 1) / dense_loss_group;
+    if (!launch::last_to_arrive(&d.tickets[group], unsigned(rows))) return;
+    float* sums = d.group_sums + size_t(group) * d.classes * row;
+    for (int e = t; e < d.classes * row; e += launch::threads) {
+        const int c = e / row, j = e - c * row;
+        float s = 0.0f;
+        for (int r = first; r < first + rows; ++r) {
+            const float gr = __ldcg(d.dlogits + size_t(r) * d.classes + c);
+            s = fmaf(gr, j < d.in ? d.x[size_t(r) * d.in + j] : 1.0f, s);
+        }
+        sums[e] = s;
+    }
+    if (!launch::last_to_arrive(&d.tickets[groups], unsigned(groups))) return;
+    for (int e = t; e < d.classes * row; e += launch::threads) {
+        const int c = e / row, j = e - c * row;
+        float s = 0.0f;
+        for (int k = 0; k < groups; ++k) s += __ldcg(d.group_sums + size_t(k) * d.classes * row + e);
+        if (j < d.in) d.dw[size_t(c) * d.in + j] += s;
+        else d.db[c] += s;
+    }
+    double loss = 0.0;
+    for (int r = t; r < d.n; r += launch::threads) loss += double(__ldcg(d.losses + r));
+    loss = launch::block_sum(loss);
+    if (t == 0) *d.loss_sum += loss;
+}
+
+}  // namespace
+
+bool dense_loss_fits(int n, int in, int classes) {
+    return n > 0 && in > 0 && in <= dense_loss_in_most && classes > 0 && classes <= dense_loss_classes_most &&
+           dense_loss_groups(n) < workspace_tickets;
+}
+
+bool dense_loss_runs(int n, int in, int classes, Math math) {
+    return dense_version >= 6 && math == Math::fp32 && dense_loss_fits(n, in, classes);
+}
+
+void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
+                                 float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
+                                 int classes, bool relu_before, Workspace ws, cudaStream_t stream) {
+    if (!dense_loss_fits(n, in, classes) || !ws.tickets)
+        throw std::invalid_argument("dense_softmax_cross_entropy: " + std::to_string(n) + " samples of " +
+                                    std::to_string(in) + " inputs and " + std::to_string(classes) +
+                                    " classes, or no tickets: beyond what its kernel holds");
+    const DenseLoss d{logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before,
+                      ws.scratch, ws.scratch + n, ws.tickets};
+    launch::kernel("dense_loss", dense_loss, unsigned(n), launch::threads, stream, d);
 }
 
 }  // namespace dpt::cuda

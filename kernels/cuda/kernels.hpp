@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "shapes.hpp"
 #include "splits.hpp"
@@ -34,6 +35,17 @@ void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
                     const uint8_t* labels, const uint32_t* index, int count,
                     int pixels, cudaStream_t stream);
 
+// gather_samples' arguments, for a kernel that gathers its input as it
+// reads it instead (conv2d_forward_relu_pool_gathered).
+struct GatherSource {
+    float* x = nullptr;  // none: nothing to gather
+    int32_t* labels_out = nullptr;
+    const uint8_t* images = nullptr;
+    const uint8_t* labels = nullptr;
+    const uint32_t* index = nullptr;
+    int count = 0, pixels = 0;
+};
+
 // Scratch floats the conv kernels need for shape s (no more for a smaller s.n):
 // partial sums of the weight gradient when it is split along the batch.
 size_t conv2d_scratch_floats(const ConvShape& s);
@@ -50,6 +62,15 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
 // y = conv2d_forward_relu(x), then pooled = pool2d_forward(y): one kernel
 // where the filter bank is small (version 2 of the forward), else the two.
 // ps: the pooling's shape, whose input is y.
+// Whether conv2d_forward_relu_pool_gathered takes a first layer of shapes
+// s and ps (conv2d_forward version 5 on, where its direct kernel runs).
+bool conv2d_forward_gathers(const ConvShape& s, const PoolShape& ps);
+// conv2d_forward_relu_pool of from.x, which the kernel gathers as it stages
+// each image (and stores, with the labels, as gather_samples would), for
+// s.n = from.count samples of from.pixels = s.c * s.h * s.w values.
+void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
+                                       const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,
+                                       cudaStream_t stream);
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
                               const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
                               cudaStream_t stream);
@@ -123,6 +144,22 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
                          const float* w, int n, int in, int out, const float* y, PoolKind kind,
                          const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 
+// A classifier's last dense layer, the softmax cross-entropy loss and the
+// layer's backward in one launch (dense version 6): logits (n, classes) =
+// x . w^T + b, dlogits and *loss_sum as softmax_cross_entropy makes them,
+// then dense_backward (relu_before: dense_backward_relu) from dlogits. The
+// shapes it takes: dense_loss_fits; its scratch: dense_scratch_floats. The
+// loss is summed in softmax_cross_entropy's order; the weight and bias
+// gradients by groups of dense_loss_group samples in sample order, then the
+// groups in order. dense_loss_runs: whether training runs it (dense version
+// 6 on, FP32, shapes that fit), or the layer and the loss one after the other.
+constexpr int dense_loss_group = 16, dense_loss_classes_most = 32, dense_loss_in_most = 1024;
+bool dense_loss_fits(int n, int in, int classes);
+bool dense_loss_runs(int n, int in, int classes, Math math);
+void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
+                                 float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
+                                 int classes, bool relu_before, Workspace ws, cudaStream_t stream);
+
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
                    cudaStream_t stream);
@@ -186,8 +223,15 @@ struct KernelSet {
                              const ConvShape& s, float* scratch) const {
         cuda::conv2d_forward_relu(y, x, w, b, s, scratch, stream);
     }
+    // The step's batch while it is still to be gathered into gather.x: the
+    // convolution that reads x first gathers it (GpuDevice::load_train).
+    GatherSource gather;
     void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
-                                  const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) const {
+                                  const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) {
+        if (gather.x && gather.x == x) {
+            cuda::conv2d_forward_relu_pool_gathered(y, pooled, std::exchange(gather, {}), w, b, s, kind, ps, stream);
+            return;
+        }
         cuda::conv2d_forward_relu_pool(y, pooled, x, w, b, s, kind, ps, scratch, stream);
     }
     void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s,
@@ -245,6 +289,17 @@ struct KernelSet {
                              const PoolShape& ps, float* scratch, Math math) const {
         cuda::dense_backward_pool(grad_y, dx, dw, db, dy, x, w, n, in, out, y, kind, ps, workspace(scratch), stream,
                                   math);
+    }
+    // Whether the last layer, a dense one of these shapes, runs with the
+    // loss (dense_softmax_cross_entropy; model.hpp: LastDense).
+    bool fuses_loss(int n, int in, int classes) const {
+        return tickets && dense_loss_runs(n, in, classes, math);
+    }
+    void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels,
+                                     float* dx, float* dw, float* db, const float* x, const float* w, const float* b,
+                                     int n, int in, int classes, bool relu_before, float* scratch) const {
+        cuda::dense_softmax_cross_entropy(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes,
+                                          relu_before, workspace(scratch), stream);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

@@ -26,6 +26,10 @@ const char* const conv2d_forward_versions[] = {
     "done by the same kernel (conv2d_forward_relu_pool)",
     "version 2, the product split along k (splits of at least 128, at most 8) where its tiles would leave a "
     "multiprocessor fewer than 4 blocks, the splits' partial sums added in order by a kernel of their own",
+    "version 3; where a pooling whose windows do not overlap follows the ReLU (conv2d_forward_relu_pool), the "
+    "kernel that adds the splits pools too (finish_splits_pool): no pooling kernel, the same bits",
+    "version 4; a first layer that the direct kernel runs gathers the batch's images from the dataset as it stages "
+    "them (conv2d_forward_relu_pool_gathered), and stores them and the labels for the backward: no gather kernel",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -66,6 +70,9 @@ const char* const dense_versions[] = {
     "version 4; after a pooling whose windows do not overlap (dense_backward_pool), the data gradient's epilogue "
     "writes the gradient of the pooling's input, through the pooling and the ReLU before it, in the launch of both "
     "products: no pooling kernel",
+    "version 5; a classifier's last layer (at most 1,024 inputs and 32 classes), the softmax cross-entropy loss and "
+    "the layer's backward in one launch (dense_softmax_cross_entropy, FP32): a block a sample, the weight and bias "
+    "gradients summed by groups of 16 samples and then the groups, each by the last block to finish (tickets)",
 };
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
@@ -88,6 +95,10 @@ const char* const dense_versions[] = {
 // against 2: LeNet even (77.5 ms, 77.1), ResNet-18 0.96x (1478.3 ms against
 // 1540.9, with its 3x3 planes on version 4 too, which it now leaves to
 // version 2: conv.cu, input_grad_rows_kernel).
+// conv2d_forward 4 and 5 and dense 6 (a LeNet step in 10 kernels with
+// gemm_split 2, 16 without) have not run on a GPU yet: they stay beside the
+// defaults until whole epochs say which is faster
+// (bench/kernel_versions.sh times them, and every launcher at its latest).
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 3, conv2d_backward_data_default = 4,
               conv2d_backward_weight_default = 7, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&

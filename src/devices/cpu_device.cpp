@@ -206,7 +206,7 @@ class CpuDevice final : public Device {
                     enter(stage > 0 && past_loss_ ? Phase::backward : Phase::compute);
                     model_.train(
                         kernels_, act_, params_.data(), grads_.data(), pass, n, c.x, c.logits, stage,
-                        [&] {
+                        [&](const LastDense*) {
                             loss += cpu::softmax_cross_entropy(act_.d_logits(), c.logits, c.labels, n, model_.classes());
                             past_loss_ = true;
                             enter(Phase::backward);

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -174,6 +175,7 @@ class GpuDevice final : public Device {
         timelines_[1].stream = allreduce_stream();
         kernels_.stream = stream_;
         kernels_.math = setup_.math;
+        first_layer_ = model_.first_conv_pool(setup.capacity, setup.math);
         const size_t p = model_.param_count();
         params_ = device_alloc<float>(p, gpu_, "parameters");
         grads_ = device_alloc<float>(grad_floats_, gpu_, "gradients");
@@ -247,6 +249,7 @@ class GpuDevice final : public Device {
     void write_grads(std::span<const float> host) override { write(grads_, host); }
     void read_grads(std::span<float> host) override { read(host, grads_); }
     int read_input(std::span<float> images, std::span<int32_t> labels) override {
+        gather_now();
         synchronize();
         const size_t pixels = setup_.train->pixels();
         assert(images.size() >= size_t(loaded_) * pixels && labels.size() >= size_t(loaded_));
@@ -363,12 +366,21 @@ class GpuDevice final : public Device {
         // caller may reuse `order` at once (the contract asks for less).
         CUDA_CHECK(cudaMemcpyAsync(order_, order, count * sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
     }
+    // Where the model starts with a convolution whose kernel can gather its
+    // input (conv2d_forward version 5), that kernel gathers the batch in
+    // the step's forward; else a kernel of its own does, now.
     void load_train(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity);
         use();
-        cuda::gather_samples(act_.x, act_.labels, data_->train_images, data_->train_labels, order_ + first, count,
-                             setup_.train->pixels(), stream_);
+        kernels_.gather = {act_.x, act_.labels, data_->train_images, data_->train_labels, order_ + first, count,
+                           int(setup_.train->pixels())};
         loaded_ = count;
+        if (!first_layer_ || count == 0 || !cuda::conv2d_forward_gathers(first_layer_->conv, first_layer_->pool))
+            gather_now();
+    }
+    void gather_now() {
+        const cuda::GatherSource g = std::exchange(kernels_.gather, {});
+        if (g.x) cuda::gather_samples(g.x, g.labels_out, g.images, g.labels, g.index, g.count, g.pixels, stream_);
     }
     // With buckets, an event recorded after the kernel that completes a
     // bucket hands it over (await_bucket waits on it). A staged pass (--bn
@@ -389,13 +401,21 @@ class GpuDevice final : public Device {
         };
         if (loaded_ > 0) {
             const TrainPass pass{setup_.pool, setup_.bn, batch};
-            model_.train(kernels_, act_, params_, grads_, pass, loaded_, act_.x, act_.logits(), stage, [&] {
-                cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
-                                            model_.classes(), stream_);
+            model_.train(kernels_, act_, params_, grads_, pass, loaded_, act_.x, act_.logits(), stage,
+                         [&](const LastDense* last) {
+                if (last)  // the last layer with the loss, in one launch
+                    kernels_.dense_softmax_cross_entropy(act_.logits(), act_.d_logits(), loss_sum_, act_.labels,
+                                                         last->dx, last->dw, last->db, last->x, last->w, last->b,
+                                                         loaded_, last->in, last->classes, last->relu_before,
+                                                         last->scratch);
+                else
+                    cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
+                                                model_.classes(), stream_);
                 past_loss_ = true;
                 if (trace_origin_) phase_mark(0, Phase::backward);  // traced: backward is a span of its own
             }, hand_over);
         }
+        assert(!kernels_.gather.x && "the first convolution gathers the batch");
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     // A check asked for just before the update runs in the update's pass
@@ -418,6 +438,7 @@ class GpuDevice final : public Device {
     void evaluate_test(size_t first, int count) override {
         assert(count >= 0 && count <= setup_.capacity && first + size_t(count) <= setup_.test->count);
         use();
+        kernels_.gather = {};  // a training batch not trained on: the test samples take its place
         cuda::gather_samples(act_.x, act_.labels, data_->test_images, data_->test_labels, data_->test_index + first,
                              count, setup_.test->pixels(), stream_);
         if (count > 0) {
@@ -605,6 +626,9 @@ class GpuDevice final : public Device {
     cudaEvent_t allreduce_done_ = nullptr, main_done_ = nullptr;
     size_t buckets_awaited_ = 0;
     cuda::KernelSet kernels_{};
+    // The model's first layer, where it is a convolution that pools (its
+    // kernel may gather the batch: load_train), at a part's capacity.
+    std::optional<Model::ConvPool> first_layer_;
     float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each
     float* staging_ = nullptr;                    // what the allreduce algorithm asked this replica to keep
     float* activations_ = nullptr;

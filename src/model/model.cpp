@@ -249,6 +249,12 @@ std::vector<Model::ConvPoolConv> Model::conv_pool_convs(int n, Math math) const 
     return found;
 }
 
+std::optional<Model::ConvPool> Model::first_conv_pool(int n, Math math) const {
+    const Planned& p = plan_.front();
+    if (p.layer.kind != LayerKind::conv || p.input >= 0 || p.pool_after < 0) return std::nullopt;
+    return ConvPool{conv_shape(0, n, math), pool_shape(size_t(p.pool_after), n)};
+}
+
 // Layout: input, labels, the outputs in buffer order, their gradients in
 // reverse buffer order (the logits' first), the spare gradient, batch
 // norm's saved statistics, scratch.

@@ -30,7 +30,9 @@
 // the former's kernel); a dense layer after a pooling of a ReLU's
 // output (through a flatten) does that pooling's backward and the ReLU's
 // in its own (dense_backward_pool: on a GPU, in the epilogue of its data
-// gradient's product where the windows do not overlap). ReLU and add work
+// gradient's product where the windows do not overlap); and where the kernel
+// set offers it (a GPU's), a last dense layer runs with the loss (LastDense).
+// ReLU and add work
 // in place, in the buffer of the layer before. The first layer computes no
 // gradient for the input.
 //
@@ -142,6 +144,19 @@ struct TrainPass {
     int batch = 0;  // --bn sync: the step's samples on all devices together
 };
 
+// The last layer, where a kernel set runs it with the loss (K::fuses_loss:
+// on a GPU, dense_softmax_cross_entropy): a dense layer after a ReLU or
+// none, not a pooling. Model::train then hands it to the loss instead of
+// running its forward and backward; the loss writes the logits, their
+// gradient, x's gradient and adds the layer's weight and bias gradients.
+struct LastDense {
+    const float *x, *w, *b;  // its input, weights and bias
+    float *dx, *dw, *db;     // their gradients (dw and db add)
+    int in = 0, classes = 0;
+    bool relu_before = false;  // x is a ReLU's output: dx is 0 where x is
+    float* scratch = nullptr;
+};
+
 // What Model::train calls when a layer's gradients are done, by default.
 struct NothingDone {
     void operator()(size_t) const {}
@@ -200,6 +215,14 @@ class Model {
         ConvShape next;
     };
     std::vector<ConvPoolConv> conv_pool_convs(int n, Math math = Math::fp32) const;
+    // The first layer, where it is a convolution of the input that does the
+    // pooling after its ReLU too (conv2d_forward_relu_pool on x): its two
+    // shapes, for a device whose kernel may gather the input as it reads it.
+    struct ConvPool {
+        ConvShape conv;
+        PoolShape pool;
+    };
+    std::optional<ConvPool> first_conv_pool(int n, Math math = Math::fp32) const;
 
     // Scratch floats kernel set K needs for every conv and dense layer at
     // this capacity, in arithmetic `math`.
@@ -221,8 +244,8 @@ class Model {
     void evaluate(K& k, const Activations& a, const float* params, PoolKind pool, int n, const float* x,
                   float* logits) const;
     // Stage `stage` of a training pass over x[0:n]: forward into logits,
-    // then loss(), which fills a.d_logits() with the gradient of the summed
-    // loss, then backward, accumulating the parameters' gradients into
+    // then loss(last), which fills a.d_logits() with the gradient of the
+    // summed loss (last: the LastDense it runs too, or null), then backward, accumulating the parameters' gradients into
     // grads (the caller clears them). After each layer with parameters it
     // calls done(first): the layers are done from the last, so
     // grads[first:trained_count()) are then complete (--overlap hands them
@@ -265,6 +288,10 @@ class Model {
     float* output_of(const Planned& p, const Activations& a, float* logits) const {
         return p.buffer == int(buffer_sizes_.size()) - 1 ? logits : a.out[size_t(p.buffer)];
     }
+    // The last layer as a LastDense, where kernel set k runs it with the loss.
+    template <class K>
+    std::optional<LastDense> last_dense(const K& k, const Activations& a, const float* params, float* grads,
+                                        int n) const;
     const float* tensor_at(const float* buffer, int t) const { return buffer + tensors_[size_t(t)].offset; }
     float* tensor_at(float* buffer, int t) const { return buffer + tensors_[size_t(t)].offset; }
     // Every layer but batch norm, whose halves train() and evaluate() run.
@@ -409,6 +436,18 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
 }
 
 template <class K>
+std::optional<LastDense> Model::last_dense(const K& k, const Activations& a, const float* params, float* grads,
+                                           int n) const {
+    const Planned& p = plan_.back();
+    if (p.layer.kind != LayerKind::dense || p.relu_after || p.pool_before >= 0 || p.input < 0 ||
+        !k.fuses_loss(n, int(p.in.size()), p.layer.out))
+        return std::nullopt;
+    return LastDense{a.out[size_t(p.input)], tensor_at(params, p.weight), tensor_at(params, p.bias),
+                     a.grad[size_t(p.input)], tensor_at(grads, p.weight), tensor_at(grads, p.bias),
+                     int(p.in.size()), p.layer.out, p.relu_before, a.scratch};
+}
+
+template <class K>
 void Model::evaluate(K& k, const Activations& a, const float* params, PoolKind pool, int n, const float* x,
                      float* logits) const {
     for (size_t i = 0; i < plan_.size(); ++i) {
@@ -431,7 +470,9 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
     const int samples = sync ? pass.batch : n;  // what the statistics are summed over
     int passed = 0;
     const auto reached_end_of_stage = [&] { return sync && ++passed > stage; };
-    for (size_t i = 0; i < plan_.size(); ++i) {
+    const std::optional<LastDense> last = last_dense(k, a, params, grads, n);
+    const size_t layers = last ? plan_.size() - 1 : plan_.size();  // the ones this walk runs
+    for (size_t i = 0; i < layers; ++i) {
         const Planned& p = plan_[i];
         if (p.layer.kind != LayerKind::batch_norm) {
             if (passed == stage) forward_layer(k, i, a, params, pass.pool, n, x, logits);
@@ -446,8 +487,11 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
                                  double(samples) * s.hw, tensor_at(params, p.weight), tensor_at(params, p.bias),
                                  batch_norm_eps, s);
     }
-    if (passed == stage) loss();
-    for (size_t i = plan_.size(); i-- > 0;) {
+    if (passed == stage) {
+        loss(last ? &*last : nullptr);
+        if (last) done(tensors_[size_t(plan_.back().weight)].offset);
+    }
+    for (size_t i = layers; i-- > 0;) {
         const Planned& p = plan_[i];
         if (p.layer.kind != LayerKind::batch_norm) {
             if (passed == stage) backward_layer(k, i, a, params, grads, pass.pool, n, x, done);

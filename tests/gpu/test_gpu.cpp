@@ -268,6 +268,7 @@ void test_conv_pool() {
         {{2, 3, 12, 12, 6, 3, 3, 2, 1}, 3, 1},     // stride and padding; overlapping windows
         {{4, 1, 28, 28, 64, 3, 3, 1, 1}, 3, 2},    // ResNet-18's first conv's bank, padded
         {{7, 20, 13, 13, 50, 5, 5, 1, 0}, 2, 2},   // LeNet's conv2: 500 taps, the GEMM and a pool kernel
+        {{7, 20, 13, 13, 50, 5, 5, 1, 0}, 2, 3},   // the same, split, with gaps between the windows
         {{2, 1, 40, 40, 4, 3, 3, 1, 1}, 2, 2},     // a plane of 1,600 pixels: too large for the direct kernel
     };
     for (int n : {7, 64}) cases.push_back({lenet::model().conv_shapes(n)[0], 2, 2});  // LeNet's conv1
@@ -285,6 +286,7 @@ void test_conv_pool() {
             cpu::pool2d_forward(want_pooled.data(), want.data(), kind, ps);
             Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
                 pooled(ps.out_size()), again(ps.out_size());
+            std::vector<float> v3_y, v3_pooled;  // version 4 pools as it adds the splits, to the same bits
             for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
                 cuda::select_version("conv2d_forward", v);
                 const std::string version = " (version " + std::to_string(v) + ")";
@@ -298,6 +300,11 @@ void test_conv_pool() {
                 cuda::pool2d_forward(again.p, y.p, kind, ps, nullptr);
                 compare("conv2d_forward_relu_pool pooled = pool2d_forward(y) " + name + version, got,
                         again.download(), c.k > c.stride ? 1e-6 : 0.0);
+                if (v == 3) v3_y = y.download(), v3_pooled = got;
+                if (v >= 4) {
+                    compare("conv2d_forward_relu_pool y = version 3's " + name + version, y.download(), v3_y, 0.0);
+                    compare("conv2d_forward_relu_pool pooled = version 3's " + name + version, got, v3_pooled, 0.0);
+                }
             }
             // The weight gradient from the pooling's gradient, on the CPU's y
             // and pooled output (so that both pick the same window maxima).
@@ -668,6 +675,153 @@ bool has_tf32() {
     if (prop.major >= 8) return true;
     std::printf("SKIP the --tf32 checks: GPU 0 has compute capability %d.%d, TF32 needs 8.0\n", prop.major, prop.minor);
     return false;
+}
+
+// The first convolution gathering its batch from the dataset as it reads
+// it (conv2d_forward version 5): the input, the labels, the ReLU's output
+// and the pooling, bit for bit as gather_samples and then
+// conv2d_forward_relu_pool give them. LeNet's conv1, a part of 7 and of 64.
+void test_conv_gathered() {
+    const int stored = 90, pixels = 28 * 28;
+    Rng rng(70, 70);
+    std::vector<uint8_t> images(size_t(stored) * pixels), labels(stored);
+    for (auto& v : images) v = uint8_t(rng.below(256));
+    for (auto& v : labels) v = uint8_t(rng.below(10));
+    Buffer<uint8_t> gimages(images), glabels(labels);
+    for (const int n : {7, 64})
+        for (PoolKind kind : {PoolKind::avg, PoolKind::max}) {
+            const ConvShape s = lenet::model().conv_shapes(n)[0];
+            const PoolShape ps{n, s.oc, s.oh(), s.ow(), 2, 2};
+            const std::string name = "conv2d_forward_relu_pool_gathered " + describe(s) +
+                                     (kind == PoolKind::avg ? ", avg pool" : ", max pool");
+            std::vector<uint32_t> index(static_cast<size_t>(n));
+            for (auto& i : index) i = uint32_t(rng.below(stored));
+            Buffer<uint32_t> gindex(index);
+            const auto w = random(s.weight_size(), 71), b = random(size_t(s.oc), 72);
+            Buffer<float> gw(w), gb(b), scratch(cuda::conv2d_scratch_floats(s));
+            Buffer<float> x(size_t(n) * pixels), y(s.out_size()), pooled(ps.out_size());
+            Buffer<int32_t> l{size_t(n)};
+            // gather_samples, then the plain call.
+            cuda::gather_samples(x.p, l.p, gimages.p, glabels.p, gindex.p, n, pixels, nullptr);
+            cuda::conv2d_forward_relu_pool(y.p, pooled.p, x.p, gw.p, gb.p, s, kind, ps, scratch.p, nullptr);
+            const std::vector<std::vector<float>> want = {x.download(), y.download(), pooled.download()};
+            const auto want_labels = l.download();
+            for (Buffer<float>* p : {&x, &y, &pooled}) p->poison();
+            l.poison();
+            cuda::select_version("conv2d_forward", 5);
+            const bool gathers = cuda::conv2d_forward_gathers(s, ps);
+            cuda::conv2d_forward_relu_pool_gathered(y.p, pooled.p, {x.p, l.p, gimages.p, glabels.p, gindex.p, n, pixels},
+                                                    gw.p, gb.p, s, kind, ps, nullptr);
+            cuda::select_default_versions();
+            report(gathers, name + ": version 5 gathers LeNet's first layer");
+            compare(name + ": the gathered input", x.download(), want[0], 0.0);
+            report(l.download() == want_labels, name + ": the gathered labels");
+            compare(name + ": y", y.download(), want[1], 0.0);
+            compare(name + ": pooled", pooled.download(), want[2], 0.0);
+        }
+    bool refused = false;  // another layer: refused, not run wrong
+    try {
+        cuda::select_version("conv2d_forward", 5);
+        const ConvShape s = lenet::model().conv_shapes(4)[1];
+        cuda::conv2d_forward_relu_pool_gathered(nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, nullptr, 4, 1},
+                                                nullptr, nullptr, s, PoolKind::avg, {4, s.oc, s.oh(), s.ow(), 2, 2},
+                                                nullptr);
+    } catch (const std::invalid_argument&) {
+        refused = true;
+    }
+    cuda::select_default_versions();
+    report(refused, "conv2d_forward_relu_pool_gathered refuses a layer its kernel cannot gather");
+}
+
+// The last dense layer and the loss in one launch
+// (dense_softmax_cross_entropy, dense version 6), against the CPU's three
+// calls: dense_forward, softmax_cross_entropy, dense_backward (or _relu).
+// LeNet's last layer at batch 256 and at a last, smaller part; a group of
+// samples cut short (37); the most inputs and classes it takes, and more
+// samples than a block has threads (300); one sample. Each twice: the same
+// bits both times, whichever blocks finish last.
+void test_dense_loss() {
+    struct Case { int n, in, classes; };
+    for (const Case z : {Case{256, 128, 10}, Case{100, 128, 10}, Case{37, 50, 7}, Case{300, 1024, 32}, Case{1, 3, 2}})
+        for (const bool relu : {false, true}) {
+            char name[100];
+            std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d%s", z.n, z.in, z.classes,
+                          relu ? " (ReLU before)" : "");
+            std::vector<float> x = random(size_t(z.n) * z.in, 60);
+            if (relu)  // a ReLU's output: a third of it zero
+                for (float& v : x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
+            const auto w = random(size_t(z.classes) * z.in, 61), b = random(size_t(z.classes), 62);
+            const auto dw0 = random(w.size(), 63), db0 = random(b.size(), 64);
+            std::vector<int32_t> labels(size_t(z.n));
+            Rng rng(65, 65);
+            for (auto& l : labels) l = int32_t(rng.below(uint64_t(z.classes)));
+
+            std::vector<float> want_z(size_t(z.n) * z.classes), want_g(want_z.size()), want_dx(x.size());
+            std::vector<float> want_dw = dw0, want_db = db0;
+            cpu::dense_forward(want_z.data(), x.data(), w.data(), b.data(), z.n, z.in, z.classes);
+            const double want_loss = cpu::softmax_cross_entropy(want_g.data(), want_z.data(), labels.data(), z.n,
+                                                                z.classes);
+            if (relu)
+                cpu::dense_backward_relu(want_dx.data(), want_dw.data(), want_db.data(), want_g.data(), x.data(),
+                                         w.data(), z.n, z.in, z.classes);
+            else
+                cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), want_g.data(), x.data(), w.data(),
+                                    z.n, z.in, z.classes);
+
+            Buffer<float> gx(x), gw(w), gb(b), logits(want_z.size()), dlogits(want_z.size()), dx(x.size()),
+                dw(dw0), db(db0);
+            Buffer<int32_t> glabels(labels);
+            Buffer<double> loss(std::vector<double>{0.5});  // the kernel adds to what is there
+            Buffer<float> scratch(cuda::dense_scratch_floats(z.n, z.in, z.classes));
+            Tickets tickets;
+            std::vector<std::vector<float>> first;
+            double first_loss = 0;
+            for (int run = 0; run < 2; ++run) {
+                for (Buffer<float>* p : {&logits, &dlogits, &dx, &scratch}) p->poison();
+                dw.upload(dw0);
+                db.upload(db0);
+                loss.upload({0.5});
+                cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, loss.p, glabels.p, dx.p, dw.p, db.p, gx.p, gw.p,
+                                                  gb.p, z.n, z.in, z.classes, relu, {scratch.p, tickets.p}, nullptr);
+                const std::vector<std::vector<float>> got = {logits.download(), dlogits.download(), dx.download(),
+                                                             dw.download(), db.download()};
+                const double got_loss = loss.download()[0] - 0.5;
+                if (run == 1) {
+                    const char* names[] = {"logits", "dlogits", "dx", "dw", "db"};
+                    for (size_t k = 0; k < got.size(); ++k)
+                        compare(std::string(name) + ": " + names[k] + " again, the same bits", got[k], first[k], 0.0);
+                    report(got_loss == first_loss, std::string(name) + ": the loss again, the same bits");
+                    break;
+                }
+                first = got, first_loss = got_loss;
+                compare(std::string(name) + ": logits", got[0], want_z, gemm_tol);
+                compare(std::string(name) + ": dlogits", got[1], want_g, gemm_tol);
+                compare(std::string(name) + ": dx", got[2], want_dx, gemm_tol);
+                compare(std::string(name) + ": dw", got[3], want_dw, gemm_tol);
+                compare(std::string(name) + ": db", got[4], want_db, gemm_tol);
+                if (relu) {
+                    size_t leaked = 0;
+                    for (size_t i = 0; i < x.size(); ++i) leaked += x[i] == 0.0f && got[2][i] != 0.0f;
+                    report(leaked == 0, std::string(name) + ": dx is 0 where the ReLU's output is",
+                           std::to_string(leaked) + " not");
+                }
+                report(std::abs(got_loss - want_loss) <= gemm_tol * std::max(1.0, std::abs(want_loss)),
+                       std::string(name) + ": loss", std::to_string(got_loss) + " vs " + std::to_string(want_loss));
+                check_tickets(tickets, name);
+            }
+        }
+    // Beyond what its kernel holds: refused at the launch, not run wrong.
+    bool refused = false;
+    try {
+        cuda::dense_softmax_cross_entropy(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                          nullptr, nullptr, 4, cuda::dense_loss_in_most + 1, 10, false,
+                                          {nullptr, nullptr}, nullptr);
+    } catch (const std::invalid_argument&) {
+        refused = true;
+    }
+    report(refused && !cuda::dense_loss_fits(4, 128, cuda::dense_loss_classes_most + 1) &&
+               cuda::dense_loss_fits(256, 128, 10),
+           "dense_softmax_cross_entropy refuses more inputs or classes than it holds");
 }
 
 void test_tf32() {
@@ -1319,6 +1473,22 @@ void test_replicas() {
     check_failed_recording(2, batch);
     check_capabilities();
     test_tf32_training(batch, one);
+
+    // Every launcher at its latest version, the fewest kernels a step (the
+    // last dense layer with the loss among them), which training runs when
+    // DPTRAIN_KERNEL_VERSIONS asks: 2 replicas alike, against one CPU
+    // device, and a graph's replay with the queued kernels' bits.
+    for (const cuda::LauncherVersions& l : cuda::launcher_versions())
+        cuda::select_version(l.launcher, int(l.versions.size()));
+    const std::string name = "2 GPU replicas, every launcher at its latest version";
+    const Trained latest = train_epochs(DeviceKind::gpu, 2, batch);
+    report(latest.params[0] == latest.params[1], name + ": replica 1 has the same bits as replica 0");
+    compare_with_cpu(name + " vs 1 CPU device: parameters after one epoch", latest.params[0], cpu.params[0]);
+    report(std::abs(latest.loss_sum - cpu.loss_sum) <= 1e-5 * std::abs(cpu.loss_sum),
+           name + ": the epoch's loss sum matches the CPU's",
+           std::to_string(latest.loss_sum) + " vs " + std::to_string(cpu.loss_sum));
+    check_graph_replays(2, batch, name);
+    cuda::select_default_versions();
 }
 
 // What crosses streams, in few steps, for ThreadSanitizer on the emulated GPU
@@ -1394,6 +1564,8 @@ int main(int argc, char** argv) {
                 test_dense_pool();
             }
             cuda::select_default_versions();  // the loops above leave their last version selected
+            test_dense_loss();
+            test_conv_gathered();
             test_tf32();
             test_pool();
             test_batch_norm();

@@ -1247,17 +1247,17 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
     forward<true>(y, x, w, b, s, scratch, stream);
 }
 
-bool conv2d_forward_gathers(const ConvShape& s, const PoolShape& ps) {
-    return conv2d_forward_version >= 5 && direct_forward_fits(s) && ps.n == s.n && ps.c == s.oc && ps.h == s.oh() &&
-           ps.w == s.ow();
+bool conv2d_forward_gathers(const ConvShape& s) {
+    return conv2d_forward_version >= 5 && direct_forward_fits(s);
 }
 
 void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
                                        const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,
                                        cudaStream_t stream) {
-    if (!conv2d_forward_gathers(s, ps) || from.count != s.n || size_t(from.pixels) != size_t(s.c) * s.h * s.w)
+    if (!conv2d_forward_gathers(s) || from.count != s.n || size_t(from.pixels) != size_t(s.c) * s.h * s.w)
         throw std::invalid_argument("conv2d_forward_relu_pool_gathered: a convolution that cannot gather its input, "
                                     "or a batch of another shape");
+    check_pooling(s, ps, "conv2d_forward_relu_pool_gathered");
     const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
     if (kind == PoolKind::max)
         launch_direct_forward<true, true, PoolKind::max>(y, pooled, from.x, w, b, s, pg, stream, from);

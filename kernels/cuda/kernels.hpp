@@ -62,18 +62,18 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
 // y = conv2d_forward_relu(x), then pooled = pool2d_forward(y): one kernel
 // where the filter bank is small (version 2 of the forward), else the two.
 // ps: the pooling's shape, whose input is y.
-// Whether conv2d_forward_relu_pool_gathered takes a first layer of shapes
-// s and ps (conv2d_forward version 5 on, where its direct kernel runs).
-bool conv2d_forward_gathers(const ConvShape& s, const PoolShape& ps);
+void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                              cudaStream_t stream);
+// Whether conv2d_forward_relu_pool_gathered takes a first layer of shape s
+// (conv2d_forward version 5 on, where its direct kernel runs).
+bool conv2d_forward_gathers(const ConvShape& s);
 // conv2d_forward_relu_pool of from.x, which the kernel gathers as it stages
 // each image (and stores, with the labels, as gather_samples would), for
 // s.n = from.count samples of from.pixels = s.c * s.h * s.w values.
 void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
                                        const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,
                                        cudaStream_t stream);
-void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
-                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
-                              cudaStream_t stream);
 // dx (n, c, h, w), overwritten.
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
                           const ConvShape& s, float* scratch, cudaStream_t stream);

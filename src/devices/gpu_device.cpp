@@ -175,7 +175,8 @@ class GpuDevice final : public Device {
         timelines_[1].stream = allreduce_stream();
         kernels_.stream = stream_;
         kernels_.math = setup_.math;
-        first_layer_ = model_.first_conv_pool(setup.capacity, setup.math);
+        const std::optional<ConvShape> first = model_.first_conv_pooled(setup.capacity, setup.math);
+        first_layer_gathers_ = first && cuda::conv2d_forward_gathers(*first);
         const size_t p = model_.param_count();
         params_ = device_alloc<float>(p, gpu_, "parameters");
         grads_ = device_alloc<float>(grad_floats_, gpu_, "gradients");
@@ -375,8 +376,7 @@ class GpuDevice final : public Device {
         kernels_.gather = {act_.x, act_.labels, data_->train_images, data_->train_labels, order_ + first, count,
                            int(setup_.train->pixels())};
         loaded_ = count;
-        if (!first_layer_ || count == 0 || !cuda::conv2d_forward_gathers(first_layer_->conv, first_layer_->pool))
-            gather_now();
+        if (!first_layer_gathers_ || count == 0) gather_now();
     }
     void gather_now() {
         const cuda::GatherSource g = std::exchange(kernels_.gather, {});
@@ -626,9 +626,9 @@ class GpuDevice final : public Device {
     cudaEvent_t allreduce_done_ = nullptr, main_done_ = nullptr;
     size_t buckets_awaited_ = 0;
     cuda::KernelSet kernels_{};
-    // The model's first layer, where it is a convolution that pools (its
-    // kernel may gather the batch: load_train), at a part's capacity.
-    std::optional<Model::ConvPool> first_layer_;
+    // The model's first layer gathers the batch itself (load_train): a
+    // convolution that pools, on a version of its launcher that can.
+    bool first_layer_gathers_ = false;
     float *params_ = nullptr, *grads_ = nullptr;  // the replica: one flat buffer each
     float* staging_ = nullptr;                    // what the allreduce algorithm asked this replica to keep
     float* activations_ = nullptr;

@@ -249,10 +249,10 @@ std::vector<Model::ConvPoolConv> Model::conv_pool_convs(int n, Math math) const 
     return found;
 }
 
-std::optional<Model::ConvPool> Model::first_conv_pool(int n, Math math) const {
+std::optional<ConvShape> Model::first_conv_pooled(int n, Math math) const {
     const Planned& p = plan_.front();
     if (p.layer.kind != LayerKind::conv || p.input >= 0 || p.pool_after < 0) return std::nullopt;
-    return ConvPool{conv_shape(0, n, math), pool_shape(size_t(p.pool_after), n)};
+    return conv_shape(0, n, math);
 }
 
 // Layout: input, labels, the outputs in buffer order, their gradients in

@@ -32,9 +32,8 @@
 // in its own (dense_backward_pool: on a GPU, in the epilogue of its data
 // gradient's product where the windows do not overlap); and where the kernel
 // set offers it (a GPU's), a last dense layer runs with the loss (LastDense).
-// ReLU and add work
-// in place, in the buffer of the layer before. The first layer computes no
-// gradient for the input.
+// ReLU and add work in place, in the buffer of the layer before. The first
+// layer computes no gradient for the input.
 //
 // Batch norm across devices (--bn): each replica normalises with the
 // statistics of its own part (local), or of the whole batch (sync): then the
@@ -216,13 +215,9 @@ class Model {
     };
     std::vector<ConvPoolConv> conv_pool_convs(int n, Math math = Math::fp32) const;
     // The first layer, where it is a convolution of the input that does the
-    // pooling after its ReLU too (conv2d_forward_relu_pool on x): its two
-    // shapes, for a device whose kernel may gather the input as it reads it.
-    struct ConvPool {
-        ConvShape conv;
-        PoolShape pool;
-    };
-    std::optional<ConvPool> first_conv_pool(int n, Math math = Math::fp32) const;
+    // pooling after its ReLU too (conv2d_forward_relu_pool on x): its shape,
+    // for a device whose kernel may gather the input as it reads it.
+    std::optional<ConvShape> first_conv_pooled(int n, Math math = Math::fp32) const;
 
     // Scratch floats kernel set K needs for every conv and dense layer at
     // this capacity, in arithmetic `math`.
@@ -245,8 +240,8 @@ class Model {
                   float* logits) const;
     // Stage `stage` of a training pass over x[0:n]: forward into logits,
     // then loss(last), which fills a.d_logits() with the gradient of the
-    // summed loss (last: the LastDense it runs too, or null), then backward, accumulating the parameters' gradients into
-    // grads (the caller clears them). After each layer with parameters it
+    // summed loss (last: the LastDense it runs too, or null), then backward,
+    // accumulating the parameters' gradients into grads (the caller clears them). After each layer with parameters it
     // calls done(first): the layers are done from the last, so
     // grads[first:trained_count()) are then complete (--overlap hands them
     // on). Without --bn sync the pass is one stage.

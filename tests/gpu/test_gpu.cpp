@@ -709,7 +709,7 @@ void test_conv_gathered() {
             for (Buffer<float>* p : {&x, &y, &pooled}) p->poison();
             l.poison();
             cuda::select_version("conv2d_forward", 5);
-            const bool gathers = cuda::conv2d_forward_gathers(s, ps);
+            const bool gathers = cuda::conv2d_forward_gathers(s);
             cuda::conv2d_forward_relu_pool_gathered(y.p, pooled.p, {x.p, l.p, gimages.p, glabels.p, gindex.p, n, pixels},
                                                     gw.p, gb.p, s, kind, ps, nullptr);
             cuda::select_default_versions();

@@ -325,6 +325,7 @@ int input_grad_rows_threads(const ConvShape& s) {
 // ResNet-18's 256 channels on 3x3 took 1.23x (why was not measured), so
 // version 2 keeps them.
 using RowsKernel = void (*)(float*, const float*, const float*, Geometry);
+using RowsStagedKernel = void (*)(float*, const float*, const float*, Geometry, int);
 RowsKernel input_grad_rows_kernel(const ConvShape& s) {
     if (conv2d_backward_data_version < 4 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         s.oh() * s.ow() > rows_staged || input_grad_rows_threads(s) > rows_most_threads)
@@ -334,6 +335,117 @@ RowsKernel input_grad_rows_kernel(const ConvShape& s) {
     if (k == 3 && p == 1 && ow == 12) return input_grad_rows<3, 1, 12>;
     if (k == 3 && p == 1 && ow == 6) return input_grad_rows<3, 1, 6>;
     if (k == 3 && p == 0 && ow == 7) return input_grad_rows<3, 0, 7>;
+    return nullptr;
+}
+
+// Version 5 of backward-data: version 4's sums, in its order, bit for bit,
+// with three things changed that a LeNet step's profile pointed at (version
+// 4's kernel was its longest, at 12 TFLOP/s):
+// - the filters of a chunk of output channels are staged in shared memory
+//   beside dy (version 4 read them from global memory in the inner loop);
+// - the staged rows are padded to a multiple of 4 floats, so that a thread
+//   reads a dy row and a filter row 16 bytes at a time, and a channel's
+//   filters to an odd number of 16-byte units, so that the 8 channels a
+//   quarter-warp reads fall in different banks;
+// - a thread sums a row of one channel, and the threads of one input row
+//   sit side by side (thread = row * c + channel): a warp spans two or three
+//   rows, which skip nearly the same filter rows, where version 4's warps
+//   spanned a group's every row and ran the union of their filter rows, and
+//   twice the threads are in flight.
+constexpr int staged_rows_floats = 12 * 1024, staged_rows_most_threads = 1024;
+
+template <int K>
+struct StagedFilters {
+    static constexpr int row = (K + 3) / 4 * 4;                             // a filter row, padded to 16 bytes
+    static constexpr int channel = K * row + ((K * row / 4) % 2 == 0 ? 4 : 0);  // an odd number of 16-byte units
+};
+
+// N floats (a multiple of 4) from 16-byte aligned shared memory into registers, 16 bytes a load.
+template <int N>
+__device__ inline void load_row(float (&to)[N], const float* from) {
+#pragma unroll
+    for (int v = 0; v < N / 4; ++v) tiled::read4(to + 4 * v, from + 4 * v);
+}
+
+template <int K, int P, int OW>
+__global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_staged(float* dx, const float* dy,
+                                                                                   const float* w, Geometry g,
+                                                                                   int chunk) {
+    constexpr int W = OW + K - 1 - 2 * P;  // the input's width (stride 1)
+    constexpr int OWP = (OW + 3) / 4 * 4, KK = K * K;
+    using F = StagedFilters<K>;
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    float* const sdy = staged;                           // chunk x oh rows of OWP
+    float* const sw = staged + size_t(chunk) * g.oh * OWP;  // chunk x c channels of F::channel
+    const int sample = int(blockIdx.x);
+    const int iy = int(threadIdx.x) / g.c, ch = int(threadIdx.x) - iy * g.c;
+    const bool active = iy < g.h;
+    float acc[W] = {};
+    const float* dy_sample = dy + size_t(sample) * g.oc * g.oh * OW;
+    for (int co0 = 0; co0 < g.oc; co0 += chunk) {
+        const int count = min(chunk, g.oc - co0);
+        __syncthreads();  // the previous chunk's sums are done
+        for (int e = int(threadIdx.x); e < count * g.oh * OW; e += int(blockDim.x)) {
+            const int r = e / OW;
+            sdy[r * OWP + (e - r * OW)] = dy_sample[size_t(co0) * g.oh * OW + e];
+        }
+        const float* w_chunk = w + size_t(co0) * g.c * KK;
+        for (int e = int(threadIdx.x); e < count * g.c * KK; e += int(blockDim.x)) {
+            const int q = e / KK, t = e - q * KK, ky = t / K;
+            sw[q * F::channel + ky * F::row + (t - ky * K)] = w_chunk[e];
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int co = 0; co < count; ++co) {
+            const float* wp = sw + (co * g.c + ch) * F::channel;
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                const int oy = iy + P - ky;
+                if (oy < 0 || oy >= g.oh) continue;  // this filter row misses the thread's row
+                float d[OWP], wv[F::row];
+                load_row<OWP>(d, sdy + (co * g.oh + oy) * OWP);
+                load_row<F::row>(wv, wp + ky * F::row);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) {
+#pragma unroll
+                    for (int ox = 0; ox < OW; ++ox) {
+                        const int ix = ox + kx - P;
+                        if (ix < 0 || ix >= W) continue;  // (known when compiled)
+                        acc[ix] = fmaf(d[ox], wv[kx], acc[ix]);
+                    }
+                }
+            }
+        }
+    }
+    if (!active) return;
+    float* row = dx + ((size_t(sample) * g.c + ch) * g.h + iy) * W;
+#pragma unroll
+    for (int ix = 0; ix < W; ++ix) row[ix] = acc[ix];
+}
+
+// Version 5's kernel for s, or null where version 4's (or 2's) runs; *chunk
+// is the output channels a block stages at a time. It takes LeNet's conv2 (5x5
+// filters on 9-wide outputs) and a test's 3x3 on 7-wide ones. On an H200
+// (kernel_bench, batch 256) it took 0.73x of version 4's time on LeNet's
+// conv2 (0.0652 ms against 0.0897), but 1.27x and 1.50x on ResNet-18's 3x3
+// convolutions on 12x12 and 6x6 (64 and 128 channels: 768 threads a block,
+// half the rows of a warp skipping a filter row the other half needs, where
+// version 4's 2 channels a thread read each dy row for both), which version 4
+// keeps.
+RowsStagedKernel input_grad_rows_staged_kernel(const ConvShape& s, int* chunk) {
+    if (conv2d_backward_data_version < 5 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
+        tiled::ceil_div(s.c * s.h, 32) * 32 > staged_rows_most_threads)
+        return nullptr;
+    const int k = s.kh, p = s.pad, ow = s.ow();
+    // As many output channels a chunk as fit, then the chunks evened out.
+    const auto fits = [&](int channel) {
+        const int most = staged_rows_floats / (s.oh() * tiled::ceil_div(ow, 4) * 4 + s.c * channel);
+        if (most < 1) return false;
+        *chunk = tiled::ceil_div(s.oc, tiled::ceil_div(s.oc, most));
+        return true;
+    };
+    if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel)) return input_grad_rows_staged<5, 0, 9>;
+    if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel)) return input_grad_rows_staged<3, 0, 7>;
     return nullptr;
 }
 
@@ -1087,6 +1199,135 @@ void launch_direct_forward(float* y, float* pooled_y, const float* x, const floa
                        pooled_y, x, w, b, Geometry(s), pg, from);
 }
 
+// Version 6 of the forward product, for the stride-1 convolutions that
+// backward-data version 5 takes (LeNet's conv2), summed directly the same way: a block a
+// sample, a chunk of input channels at a time staged in shared memory with
+// their filters (the input's rows with the padding's zeros on both sides,
+// padded to 16 bytes; filters as in StagedFilters, a channel's filters for
+// one input channel side by side), and a thread a row of one output channel
+// in registers (thread = row * oc + channel). Each sum runs over input
+// channels, filter rows, filter columns, then adds the bias; ReLU, and a
+// pooling after it, in the same kernel (the rows through shared memory).
+// No split, no columns, no finishing or pooling kernel.
+template <int K, int P, int OW>
+struct RowsForward {
+    static constexpr int W = OW + K - 1 - 2 * P;    // the input's width
+    static constexpr int XP = (OW + K - 1 + 3) / 4 * 4;  // a staged input row: P zeros, W values, zeros
+};
+
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind>
+__global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
+                                                                         const float* w, const float* b, Geometry g,
+                                                                         PoolGeometry pg, int chunk) {
+    using R = RowsForward<K, P, OW>;
+    using F = StagedFilters<K>;
+    constexpr int KK = K * K;
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    float* const sx = staged;                               // chunk x h rows of XP
+    float* const sw = staged + size_t(chunk) * g.h * R::XP;  // chunk x oc channels of F::channel
+    const int sample = int(blockIdx.x);
+    const int oy = int(threadIdx.x) / g.oc, co = int(threadIdx.x) - oy * g.oc;
+    const bool active = oy < g.oh;
+    float acc[OW] = {};
+    const float* x_sample = x + size_t(sample) * g.c * g.h * R::W;
+    for (int c0 = 0; c0 < g.c; c0 += chunk) {
+        const int count = min(chunk, g.c - c0);
+        __syncthreads();  // the previous chunk's sums are done
+        for (int e = int(threadIdx.x); e < count * g.h * R::XP; e += int(blockDim.x)) {
+            const int r = e / R::XP, ix = e - r * R::XP - P;
+            sx[e] = ix >= 0 && ix < R::W ? x_sample[(size_t(c0) * g.h + r) * R::W + ix] : 0.0f;
+        }
+        for (int e = int(threadIdx.x); e < count * g.oc * KK; e += int(blockDim.x)) {
+            // e runs along w's layout (oc, c, kh, kw) within the chunk's input channels.
+            const int q = e / KK, t = e - q * KK, o = q / count, cc = q - o * count, ky = t / K;
+            sw[(cc * g.oc + o) * F::channel + ky * F::row + (t - ky * K)] = w[(size_t(o) * g.c + c0 + cc) * KK + t];
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int cc = 0; cc < count; ++cc) {
+            const float* wp = sw + (cc * g.oc + co) * F::channel;
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                const int iy = oy + ky - P;
+                if (iy < 0 || iy >= g.h) continue;  // a padding row
+                float xr[R::XP], wv[F::row];
+                load_row<R::XP>(xr, sx + (cc * g.h + iy) * R::XP);
+                load_row<F::row>(wv, wp + ky * F::row);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) {
+#pragma unroll
+                    for (int ox = 0; ox < OW; ++ox) acc[ox] = fmaf(xr[ox + kx], wv[kx], acc[ox]);
+                }
+            }
+        }
+    }
+    const int plane = g.oh * OW;
+    if (active) {
+        float* row = y + (size_t(sample) * g.oc + co) * plane + oy * OW;
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) {
+            float v = acc[ox] + b[co];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            acc[ox] = v;
+            row[ox] = v;
+        }
+    }
+    if (!pooled) return;
+    __syncthreads();  // the last chunk's reads are done: its space holds the planes now
+    if (active) {
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) staged[co * plane + oy * OW + ox] = acc[ox];
+    }
+    __syncthreads();
+    const int windows = pg.oh * pg.ow;
+    for (int e = int(threadIdx.x); e < g.oc * windows; e += int(blockDim.x)) {
+        const int o = e / windows, r = e - o * windows, py = r / pg.ow, px = r - py * pg.ow;
+        pooled_y[size_t(sample) * g.oc * windows + e] =
+            pooled_window<kind>(staged + o * plane + py * pg.stride * OW + px * pg.stride, OW, pg.k);
+    }
+}
+
+// Version 6's forward for s: the kernel, its chunk of input channels, or
+// null where the other versions' kernels run. It takes the shapes of
+// backward-data version 5. On an H200 (kernel_bench, batch 256), LeNet's
+// conv2 with its ReLU and pooling took 0.95x of version 3's time (0.0664 ms
+// against 0.0702; the product alone, 1.01x), ResNet-18's 3x3 on 12x12 and
+// 6x6 1.23x and 1.17x, which version 3 keeps.
+template <bool relu, bool pooled, PoolKind kind>
+using RowsForwardKernel = void (*)(float*, float*, const float*, const float*, const float*, Geometry, PoolGeometry,
+                                   int);
+template <bool relu, bool pooled, PoolKind kind>
+RowsForwardKernel<relu, pooled, kind> rows_forward_kernel(const ConvShape& s, int* chunk) {
+    if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
+        tiled::ceil_div(s.oh() * s.oc, 32) * 32 > staged_rows_most_threads ||
+        size_t(s.oc) * s.oh() * s.ow() > size_t(staged_rows_floats))
+        return nullptr;
+    const int k = s.kh, p = s.pad, ow = s.ow();
+    const auto fits = [&](int xp, int channel) {
+        const int most = staged_rows_floats / (s.h * xp + s.oc * channel);
+        if (most < 1) return false;
+        *chunk = tiled::ceil_div(s.c, tiled::ceil_div(s.c, most));
+        return true;
+    };
+    if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
+        return rows_forward<5, 0, 9, relu, pooled, kind>;
+    if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
+        return rows_forward<3, 0, 7, relu, pooled, kind>;
+    return nullptr;
+}
+
+// Runs version 6's forward where it takes s; false where it does not.
+template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
+bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
+                         const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
+    int chunk = 0;
+    const auto kernel = rows_forward_kernel<relu, pooled, kind>(s, &chunk);
+    if (!kernel) return false;
+    launch::kernel("rows_forward", kernel, unsigned(s.n), unsigned(tiled::ceil_div(s.oh() * s.oc, 32) * 32), stream,
+                   y, pooled_y, x, w, b, Geometry(s), pg, chunk);
+    return true;
+}
+
 // Version 3 of the forward product: split along k, the splits' partial sums
 // in scratch added in split order by finish_splits, when its tiles would
 // leave a multiprocessor fewer than 4 blocks (LeNet's conv2 at batch 256:
@@ -1113,6 +1354,7 @@ template <bool relu>
 void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
              cudaStream_t stream) {
     if (direct_forward_fits(s)) return launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
+    if (launch_rows_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream)) return;
     const Geometry g(s);
     const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
     const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
@@ -1268,6 +1510,12 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
                               const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
                               cudaStream_t stream) {
     check_pooling(s, ps, "conv2d_forward_relu_pool");
+    if (!direct_forward_fits(s)) {
+        const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
+        if (kind == PoolKind::max ? launch_rows_forward<true, true, PoolKind::max>(y, pooled, x, w, b, s, pg, stream)
+                                  : launch_rows_forward<true, true, PoolKind::avg>(y, pooled, x, w, b, s, pg, stream))
+            return;
+    }
     if (pools_in_finish(s, ps)) return forward_relu_pool_split(y, pooled, x, w, b, s, kind, ps, scratch, stream);
     if (!direct_forward_fits(s)) {
         forward<true>(y, x, w, b, s, scratch, stream);
@@ -1281,6 +1529,11 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
+    int chunk = 0;
+    if (const RowsStagedKernel rows = input_grad_rows_staged_kernel(s, &chunk)) {
+        return launch::kernel("input_grad_rows_staged", rows, unsigned(s.n),
+                              unsigned(tiled::ceil_div(s.c * s.h, 32) * 32), stream, dx, dy, w, g, chunk);
+    }
     if (const RowsKernel rows = input_grad_rows_kernel(s)) {
         return launch::kernel("input_grad_rows", rows, unsigned(s.n), unsigned(input_grad_rows_threads(s)), stream, dx,
                               dy, w, g);

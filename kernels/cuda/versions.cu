@@ -30,6 +30,10 @@ const char* const conv2d_forward_versions[] = {
     "kernel that adds the splits pools too (finish_splits_pool): no pooling kernel, the same bits",
     "version 4; a first layer that the direct kernel runs gathers the batch's images from the dataset as it stages "
     "them (conv2d_forward_relu_pool_gathered), and stores them and the labels for the backward: no gather kernel",
+    "version 5; a stride-1 convolution of small planes (those conv2d_backward_data 5 takes) summed directly: a "
+    "block a sample, a chunk of input channels and their filters staged in shared memory, a thread a row of one "
+    "output channel in registers; bias, ReLU and a pooling after it in the same kernel: no split, no finishing or "
+    "pooling kernel",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -41,6 +45,9 @@ const char* const conv2d_backward_data_versions[] = {
     "and 6x6) summed directly: a block a sample, its dy staged in shared memory, a thread a row of the input "
     "gradient of 2 channels in registers; no columns in memory, no gather (version 3's gather into the weight "
     "gradient is not part of it)",
+    "version 4's sums in its order, bit for bit, with the filters staged in shared memory beside dy, rows padded "
+    "for 16-byte reads, and a thread a row of one channel, the threads of an input row side by side (a warp's "
+    "rows skip nearly the same filter rows)",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -95,11 +102,19 @@ const char* const dense_versions[] = {
 // against 2: LeNet even (77.5 ms, 77.1), ResNet-18 0.96x (1478.3 ms against
 // 1540.9, with its 3x3 planes on version 4 too, which it now leaves to
 // version 2: conv.cu, input_grad_rows_kernel).
-// conv2d_forward 4 and 5 and dense 6 (a LeNet step in 10 kernels with
-// gemm_split 2, 16 without) have not run on a GPU yet: they stay beside the
-// defaults until whole epochs say which is faster
-// (bench/kernel_versions.sh times them, and every launcher at its latest).
-constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 3, conv2d_backward_data_default = 4,
+// Then on an H200, against those defaults (77.2 ms a LeNet epoch, 1448.6
+// ms ResNet-18's; the median of 3 runs in turns, ResNet-18 of 2):
+// - conv2d_forward 4 and 5 (fewer kernels, the same sums) took 1.01x and
+//   1.00x, dense 6 1.02x, gemm_split 2 1.72x; every launcher at its latest
+//   then (10 kernels a step) 1.70x. A step's kernels are not waiting on
+//   launches in a graph; they are slow;
+// - conv2d_backward_data 5 (conv2's input gradient, the step's longest
+//   kernel, with its filters in shared memory) 0.925x (71.4 ms), and with
+//   conv2d_forward 6 (conv2 summed directly, its pooling in the same kernel)
+//   0.912x (70.4 ms); 2 replicas sharing the GPU 0.84x (77.9 ms against
+//   92.4). Both stay off ResNet-18's shapes, where they ran slower
+//   (conv.cu), so its epoch is unchanged.
+constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 6, conv2d_backward_data_default = 5,
               conv2d_backward_weight_default = 7, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&

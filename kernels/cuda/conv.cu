@@ -326,6 +326,10 @@ int input_grad_rows_threads(const ConvShape& s) {
 // version 2 keeps them.
 using RowsKernel = void (*)(float*, const float*, const float*, Geometry);
 using RowsStagedKernel = void (*)(float*, const float*, const float*, Geometry, int);
+struct StagedLaunch {  // version 5's or 6's kernel (null where neither runs), its chunk, blocks a sample, threads
+    RowsStagedKernel kernel;
+    int chunk, parts, threads;
+};
 RowsKernel input_grad_rows_kernel(const ConvShape& s) {
     if (conv2d_backward_data_version < 4 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         s.oh() * s.ow() > rows_staged || input_grad_rows_threads(s) > rows_most_threads)
@@ -367,7 +371,10 @@ __device__ inline void load_row(float (&to)[N], const float* from) {
     for (int v = 0; v < N / 4; ++v) tiled::read4(to + 4 * v, from + 4 * v);
 }
 
-template <int K, int P, int OW>
+// Version 6 splits each sample's input channels between gridDim.y blocks
+// (`split`): a block stages the filters of its own channels alone, and each
+// sum stays in one thread, in the same order.
+template <int K, int P, int OW, bool split>
 __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_staged(float* dx, const float* dy,
                                                                                    const float* w, Geometry g,
                                                                                    int chunk) {
@@ -376,10 +383,13 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
     using F = StagedFilters<K>;
     __shared__ __align__(16) float staged[staged_rows_floats];
     float* const sdy = staged;                           // chunk x oh rows of OWP
-    float* const sw = staged + size_t(chunk) * g.oh * OWP;  // chunk x c channels of F::channel
+    float* const sw = staged + size_t(chunk) * g.oh * OWP;  // chunk x per channels of F::channel
     const int sample = int(blockIdx.x);
-    const int iy = int(threadIdx.x) / g.c, ch = int(threadIdx.x) - iy * g.c;
-    const bool active = iy < g.h;
+    // The block's input channels: per of them from first (mine of them in the last block).
+    const int per = split ? (g.c + int(gridDim.y) - 1) / int(gridDim.y) : g.c;
+    const int first = split ? int(blockIdx.y) * per : 0, mine = split ? min(per, g.c - first) : g.c;
+    const int iy = int(threadIdx.x) / per, lc = int(threadIdx.x) - iy * per, ch = first + lc;
+    const bool active = iy < g.h && lc < mine;
     float acc[W] = {};
     const float* dy_sample = dy + size_t(sample) * g.oc * g.oh * OW;
     for (int co0 = 0; co0 < g.oc; co0 += chunk) {
@@ -390,14 +400,22 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
             sdy[r * OWP + (e - r * OW)] = dy_sample[size_t(co0) * g.oh * OW + e];
         }
         const float* w_chunk = w + size_t(co0) * g.c * KK;
-        for (int e = int(threadIdx.x); e < count * g.c * KK; e += int(blockDim.x)) {
-            const int q = e / KK, t = e - q * KK, ky = t / K;
-            sw[q * F::channel + ky * F::row + (t - ky * K)] = w_chunk[e];
+        if constexpr (split) {
+            for (int e = int(threadIdx.x); e < count * mine * KK; e += int(blockDim.x)) {
+                const int q = e / KK, t = e - q * KK, o = q / mine, cl = q - o * mine, ky = t / K;
+                sw[(o * per + cl) * F::channel + ky * F::row + (t - ky * K)] =
+                    w_chunk[(size_t(o) * g.c + first + cl) * KK + t];
+            }
+        } else {
+            for (int e = int(threadIdx.x); e < count * g.c * KK; e += int(blockDim.x)) {
+                const int q = e / KK, t = e - q * KK, ky = t / K;
+                sw[q * F::channel + ky * F::row + (t - ky * K)] = w_chunk[e];
+            }
         }
         __syncthreads();
         if (!active) continue;
         for (int co = 0; co < count; ++co) {
-            const float* wp = sw + (co * g.c + ch) * F::channel;
+            const float* wp = sw + (co * per + lc) * F::channel;
 #pragma unroll
             for (int ky = 0; ky < K; ++ky) {
                 const int oy = iy + P - ky;
@@ -423,8 +441,8 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
     for (int ix = 0; ix < W; ++ix) row[ix] = acc[ix];
 }
 
-// Version 5's kernel for s, or null where version 4's (or 2's) runs; *chunk
-// is the output channels a block stages at a time. It takes LeNet's conv2 (5x5
+// Version 5's (or 6's) kernel for s, or null where version 4's (or 2's) runs;
+// chunk is the output channels a block stages at a time. It takes LeNet's conv2 (5x5
 // filters on 9-wide outputs) and a test's 3x3 on 7-wide ones. On an H200
 // (kernel_bench, batch 256) it took 0.73x of version 4's time on LeNet's
 // conv2 (0.0652 ms against 0.0897), but 1.27x and 1.50x on ResNet-18's 3x3
@@ -432,21 +450,27 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
 // half the rows of a warp skipping a filter row the other half needs, where
 // version 4's 2 channels a thread read each dy row for both), which version 4
 // keeps.
-RowsStagedKernel input_grad_rows_staged_kernel(const ConvShape& s, int* chunk) {
+StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
+    // Version 6: each sample's channels in two blocks (LeNet's 256 samples
+    // make 256 blocks of version 5, half a wave).
+    const int parts = conv2d_backward_data_version >= 6 && s.c >= 2 ? 2 : 1, per = tiled::ceil_div(s.c, parts);
+    StagedLaunch l{nullptr, 0, parts, tiled::ceil_div(per * s.h, 32) * 32};
     if (conv2d_backward_data_version < 5 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
-        tiled::ceil_div(s.c * s.h, 32) * 32 > staged_rows_most_threads)
-        return nullptr;
+        l.threads > staged_rows_most_threads)
+        return l;
     const int k = s.kh, p = s.pad, ow = s.ow();
     // As many output channels a chunk as fit, then the chunks evened out.
     const auto fits = [&](int channel) {
-        const int most = staged_rows_floats / (s.oh() * tiled::ceil_div(ow, 4) * 4 + s.c * channel);
+        const int most = staged_rows_floats / (s.oh() * tiled::ceil_div(ow, 4) * 4 + per * channel);
         if (most < 1) return false;
-        *chunk = tiled::ceil_div(s.oc, tiled::ceil_div(s.oc, most));
+        l.chunk = tiled::ceil_div(s.oc, tiled::ceil_div(s.oc, most));
         return true;
     };
-    if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel)) return input_grad_rows_staged<5, 0, 9>;
-    if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel)) return input_grad_rows_staged<3, 0, 7>;
-    return nullptr;
+    if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel))
+        l.kernel = parts > 1 ? input_grad_rows_staged<5, 0, 9, true> : input_grad_rows_staged<5, 0, 9, false>;
+    else if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel))
+        l.kernel = parts > 1 ? input_grad_rows_staged<3, 0, 7, true> : input_grad_rows_staged<3, 0, 7, false>;
+    return l;
 }
 
 struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
@@ -1215,7 +1239,10 @@ struct RowsForward {
     static constexpr int XP = (OW + K - 1 + 3) / 4 * 4;  // a staged input row: P zeros, W values, zeros
 };
 
-template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind>
+// Version 7 splits each sample's output channels between gridDim.y blocks
+// (`split`): a block stages the filters of its own channels alone, and each
+// sum stays in one thread, in the same order.
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
 __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
                                                                          const float* w, const float* b, Geometry g,
                                                                          PoolGeometry pg, int chunk) {
@@ -1224,10 +1251,13 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
     constexpr int KK = K * K;
     __shared__ __align__(16) float staged[staged_rows_floats];
     float* const sx = staged;                               // chunk x h rows of XP
-    float* const sw = staged + size_t(chunk) * g.h * R::XP;  // chunk x oc channels of F::channel
+    float* const sw = staged + size_t(chunk) * g.h * R::XP;  // chunk x per channels of F::channel
     const int sample = int(blockIdx.x);
-    const int oy = int(threadIdx.x) / g.oc, co = int(threadIdx.x) - oy * g.oc;
-    const bool active = oy < g.oh;
+    // The block's output channels: per of them from first (mine of them in the last block).
+    const int per = split ? (g.oc + int(gridDim.y) - 1) / int(gridDim.y) : g.oc;
+    const int first = split ? int(blockIdx.y) * per : 0, mine = split ? min(per, g.oc - first) : g.oc;
+    const int oy = int(threadIdx.x) / per, lo = int(threadIdx.x) - oy * per, co = first + lo;
+    const bool active = oy < g.oh && lo < mine;
     float acc[OW] = {};
     const float* x_sample = x + size_t(sample) * g.c * g.h * R::W;
     for (int c0 = 0; c0 < g.c; c0 += chunk) {
@@ -1237,15 +1267,16 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
             const int r = e / R::XP, ix = e - r * R::XP - P;
             sx[e] = ix >= 0 && ix < R::W ? x_sample[(size_t(c0) * g.h + r) * R::W + ix] : 0.0f;
         }
-        for (int e = int(threadIdx.x); e < count * g.oc * KK; e += int(blockDim.x)) {
-            // e runs along w's layout (oc, c, kh, kw) within the chunk's input channels.
+        for (int e = int(threadIdx.x); e < count * mine * KK; e += int(blockDim.x)) {
+            // e runs along w's layout (oc, c, kh, kw) within the block's output and the chunk's input channels.
             const int q = e / KK, t = e - q * KK, o = q / count, cc = q - o * count, ky = t / K;
-            sw[(cc * g.oc + o) * F::channel + ky * F::row + (t - ky * K)] = w[(size_t(o) * g.c + c0 + cc) * KK + t];
+            sw[(cc * per + o) * F::channel + ky * F::row + (t - ky * K)] =
+                w[(size_t(first + o) * g.c + c0 + cc) * KK + t];
         }
         __syncthreads();
         if (!active) continue;
         for (int cc = 0; cc < count; ++cc) {
-            const float* wp = sw + (cc * g.oc + co) * F::channel;
+            const float* wp = sw + (cc * per + lo) * F::channel;
 #pragma unroll
             for (int ky = 0; ky < K; ++ky) {
                 const int iy = oy + ky - P;
@@ -1276,55 +1307,64 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
     __syncthreads();  // the last chunk's reads are done: its space holds the planes now
     if (active) {
 #pragma unroll
-        for (int ox = 0; ox < OW; ++ox) staged[co * plane + oy * OW + ox] = acc[ox];
+        for (int ox = 0; ox < OW; ++ox) staged[lo * plane + oy * OW + ox] = acc[ox];
     }
     __syncthreads();
     const int windows = pg.oh * pg.ow;
-    for (int e = int(threadIdx.x); e < g.oc * windows; e += int(blockDim.x)) {
+    for (int e = int(threadIdx.x); e < mine * windows; e += int(blockDim.x)) {
         const int o = e / windows, r = e - o * windows, py = r / pg.ow, px = r - py * pg.ow;
-        pooled_y[size_t(sample) * g.oc * windows + e] =
+        pooled_y[(size_t(sample) * g.oc + first) * windows + e] =
             pooled_window<kind>(staged + o * plane + py * pg.stride * OW + px * pg.stride, OW, pg.k);
     }
 }
 
-// Version 6's forward for s: the kernel, its chunk of input channels, or
-// null where the other versions' kernels run. It takes the shapes of
-// backward-data version 5. On an H200 (kernel_bench, batch 256), LeNet's
-// conv2 with its ReLU and pooling took 0.95x of version 3's time (0.0664 ms
-// against 0.0702; the product alone, 1.01x), ResNet-18's 3x3 on 12x12 and
-// 6x6 1.23x and 1.17x, which version 3 keeps.
+// Version 6's (or 7's) forward for s: the kernel (null where the other
+// versions' kernels run), its chunk of input channels, blocks a sample and
+// threads. It takes the shapes of backward-data version 5. On an H200
+// (kernel_bench, batch 256), LeNet's conv2 with its ReLU and pooling took
+// 0.95x of version 3's time (0.0664 ms against 0.0702; the product alone,
+// 1.01x), ResNet-18's 3x3 on 12x12 and 6x6 1.23x and 1.17x, which version 3
+// keeps. Version 7 gives each sample two blocks (LeNet's 256 samples make
+// 256 blocks of version 6, 0.65 of a wave).
 template <bool relu, bool pooled, PoolKind kind>
 using RowsForwardKernel = void (*)(float*, float*, const float*, const float*, const float*, Geometry, PoolGeometry,
                                    int);
 template <bool relu, bool pooled, PoolKind kind>
-RowsForwardKernel<relu, pooled, kind> rows_forward_kernel(const ConvShape& s, int* chunk) {
+struct RowsForwardLaunch {
+    RowsForwardKernel<relu, pooled, kind> kernel;
+    int chunk, parts, threads;
+};
+template <bool relu, bool pooled, PoolKind kind>
+RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
+    const int parts = conv2d_forward_version >= 7 && s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, tiled::ceil_div(s.oh() * per, 32) * 32};
     if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
-        tiled::ceil_div(s.oh() * s.oc, 32) * 32 > staged_rows_most_threads ||
-        size_t(s.oc) * s.oh() * s.ow() > size_t(staged_rows_floats))
-        return nullptr;
+        l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
+        return l;
     const int k = s.kh, p = s.pad, ow = s.ow();
     const auto fits = [&](int xp, int channel) {
-        const int most = staged_rows_floats / (s.h * xp + s.oc * channel);
+        const int most = staged_rows_floats / (s.h * xp + per * channel);
         if (most < 1) return false;
-        *chunk = tiled::ceil_div(s.c, tiled::ceil_div(s.c, most));
+        l.chunk = tiled::ceil_div(s.c, tiled::ceil_div(s.c, most));
         return true;
     };
     if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
-        return rows_forward<5, 0, 9, relu, pooled, kind>;
-    if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
-        return rows_forward<3, 0, 7, relu, pooled, kind>;
-    return nullptr;
+        l.kernel = parts > 1 ? rows_forward<5, 0, 9, relu, pooled, kind, true>
+                             : rows_forward<5, 0, 9, relu, pooled, kind, false>;
+    else if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
+        l.kernel = parts > 1 ? rows_forward<3, 0, 7, relu, pooled, kind, true>
+                             : rows_forward<3, 0, 7, relu, pooled, kind, false>;
+    return l;
 }
 
-// Runs version 6's forward where it takes s; false where it does not.
+// Runs version 6's (or 7's) forward where it takes s; false where it does not.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                          const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
-    int chunk = 0;
-    const auto kernel = rows_forward_kernel<relu, pooled, kind>(s, &chunk);
-    if (!kernel) return false;
-    launch::kernel("rows_forward", kernel, unsigned(s.n), unsigned(tiled::ceil_div(s.oh() * s.oc, 32) * 32), stream,
-                   y, pooled_y, x, w, b, Geometry(s), pg, chunk);
+    const auto l = rows_forward_kernel<relu, pooled, kind>(s);
+    if (!l.kernel) return false;
+    launch::kernel("rows_forward", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
+                   pooled_y, x, w, b, Geometry(s), pg, l.chunk);
     return true;
 }
 
@@ -1529,10 +1569,9 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
-    int chunk = 0;
-    if (const RowsStagedKernel rows = input_grad_rows_staged_kernel(s, &chunk)) {
-        return launch::kernel("input_grad_rows_staged", rows, unsigned(s.n),
-                              unsigned(tiled::ceil_div(s.c * s.h, 32) * 32), stream, dx, dy, w, g, chunk);
+    if (const StagedLaunch l = input_grad_rows_staged_kernel(s); l.kernel) {
+        return launch::kernel("input_grad_rows_staged", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
+                              unsigned(l.threads), stream, dx, dy, w, g, l.chunk);
     }
     if (const RowsKernel rows = input_grad_rows_kernel(s)) {
         return launch::kernel("input_grad_rows", rows, unsigned(s.n), unsigned(input_grad_rows_threads(s)), stream, dx,

@@ -30,10 +30,12 @@ const char* const conv2d_forward_versions[] = {
     "kernel that adds the splits pools too (finish_splits_pool): no pooling kernel, the same bits",
     "version 4; a first layer that the direct kernel runs gathers the batch's images from the dataset as it stages "
     "them (conv2d_forward_relu_pool_gathered), and stores them and the labels for the backward: no gather kernel",
-    "version 5; a stride-1 convolution of small planes (those conv2d_backward_data 5 takes) summed directly: a "
+    "version 5; LeNet's conv2 (a stride-1 convolution of 5x5 filters on 9-wide outputs) summed directly: a "
     "block a sample, a chunk of input channels and their filters staged in shared memory, a thread a row of one "
     "output channel in registers; bias, ReLU and a pooling after it in the same kernel: no split, no finishing or "
     "pooling kernel",
+    "version 6, each sample's output channels split between two blocks (twice the blocks: LeNet's 256 samples "
+    "filled 0.65 of a wave), the same sums in the same order",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -47,7 +49,10 @@ const char* const conv2d_backward_data_versions[] = {
     "gradient is not part of it)",
     "version 4's sums in its order, bit for bit, with the filters staged in shared memory beside dy, rows padded "
     "for 16-byte reads, and a thread a row of one channel, the threads of an input row side by side (a warp's "
-    "rows skip nearly the same filter rows)",
+    "rows skip nearly the same filter rows); LeNet's conv2 (5x5 filters on 9-wide outputs) alone, ResNet-18's "
+    "3x3 convolutions stay on version 4",
+    "version 5, each sample's input channels split between two blocks (twice the blocks: LeNet's 256 samples "
+    "filled 0.48 of a wave), the same sums in the same order",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -114,6 +119,8 @@ const char* const dense_versions[] = {
 //   0.912x (70.4 ms); 2 replicas sharing the GPU 0.84x (77.9 ms against
 //   92.4). Both stay off ResNet-18's shapes, where they ran slower
 //   (conv.cu), so its epoch is unchanged.
+// conv2d_forward 7 and conv2d_backward_data 6 (the same sums, each sample in
+// two blocks) have not run on a GPU yet.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 6, conv2d_backward_data_default = 5,
               conv2d_backward_weight_default = 7, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&

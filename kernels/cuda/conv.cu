@@ -1591,11 +1591,122 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                 StoreInputGrad{dx, s.c, s.h * s.w}, stream, 1, s.math);
 }
 
+// Version 8 of the weight gradient, for LeNet's conv2 (5x5 filters on
+// 9-wide outputs, no padding; the tests' batches of 7 and 64 split it too):
+// summed directly, as the rows kernels sum
+// the forward and the input gradient. A block takes a slice of the batch
+// and half the output channels; for each sample it stages x (rows padded to
+// 16 bytes, channels an odd number of 16-byte units apart) and its channels'
+// dy in shared memory, and each thread keeps one (output, input) channel
+// pair's K x K taps in registers, plus the output channel's bias sum: for
+// each output row, the dy row is read once and multiplied into the K input
+// rows it meets. Each slice's sums go to scratch as a split product's would
+// ([dw | db], a row an output channel), and finish_splits adds the slices in
+// order. Every sum runs over the slice's samples, then output rows, then
+// output columns.
+constexpr int weight_rows_parts = 2, weight_rows_most_threads = 512;  // (25 sums a thread in registers)
+
+template <int K, int OW>
+struct RowsWeight {
+    static constexpr int W = OW + K - 1, XP = (W + 3) / 4 * 4, OWP = (OW + 3) / 4 * 4;
+    // A channel's rows: h of XP floats, padded to an odd number of 16-byte units.
+    __host__ __device__ static constexpr int channel(int h) { return h * XP + ((h * XP / 4) % 2 == 0 ? 4 : 0); }
+};
+
+template <int K, int OW>
+__global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(float* partial, const float* dy,
+                                                                             const float* x, Geometry g,
+                                                                             int per_slice) {
+    using R = RowsWeight<K, OW>;
+    constexpr int KK = K * K;
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    const int xc = R::channel(g.h);
+    float* const sx = staged;                  // c channels of xc
+    float* const sdy = staged + g.c * xc;      // the block's output channels, oh rows of OWP each
+    const int slice = int(blockIdx.x);
+    const int per = (g.oc + int(gridDim.y) - 1) / int(gridDim.y);
+    const int first = int(blockIdx.y) * per, mine = min(per, g.oc - first);
+    const int lo = int(threadIdx.x) / g.c, ch = int(threadIdx.x) - lo * g.c, co = first + lo;
+    const bool active = lo < mine;
+    float acc[K][K] = {}, bias = 0.0f;
+    const int s0 = slice * per_slice, s1 = min(g.n, s0 + per_slice);
+    for (int sample = s0; sample < s1; ++sample) {
+        __syncthreads();  // the previous sample's sums are done
+        const float* xs = x + size_t(sample) * g.c * g.h * R::W;
+        for (int e = int(threadIdx.x); e < g.c * g.h * R::XP; e += int(blockDim.x)) {
+            const int r = e / R::XP, ix = e - r * R::XP, c = r / g.h;
+            sx[c * xc + (r - c * g.h) * R::XP + ix] = ix < R::W ? xs[size_t(r) * R::W + ix] : 0.0f;
+        }
+        const float* dys = dy + (size_t(sample) * g.oc + first) * g.oh * OW;
+        for (int e = int(threadIdx.x); e < mine * g.oh * OW; e += int(blockDim.x)) {
+            const int r = e / OW;
+            sdy[r * R::OWP + (e - r * OW)] = dys[e];
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int oy = 0; oy < g.oh; ++oy) {
+            float d[R::OWP];
+            load_row<R::OWP>(d, sdy + (lo * g.oh + oy) * R::OWP);
+#pragma unroll
+            for (int ox = 0; ox < OW; ++ox) bias += d[ox];
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                float xr[R::XP];
+                load_row<R::XP>(xr, sx + ch * xc + (oy + ky) * R::XP);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) {
+#pragma unroll
+                    for (int ox = 0; ox < OW; ++ox) acc[ky][kx] = fmaf(d[ox], xr[ox + kx], acc[ky][kx]);
+                }
+            }
+        }
+    }
+    if (!active) return;
+    const int taps = g.c * KK;
+    float* out = partial + (size_t(slice) * g.oc + co) * (taps + 1);
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky)
+#pragma unroll
+        for (int kx = 0; kx < K; ++kx) out[ch * KK + ky * K + kx] = acc[ky][kx];
+    if (ch == 0) out[taps] = bias;
+}
+
+// Version 8's kernel for s, or null where the other versions run; *slices
+// is the batch's slices (the splits finish_splits adds), *per_slice the
+// samples in each.
+using WeightRowsKernel = void (*)(float*, const float*, const float*, Geometry, int);
+WeightRowsKernel weight_grad_rows_kernel(const ConvShape& s, int* slices, int* per_slice) {
+    if (conv2d_backward_weight_version < 8 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.pad != 0 ||
+        s.kh != s.kw)
+        return nullptr;
+    const int splits = weight_grad_splits(s, 3);  // conv2d_scratch_floats holds this many [dw | db]
+    const int per = tiled::ceil_div(s.oc, weight_rows_parts);
+    if (splits < 2 || tiled::ceil_div(per * s.c, 32) * 32 > weight_rows_most_threads) return nullptr;
+    *per_slice = tiled::ceil_div(s.n, splits);
+    *slices = tiled::ceil_div(s.n, *per_slice);
+    const auto fits = [&](int channel, int owp) { return s.c * channel + per * s.oh() * owp <= staged_rows_floats; };
+    const int ow = s.ow();
+    if (s.kh == 5 && ow == 9 && fits(RowsWeight<5, 9>::channel(s.h), RowsWeight<5, 9>::OWP))
+        return weight_grad_rows<5, 9>;
+    return nullptr;
+}
+
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             Workspace ws, cudaStream_t stream) {
     float* scratch = ws.scratch;
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
     const Geometry g(s);
+    int slices = 0, per_slice = 0;
+    if (const WeightRowsKernel rows = weight_grad_rows_kernel(s, &slices, &per_slice)) {
+        const int per = tiled::ceil_div(s.oc, weight_rows_parts), columns = s.col_rows() + 1;
+        launch::kernel("weight_grad_rows", rows, dim3(unsigned(slices), unsigned(weight_rows_parts)),
+                       unsigned(tiled::ceil_div(per * s.c, 32) * 32), stream, scratch, dy, x, g, per_slice);
+        launch::kernel("finish_splits", tiled::finish_splits<StoreWeightsAndBias>,
+                       launch::grid_for(size_t(s.oc) * columns), launch::threads, stream,
+                       StoreWeightsAndBias{dw, db, s.col_rows()}, static_cast<const float*>(scratch), slices, s.oc,
+                       columns);
+        return;
+    }
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};

@@ -71,6 +71,10 @@ const char* const conv2d_backward_weight_versions[] = {
     "version 6; for a bank of 3x3 filters over one input channel, a block 4 channels and a slice of the batch's "
     "pixels, each thread all 40 of their sums in registers (no shared memory or barrier a pixel), the threads' "
     "sums added by a fixed tree and the slices' by the last block",
+    "version 7; LeNet's conv2 (a stride-1 convolution of 5x5 filters on 9-wide outputs, no padding) summed "
+    "directly: a block a slice of the batch and half the output channels, x and dy of a sample at a time staged in "
+    "shared memory, a thread an (output, input) channel pair's 25 taps and its output channel's bias in registers; "
+    "the slices' sums added in order by finish_splits (FP32)",
 };
 
 const char* const dense_versions[] = {
@@ -120,7 +124,8 @@ const char* const dense_versions[] = {
 //   92.4). Both stay off ResNet-18's shapes, where they ran slower
 //   (conv.cu), so its epoch is unchanged.
 // conv2d_forward 7 and conv2d_backward_data 6 (the same sums, each sample in
-// two blocks) have not run on a GPU yet.
+// two blocks) and conv2d_backward_weight 8 (conv2's weight gradient summed
+// directly) have not run on a GPU yet.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 6, conv2d_backward_data_default = 5,
               conv2d_backward_weight_default = 7, dense_default = 5;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&

@@ -326,6 +326,10 @@ int input_grad_rows_threads(const ConvShape& s) {
 // version 2 keeps them.
 using RowsKernel = void (*)(float*, const float*, const float*, Geometry);
 using RowsStagedKernel = void (*)(float*, const float*, const float*, Geometry, int);
+// A block of `threads` rounded up to whole warps.
+inline int whole_warps(int threads) { return tiled::ceil_div(threads, 32) * 32; }
+// Chunks of at most `most` of `total`, evened out: the size of each.
+inline int evened_chunk(int total, int most) { return tiled::ceil_div(total, tiled::ceil_div(total, most)); }
 struct StagedLaunch {  // version 5's or 6's kernel (null where neither runs), its chunk, blocks a sample, threads
     RowsStagedKernel kernel;
     int chunk, parts, threads;
@@ -454,7 +458,7 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
     // Version 6: each sample's channels in two blocks (LeNet's 256 samples
     // make 256 blocks of version 5, half a wave).
     const int parts = conv2d_backward_data_version >= 6 && s.c >= 2 ? 2 : 1, per = tiled::ceil_div(s.c, parts);
-    StagedLaunch l{nullptr, 0, parts, tiled::ceil_div(per * s.h, 32) * 32};
+    StagedLaunch l{nullptr, 0, parts, whole_warps(per * s.h)};
     if (conv2d_backward_data_version < 5 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads)
         return l;
@@ -463,7 +467,7 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
     const auto fits = [&](int channel) {
         const int most = staged_rows_floats / (s.oh() * tiled::ceil_div(ow, 4) * 4 + per * channel);
         if (most < 1) return false;
-        l.chunk = tiled::ceil_div(s.oc, tiled::ceil_div(s.oc, most));
+        l.chunk = evened_chunk(s.oc, most);
         return true;
     };
     if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel))
@@ -1337,7 +1341,7 @@ struct RowsForwardLaunch {
 template <bool relu, bool pooled, PoolKind kind>
 RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     const int parts = conv2d_forward_version >= 7 && s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
-    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, tiled::ceil_div(s.oh() * per, 32) * 32};
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per)};
     if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
         return l;
@@ -1345,7 +1349,7 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     const auto fits = [&](int xp, int channel) {
         const int most = staged_rows_floats / (s.h * xp + per * channel);
         if (most < 1) return false;
-        l.chunk = tiled::ceil_div(s.c, tiled::ceil_div(s.c, most));
+        l.chunk = evened_chunk(s.c, most);
         return true;
     };
     if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
@@ -1601,7 +1605,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 // pair's K x K taps in registers, plus the output channel's bias sum: for
 // each output row, the dy row is read once and multiplied into the K input
 // rows it meets. Each slice's sums go to scratch as a split product's would
-// ([dw | db], a row an output channel), and finish_splits adds the slices in
+// ([dw | db], a row an output channel), and add_splits adds the slices in
 // order. Every sum runs over the slice's samples, then output rows, then
 // output columns.
 constexpr int weight_rows_parts = 2, weight_rows_most_threads = 512;  // (25 sums a thread in registers)
@@ -1671,24 +1675,28 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
     if (ch == 0) out[taps] = bias;
 }
 
-// Version 8's kernel for s, or null where the other versions run; *slices
-// is the batch's slices (the splits finish_splits adds), *per_slice the
-// samples in each.
+// Version 8's kernel for s (null where the other versions run), the
+// batch's slices (the splits add_splits adds), the samples in each, and the
+// block's threads.
 using WeightRowsKernel = void (*)(float*, const float*, const float*, Geometry, int);
-WeightRowsKernel weight_grad_rows_kernel(const ConvShape& s, int* slices, int* per_slice) {
+struct WeightRowsLaunch {
+    WeightRowsKernel kernel;
+    int slices, per_slice, threads;
+};
+WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
+    WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c)};
     if (conv2d_backward_weight_version < 8 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.pad != 0 ||
         s.kh != s.kw)
-        return nullptr;
+        return l;
     const int splits = weight_grad_splits(s, 3);  // conv2d_scratch_floats holds this many [dw | db]
+    if (splits < 2 || l.threads > weight_rows_most_threads) return l;
+    l.per_slice = tiled::ceil_div(s.n, splits);
+    l.slices = tiled::ceil_div(s.n, l.per_slice);
+    using R = RowsWeight<5, 9>;
     const int per = tiled::ceil_div(s.oc, weight_rows_parts);
-    if (splits < 2 || tiled::ceil_div(per * s.c, 32) * 32 > weight_rows_most_threads) return nullptr;
-    *per_slice = tiled::ceil_div(s.n, splits);
-    *slices = tiled::ceil_div(s.n, *per_slice);
-    const auto fits = [&](int channel, int owp) { return s.c * channel + per * s.oh() * owp <= staged_rows_floats; };
-    const int ow = s.ow();
-    if (s.kh == 5 && ow == 9 && fits(RowsWeight<5, 9>::channel(s.h), RowsWeight<5, 9>::OWP))
-        return weight_grad_rows<5, 9>;
-    return nullptr;
+    if (s.kh == 5 && s.ow() == 9 && s.c * R::channel(s.h) + per * s.oh() * R::OWP <= staged_rows_floats)
+        l.kernel = weight_grad_rows<5, 9>;
+    return l;
 }
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
@@ -1696,16 +1704,11 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     float* scratch = ws.scratch;
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
     const Geometry g(s);
-    int slices = 0, per_slice = 0;
-    if (const WeightRowsKernel rows = weight_grad_rows_kernel(s, &slices, &per_slice)) {
-        const int per = tiled::ceil_div(s.oc, weight_rows_parts), columns = s.col_rows() + 1;
-        launch::kernel("weight_grad_rows", rows, dim3(unsigned(slices), unsigned(weight_rows_parts)),
-                       unsigned(tiled::ceil_div(per * s.c, 32) * 32), stream, scratch, dy, x, g, per_slice);
-        launch::kernel("finish_splits", tiled::finish_splits<StoreWeightsAndBias>,
-                       launch::grid_for(size_t(s.oc) * columns), launch::threads, stream,
-                       StoreWeightsAndBias{dw, db, s.col_rows()}, static_cast<const float*>(scratch), slices, s.oc,
-                       columns);
-        return;
+    if (const WeightRowsLaunch l = weight_grad_rows_kernel(s); l.kernel) {
+        launch::kernel("weight_grad_rows", l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)),
+                       unsigned(l.threads), stream, scratch, dy, x, g, l.per_slice);
+        return tiled::add_splits(StoreWeightsAndBias{dw, db, s.col_rows()}, scratch, l.slices, s.oc,
+                                 s.col_rows() + 1, stream);
     }
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};

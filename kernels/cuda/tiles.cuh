@@ -517,6 +517,13 @@ __global__ void finish_splits(Out out, const float* scratch, int splits, int m, 
     }
 }
 
+// finish_splits' launch: splits partial sums of C (m, n) in scratch, added in order into `out`.
+template <class Out>
+void add_splits(Out out, const float* scratch, int splits, int m, int n, cudaStream_t stream) {
+    launch::kernel("finish_splits", finish_splits<Out>, launch::grid_for(size_t(m) * n), launch::threads, stream, out,
+                   scratch, splits, m, n);
+}
+
 // Stores a split's partial sums as StoreSplit does; then the last of a
 // tile's splits to store them (launch::last_to_arrive, a ticket a tile: the
 // order in which the splits finish varies from run to run, the sums do not)
@@ -561,8 +568,7 @@ void gemm_splits(int m, int n, int k, A a, B b, Out out, Workspace ws, int split
         return;
     }
     gemm(m, n, k, a, b, partial, stream, splits, math);
-    launch::kernel("finish_splits", finish_splits<Out>, launch::grid_for(size_t(m) * n), launch::threads, stream,
-                   out, static_cast<const float*>(ws.scratch), splits, m, n);
+    add_splits(out, ws.scratch, splits, m, n, stream);
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), split along k where that

@@ -18,7 +18,9 @@
 //   kernel_bench --model lenet --batch 128
 //   kernel_bench --check --batch 8               checks only (CI runs this on the emulated GPU)
 //   kernel_bench --tf32                          the conv and dense launchers on the tensor cores (--tf32),
-//                                                checked against the CPU twin's TF32-rounded operands
+//                                                checked against the CPU twin's TF32-rounded operands; and
+//                                                the convolutions through each version of "tf32" (which
+//                                                kernels take TF32 operands)
 //   kernel_bench --list                          the launchers and what each version is
 //
 // On the emulated GPU the times are the CPU's and are labelled so: they say
@@ -546,12 +548,19 @@ int main(int argc, char** argv) {
         for (const ConvShape& s : model_of(kind).conv_shapes(batch, math)) {
             if (!seen.insert(describe(s)).second) continue;  // ResNet repeats its shapes
             ConvCase c(s);
-            bench(c, kind, describe(s), [kind](const std::string& launcher) {
+            bench(c, kind, describe(s), [kind, math](const std::string& launcher) {
                 // The GEMM core is run through each convolution launcher.
                 if (launcher == "gemm") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
                 // LeNet pools after each convolution's ReLU: time that as one call too.
                 // Split products (and their finishing) run in the larger weight gradients.
                 if (launcher == "gemm_split") return std::vector<std::string>{"conv2d_backward_weight"};
+                // The kernels that take TF32 operands (--tf32 alone): every convolution launcher through them.
+                if (launcher == "tf32") {
+                    if (math != Math::tf32) return std::vector<std::string>{};
+                    std::vector<std::string> runs = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
+                    if (kind == ModelKind::lenet) runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
+                    return runs;
+                }
                 if (launcher == "conv2d_forward" && kind == ModelKind::lenet)
                     return std::vector<std::string>{launcher, "conv2d_forward_relu_pool"};
                 if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};

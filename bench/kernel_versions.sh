@@ -33,9 +33,12 @@ for d in data/fashion-mnist /usr/share/datasets/fashion-mnist bundle/fashion-mni
 kernel_bench=$(dirname "$dptrain")/bench/kernel_bench
 [[ -x $kernel_bench ]] || { echo "bench/kernel_versions.sh: no $kernel_bench beside $dptrain" >&2; exit 2; }
 variants=(default)
-while read -r variant; do variants+=("$variant"); done < <("$kernel_bench" --list | awk '
+# (The tf32 launcher's versions change only --tf32 runs.)
+tf32=0
+for a in "${args[@]}"; do [[ $a == --tf32 ]] && tf32=1; done
+while read -r variant; do variants+=("$variant"); done < <("$kernel_bench" --list | awk -v tf32="$tf32" '
     /^[^ ]/ { name = $1; next }
-    $2 != "(trained" { print name "=" $1 }')
+    $2 != "(trained" && (tf32 || name != "tf32") { print name "=" $1 }')
 latest=$("$kernel_bench" --list | awk '
     /^[^ ]/ { if (name != "" && !at_latest) out = out (out == "" ? "" : ",") name "=" last; name = $1; next }
     { last = $1; at_latest = $2 == "(trained" }

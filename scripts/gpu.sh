@@ -382,6 +382,15 @@ stage_bench() {
     else
         fail "bench/kernel_versions.sh"; show_tail "$logs/kernel-versions.txt"
     fi
+    # --tf32 epochs with the direct kernels taking TF32 operands (tf32 2)
+    # against the tensor-core products alone (the default).
+    if DPTRAIN_ARGS="--batch 256 --lr 0.3 --tf32" ONLY="tf32=2" bench/kernel_versions.sh "$dir/dptrain" lenet 2 \
+        "$epochs" >"$logs/kernel-versions-tf32.txt" 2>&1; then
+        cat "$logs/kernel-versions-tf32.txt"
+        ok "kernel_versions.sh --tf32: tf32 2 timed against the default (table in $logs/kernel-versions-tf32.txt)"
+    else
+        fail "bench/kernel_versions.sh --tf32"; show_tail "$logs/kernel-versions-tf32.txt"
+    fi
     # A LeNet step's kernels by Nsight Compute, heaviest first: each kernel
     # alone with the caches flushed, so a ranking, not the step's time
     # (scripts/ncu_step.py). Where ncu cannot read this GPU's counters (some

@@ -40,11 +40,33 @@ namespace {
 struct Geometry {
     int n, c, h, w, oc, kh, kw, stride, pad, oh, ow;
     FastDiv by_taps, by_kw, by_out_pixels, by_ow, by_in_pixels, by_w, by_h, by_c;
+    bool tf32;  // Math::tf32: a direct kernel rounds its operands (operand() below)
     explicit Geometry(const ConvShape& s)
         : n(s.n), c(s.c), h(s.h), w(s.w), oc(s.oc), kh(s.kh), kw(s.kw), stride(s.stride), pad(s.pad),
           oh(s.oh()), ow(s.ow()), by_taps(s.kh * s.kw), by_kw(s.kw), by_out_pixels(s.oh() * s.ow()), by_ow(s.ow()),
-          by_in_pixels(s.h * s.w), by_w(s.w), by_h(s.h), by_c(s.c) {}
+          by_in_pixels(s.h * s.w), by_w(s.w), by_h(s.h), by_c(s.c), tf32(s.math == Math::tf32) {}
 };
+
+// The kernels below that sum a convolution directly, on the FP32 units
+// rather than through the GEMM core, take --tf32 from version 2 of the
+// `tf32` launcher (versions.cu): they round each operand to TF32 as they
+// stage it, as the tensor cores would, and multiply and add in FP32. A
+// product of two TF32 numbers is exact in FP32, so the sums are what
+// Math::tf32 means (shapes.hpp) and what the CPU twin computes. Bias sums
+// take dy unrounded, as the twin's do.
+bool direct_math(const ConvShape& s) { return s.math == Math::fp32 || tf32_version >= 2; }
+
+// v as a product's operand: rounded to the nearest TF32 number, ties away
+// from zero (cvt.rna.tf32.f32), where `tf32`; else v itself.
+__device__ inline float operand(float v, bool tf32) {
+    if (!tf32) return v;
+#ifdef DPTRAIN_TENSOR_CORES
+    return nvcuda::wmma::__float_to_tf32(v);
+#else  // (no TF32 before compute capability 8.0; dptrain refuses --tf32 there, as Tf32Core traps)
+    __trap();
+    return v;
+#endif
+}
 
 // unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
 __device__ inline float unfolded(const float* x, const Geometry& g, int q, int col) {
@@ -401,19 +423,19 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
         __syncthreads();  // the previous chunk's sums are done
         for (int e = int(threadIdx.x); e < count * g.oh * OW; e += int(blockDim.x)) {
             const int r = e / OW;
-            sdy[r * OWP + (e - r * OW)] = dy_sample[size_t(co0) * g.oh * OW + e];
+            sdy[r * OWP + (e - r * OW)] = operand(dy_sample[size_t(co0) * g.oh * OW + e], g.tf32);
         }
         const float* w_chunk = w + size_t(co0) * g.c * KK;
         if constexpr (split) {
             for (int e = int(threadIdx.x); e < count * mine * KK; e += int(blockDim.x)) {
                 const int q = e / KK, t = e - q * KK, o = q / mine, cl = q - o * mine, ky = t / K;
                 sw[(o * per + cl) * F::channel + ky * F::row + (t - ky * K)] =
-                    w_chunk[(size_t(o) * g.c + first + cl) * KK + t];
+                    operand(w_chunk[(size_t(o) * g.c + first + cl) * KK + t], g.tf32);
             }
         } else {
             for (int e = int(threadIdx.x); e < count * g.c * KK; e += int(blockDim.x)) {
                 const int q = e / KK, t = e - q * KK, ky = t / K;
-                sw[q * F::channel + ky * F::row + (t - ky * K)] = w_chunk[e];
+                sw[q * F::channel + ky * F::row + (t - ky * K)] = operand(w_chunk[e], g.tf32);
             }
         }
         __syncthreads();
@@ -459,7 +481,7 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
     // make 256 blocks of version 5, half a wave).
     const int parts = conv2d_backward_data_version >= 6 && s.c >= 2 ? 2 : 1, per = tiled::ceil_div(s.c, parts);
     StagedLaunch l{nullptr, 0, parts, whole_warps(per * s.h)};
-    if (conv2d_backward_data_version < 5 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
+    if (conv2d_backward_data_version < 5 || !direct_math(s) || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads)
         return l;
     const int k = s.kh, p = s.pad, ow = s.ow();
@@ -656,10 +678,15 @@ __global__ void finish_weight_grad(float* dw, const float* w_partial, int w_spli
 // thread an element's, in block order (version 5: no second kernel).
 constexpr int small_pixels = 64, small_max_oc = 64, small_max_taps = 64, small_per_thread = 4;
 
-// (Not with --tf32: its bias sums would then be of rounded gradients.)
-bool small_weight_grad(const ConvShape& s) {
-    return conv2d_backward_weight_version >= 3 && s.math == Math::fp32 && s.n > 0 && s.oc <= small_max_oc && s.col_rows() <= small_max_taps &&
+bool small_bank(const ConvShape& s) {
+    return s.n > 0 && s.oc <= small_max_oc && s.col_rows() <= small_max_taps &&
            s.weight_size() + size_t(s.oc) <= size_t(small_per_thread) * launch::threads;
+}
+bool bank_weight_grad(const ConvShape& s);
+// (With --tf32, version 7's kernel alone, which rounds dy for the weights'
+// sums but not for the bias's: versions 3 to 6 keep FP32.)
+bool small_weight_grad(const ConvShape& s) {
+    return conv2d_backward_weight_version >= 3 && small_bank(s) && (s.math == Math::fp32 || bank_weight_grad(s));
 }
 // A block per sample, up to a block_sum's width (finish_small adds one
 // block's worth per thread).
@@ -946,7 +973,7 @@ constexpr int bank_group = 4, bank_taps = 9, bank_sums = bank_group * (bank_taps
 constexpr int bank_blocks = tiled::target_blocks;
 
 bool bank_weight_grad(const ConvShape& s) {
-    return conv2d_backward_weight_version >= 7 && small_weight_grad(s) && s.c == 1 && s.kh == 3 && s.kw == 3;
+    return conv2d_backward_weight_version >= 7 && direct_math(s) && small_bank(s) && s.c == 1 && s.kh == 3 && s.kw == 3;
 }
 int bank_groups(const ConvShape& s) { return (s.oc + bank_group - 1) / bank_group; }
 // Slices of the batch's output pixels: at most small_weight_grad_blocks's,
@@ -971,7 +998,8 @@ struct BankPixel<Dy, true> {
     bool valid;
 };
 
-template <class Dy>
+// tf32: the weights' sums take x and dy rounded (operand()), the bias's dy as it is.
+template <class Dy, bool tf32>
 __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(float* partial, Dy dy, const float* x,
                                                                             Geometry g, float* dw, float* db,
                                                                             unsigned* ticket) {
@@ -996,7 +1024,7 @@ __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(floa
 #pragma unroll
             for (int kx = 0; kx < 3; ++kx) {
                 const int iy = y0 + ky, ix = x0 + kx;
-                px.x[ky * 3 + kx] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? image[iy * g.w + ix] : 0.0f;
+                px.x[ky * 3 + kx] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? operand(image[iy * g.w + ix], tf32) : 0.0f;
             }
         if constexpr (Dy::two_step) {
             px.at = dy.where(s, p, g);
@@ -1017,8 +1045,9 @@ __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(floa
             if constexpr (Dy::two_step) d = dy.value(px.at, px.v[u]);
             else d = px.d[u];
             d = px.valid && first + u < g.oc ? d : 0.0f;
+            const float dr = operand(d, tf32);
 #pragma unroll
-            for (int q = 0; q < bank_taps; ++q) acc[u][q] = fmaf(d, px.x[q], acc[u][q]);
+            for (int q = 0; q < bank_taps; ++q) acc[u][q] = fmaf(dr, px.x[q], acc[u][q]);
             acc[u][bank_taps] += d;
         }
     };
@@ -1101,7 +1130,7 @@ struct PoolGeometry {
 };
 
 bool direct_forward_fits(const ConvShape& s) {
-    return conv2d_forward_version >= 2 && s.math == Math::fp32 && s.n > 0 && s.oc <= direct_max_oc &&
+    return conv2d_forward_version >= 2 && direct_math(s) && s.n > 0 && s.oc <= direct_max_oc &&
            s.col_rows() <= direct_max_taps && size_t(s.c) * s.h * s.w <= size_t(direct_max_image) &&
            s.oh() * s.ow() <= direct_max_plane;
 }
@@ -1127,17 +1156,18 @@ __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, floa
         const bool keep = blockIdx.y == 0;
         for (int e = threadIdx.x; e < image_size; e += launch::threads) {
             const float v = float(pixels_in[e]) * (1.0f / 255.0f);  // as gather
-            image[e] = v;
-            if (keep) xs[e] = v;
+            image[e] = operand(v, g.tf32);
+            if (keep) xs[e] = v;  // (the backward rounds what it reads)
         }
         if (keep && threadIdx.x == 0) from.labels_out[sample] = from.labels[stored];
     } else {
         const float* xs = x + size_t(sample) * image_size;
-        for (int e = threadIdx.x; e < image_size; e += launch::threads) image[e] = xs[e];
+        for (int e = threadIdx.x; e < image_size; e += launch::threads) image[e] = operand(xs[e], g.tf32);
     }
     for (int q = threadIdx.x; q < taps; q += launch::threads) {
 #pragma unroll
-        for (int u = 0; u < direct_group; ++u) filters[q][u] = first + u < g.oc ? w[size_t(first + u) * taps + q] : 0.0f;
+        for (int u = 0; u < direct_group; ++u)
+            filters[q][u] = first + u < g.oc ? operand(w[size_t(first + u) * taps + q], g.tf32) : 0.0f;
     }
     __syncthreads();
     for (int p = threadIdx.x; p < pixels; p += launch::threads) {
@@ -1190,8 +1220,9 @@ void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const
     const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
     if (bank_weight_grad(s)) {
         const dim3 grid(unsigned(bank_groups(s)), unsigned(bank_slices(s)));
-        return launch::kernel("bank_weight_grad_sums", bank_weight_grad_sums<Dy>, grid, launch::threads, stream,
-                              ws.scratch, dy, x, Geometry(s), dw, db, ws.tickets);
+        const auto kernel = s.math == Math::tf32 ? bank_weight_grad_sums<Dy, true> : bank_weight_grad_sums<Dy, false>;
+        return launch::kernel("bank_weight_grad_sums", kernel, grid, launch::threads, stream, ws.scratch, dy, x,
+                              Geometry(s), dw, db, ws.tickets);
     }
     unsigned* ticket = conv2d_backward_weight_version >= 5 ? ws.tickets : nullptr;
     bool pipelined = false;
@@ -1675,6 +1706,7 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
     if (ch == 0) out[taps] = bias;
 }
 
+namespace {  // (Geometry's namespace)
 // Version 8's kernel for s (null where the other versions run), the
 // batch's slices (the splits add_splits adds), the samples in each, and the
 // block's threads.
@@ -1698,6 +1730,7 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
         l.kernel = weight_grad_rows<5, 9>;
     return l;
 }
+}  // namespace
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             Workspace ws, cudaStream_t stream) {

@@ -90,6 +90,17 @@ const char* const dense_versions[] = {
     "the layer's backward in one launch (dense_softmax_cross_entropy, FP32): a block a sample, the weight and bias "
     "gradients summed by groups of 16 samples and then the groups, each by the last block to finish (tickets)",
 };
+// How --tf32 (Math::tf32) runs the convolutions: which kernels take TF32
+// operands.
+const char* const tf32_versions[] = {
+    "every convolution and dense product on the tensor cores (the GEMM core's TF32 tiles); the kernels that sum a "
+    "convolution directly take FP32 alone, so with --tf32 LeNet's conv1 runs as products, with gather, pooling and "
+    "finishing kernels of their own",
+    "version 1, but the direct kernels that FP32 runs where they fit take --tf32 too (conv1's forward and weight "
+    "gradient, LeNet's conv2 input gradient: direct_forward, bank_weight_grad_sums, input_grad_rows_staged), each "
+    "operand rounded to TF32 as it is staged and the sums on the FP32 units (a product of two TF32 numbers is "
+    "exact in FP32): the same arithmetic, and no gather, pooling or finishing kernel for conv1",
+};
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
 // with each launcher set back a version at a time and then together
@@ -124,15 +135,20 @@ const char* const dense_versions[] = {
 //   92.4). Both stay off ResNet-18's shapes, where they ran slower
 //   (conv.cu), so its epoch is unchanged.
 // conv2d_forward 7 and conv2d_backward_data 6 (the same sums, each sample in
-// two blocks) and conv2d_backward_weight 8 (conv2's weight gradient summed
-// directly) have not run on a GPU yet.
+// two blocks), conv2d_backward_weight 8 (conv2's weight gradient summed
+// directly) and tf32 2 have not run on a GPU yet. (For tf32 2, alone on an
+// H200 with kernel_bench at batch 256, the direct kernels in FP32 against
+// version 1's --tf32 products: conv1's forward, ReLU and pooling 0.0189 ms
+// against 0.0285, conv1's weight gradient 0.0238 against 0.0929, conv2's
+// input gradient 0.0652 against 0.0687. A --tf32 epoch with it is still to
+// time.)
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 6, conv2d_backward_data_default = 5,
-              conv2d_backward_weight_default = 7, dense_default = 5;
+              conv2d_backward_weight_default = 7, dense_default = 5, tf32_default = 1;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&
               conv2d_backward_weight_default <= int(std::size(conv2d_backward_weight_versions)) &&
-              dense_default <= int(std::size(dense_versions)));
+              dense_default <= int(std::size(dense_versions)) && tf32_default <= int(std::size(tf32_versions)));
 
 }  // namespace
 
@@ -142,6 +158,7 @@ int conv2d_forward_version = conv2d_forward_default;
 int conv2d_backward_data_version = conv2d_backward_data_default;
 int conv2d_backward_weight_version = conv2d_backward_weight_default;
 int dense_version = dense_default;
+int tf32_version = tf32_default;
 
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
@@ -156,6 +173,7 @@ const std::vector<LauncherVersions>& launcher_versions() {
          {std::begin(conv2d_backward_weight_versions), std::end(conv2d_backward_weight_versions)},
          conv2d_backward_weight_default, &conv2d_backward_weight_version},
         {"dense", {std::begin(dense_versions), std::end(dense_versions)}, dense_default, &dense_version},
+        {"tf32", {std::begin(tf32_versions), std::end(tf32_versions)}, tf32_default, &tf32_version},
     };
     return all;
 }

@@ -844,8 +844,68 @@ void test_dense_loss() {
            "dense_softmax_cross_entropy refuses more inputs or classes than it holds");
 }
 
-void test_tf32() {
-    if (!has_tf32()) return;
+// LeNet's conv1 with --tf32 as training calls it: the forward with the
+// ReLU and the pooling after it, gathered from the dataset where the
+// version gathers (`gathers`: tf32 version 2, on the direct kernel), and
+// the weight gradient through the pooling; against the CPU's calls on
+// operands rounded to TF32 (the bias's sum on dy as it is), and apart from
+// FP32's.
+void test_tf32_first_layer(const std::string& version, bool gathers) {
+    for (const int n : {7, 64})
+        for (PoolKind kind : {PoolKind::avg, PoolKind::max}) {
+            ConvShape s = lenet::model().conv_shapes(n)[0];
+            s.math = Math::tf32;
+            ConvShape fp = s;
+            fp.math = Math::fp32;
+            const PoolShape ps{n, s.oc, s.oh(), s.ow(), 2, 2};
+            const std::string name =
+                describe(s) + (kind == PoolKind::avg ? ", avg pool" : ", max pool") + " --tf32" + version;
+            report(cuda::conv2d_forward_gathers(s) == gathers,
+                   name + (gathers ? ": the first layer gathers its batch" : ": the first layer does not gather"));
+            const auto x = random(s.in_size(), 40), w = random(s.weight_size(), 41), b = random(size_t(s.oc), 42);
+            const auto rx = rounded(x), rw = rounded(w);
+            std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
+            std::vector<float> twin(s.out_size()), fp32(s.out_size()), twin_pooled(ps.out_size());
+            cpu::conv2d_forward_gemm(twin.data(), rx.data(), rw.data(), b.data(), fp, cpu_scratch.data());
+            cpu::conv2d_forward_gemm(fp32.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
+            cpu::relu_forward(twin.data(), twin.data(), twin.size());
+            cpu::relu_forward(fp32.data(), fp32.data(), fp32.size());
+            cpu::pool2d_forward(twin_pooled.data(), twin.data(), kind, ps);
+            Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
+                pooled(ps.out_size());
+            y.poison();
+            pooled.poison();
+            cuda::conv2d_forward_relu_pool(y.p, pooled.p, dx.p, dw.p, db.p, s, kind, ps, scratch.p, nullptr);
+            compare_tf32("conv2d_forward_relu_pool y " + name, y.download(), twin, fp32);
+            compare("conv2d_forward_relu_pool pooled " + name + ": the TF32 twin", pooled.download(), twin_pooled,
+                    gemm_tol);
+
+            // dy through the pooling, from the twin's y and pooled output (so
+            // that both sides pick the same window maxima).
+            const auto d_pooled = random(ps.out_size(), 43);
+            const auto dw0 = random(s.weight_size(), 44), db0 = random(size_t(s.oc), 45);
+            std::vector<float> dy(s.out_size());
+            cpu::pool2d_backward_relu(dy.data(), d_pooled.data(), twin.data(), twin_pooled.data(), kind, ps);
+            const auto rdy = rounded(dy);
+            std::vector<float> twin_dw = dw0, twin_db = db0, fp32_dw = dw0, unused = db0;
+            cpu::conv2d_backward_weight_gemm(twin_dw.data(), unused.data(), rdy.data(), rx.data(), fp,
+                                             cpu_scratch.data());
+            cpu::conv2d_backward_weight_gemm(fp32_dw.data(), twin_db.data(), dy.data(), x.data(), fp,
+                                             cpu_scratch.data());
+            Buffer<float> dd_pooled(d_pooled), cpu_y(twin), cpu_pooled(twin_pooled), gw(dw0), gb(db0),
+                gdy(s.out_size());
+            Tickets tickets;
+            scratch.poison();
+            cuda::conv2d_backward_weight_pool(gw.p, gb.p, gdy.p, dd_pooled.p, dx.p, cpu_y.p, cpu_pooled.p, s, kind, ps,
+                                              {scratch.p, tickets.p}, nullptr);
+            compare_tf32("conv2d_backward_weight_pool dw " + name, gw.download(), twin_dw, fp32_dw);
+            compare("conv2d_backward_weight_pool db " + name + ": the FP32 sum of dy", gb.download(), twin_db,
+                    gemm_tol);
+            check_tickets(tickets, "conv2d_backward_weight_pool " + name);
+        }
+}
+
+void test_tf32_conv(const std::string& version) {
     std::vector<ConvShape> shapes = {
         {3, 2, 7, 9, 5, 3, 3, 1, 0},
         {2, 3, 8, 8, 4, 3, 3, 2, 1},
@@ -856,7 +916,7 @@ void test_tf32() {
         for (const ConvShape& s : lenet::model().conv_shapes(n)) shapes.push_back(s);
     for (ConvShape s : shapes) {
         s.math = Math::tf32;
-        const std::string name = describe(s) + " --tf32";
+        const std::string name = describe(s) + " --tf32" + version;
         ConvShape fp = s;
         fp.math = Math::fp32;
         const auto x = random(s.in_size(), 10), w = random(s.weight_size(), 11), b = random(size_t(s.oc), 12);
@@ -895,6 +955,9 @@ void test_tf32() {
         compare_tf32("conv2d_backward_weight dw " + name, gw.download(), twin_dw, fp32_dw);
         compare("conv2d_backward_weight db " + name + ": the FP32 sum of dy", gb.download(), twin_db, gemm_tol);
     }
+}
+
+void test_tf32_dense() {
     struct Size { int n, in, out; };
     for (const Size z : {Size{5, 17, 3}, Size{67, 800, 128}, Size{256, 128, 10}}) {
         char name[80];
@@ -925,6 +988,19 @@ void test_tf32() {
         compare_tf32(std::string("dense_backward dw ") + name, gw.download(), twin_dw, fp32_dw);
         compare(std::string("dense_backward db ") + name + ": the FP32 sum of dy", gb.download(), twin_db, gemm_tol);
     }
+}
+
+void test_tf32() {
+    if (!has_tf32()) return;
+    // Each version of the kernels that take TF32 operands (versions.cu: tf32).
+    for (int v = 1; v <= cuda::version_count("tf32"); ++v) {
+        cuda::select_version("tf32", v);
+        const std::string version = " (tf32 version " + std::to_string(v) + ")";
+        test_tf32_conv(version);
+        test_tf32_first_layer(version, v >= 2);
+    }
+    cuda::select_default_versions();
+    test_tf32_dense();
 }
 
 // Batch norm's halves against the CPU's, for LeNet-sized and ResNet-sized
@@ -1397,13 +1473,14 @@ void test_resnet(int batch) {
 // to round) 9,300 of 129,000 weights were, the largest 2.1e-3, and the loss
 // sums were 2.5e-6 apart. After 5 steps the H200 was 24,000 weights and
 // 3.3e-3 from the rounding twin, too close to the FP32 twin to tell apart.
-void test_tf32_training(int batch, const Trained& fp32) {  // fp32: 1 GPU replica's epoch in FP32
-    if (!has_tf32()) return;
+// Returns 1 replica's --tf32 epoch.
+Trained tf32_training(int batch, const Trained& fp32, const std::string& version) {
     const EpochOptions tf32{.math = Math::tf32};
     const EpochOptions two_steps{.samples = size_t(2 * batch), .math = Math::tf32};
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch, two_steps);
+    Trained one;
     for (int n : {1, 2}) {
-        const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " --tf32";
+        const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " --tf32" + version;
         const Trained short_run = train_epochs(DeviceKind::gpu, n, batch, two_steps);
         compare_with_cpu(name + " vs 1 CPU device --tf32: parameters after 2 steps", short_run.params[0],
                          cpu.params[0]);
@@ -1417,10 +1494,36 @@ void test_tf32_training(int batch, const Trained& fp32) {  // fp32: 1 GPU replic
             apart = std::max(apart, std::abs(double(gpu.params[0][i]) - double(fp32.params[0][i])));
         report(apart > 1e-5 * largest(fp32.params[0]), name + ": apart from the FP32 run",
                "largest |diff| " + std::to_string(apart));
-        if (n == 1) continue;
+        if (n == 1) {
+            one = gpu;
+            continue;
+        }
         const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .math = Math::tf32});
         if (!replayed.params.empty()) report(same_bits(replayed, gpu), name + ": a graph replay gives the queued bits");
     }
+    return one;
+}
+
+// Each version of the kernels that take TF32 operands (versions.cu: tf32);
+// each sums in another order than version 1, so its epoch's bits differ
+// (else the version never reached training).
+void test_tf32_training(int batch, const Trained& fp32) {  // fp32: 1 GPU replica's epoch in FP32
+    if (!has_tf32()) return;
+    Trained first;
+    for (int v = 1; v <= cuda::version_count("tf32"); ++v) {
+        cuda::select_version("tf32", v);
+        const std::string version = " (tf32 version " + std::to_string(v) + ")";
+        const Trained one = tf32_training(batch, fp32, version);
+        if (v == 1) {
+            first = one;
+            continue;
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < one.params[0].size(); ++i) differ += one.params[0][i] != first.params[0][i];
+        report(differ > 0, "1 GPU replica --tf32" + version + ": not version 1's bits after an epoch",
+               std::to_string(differ) + " of " + std::to_string(one.params[0].size()) + " parameters differ");
+    }
+    cuda::select_default_versions();
 }
 
 // How far --tf32 runs on GPU 0 stray from the CPU's as the horizon grows, 1

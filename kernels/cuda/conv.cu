@@ -217,6 +217,17 @@ struct WeightColumns {  // w^T as (c*kh*kw, oc): column o is filter o
 };
 struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the product's right operand
     static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
+    // Down a column (tiles.cuh: SplitsColumns): its sample and pixel once
+    // a thread; then the next channel is a plane on, a pointer's add.
+    using Column = const float*;  // dy at channel 0 of the column's sample and pixel
+    __device__ Column column(int col) const { return step(col).pixel; }
+    template <int N, int stride>
+    __device__ void load_run(Column c, int o, int o_end, float* out) const {
+        const size_t plane = by_pixels.divisor();
+        const float* at = c + size_t(o) * plane;
+#pragma unroll
+        for (int l = 0; l < N; ++l, at += stride * plane) out[l] = o + l * stride < o_end ? *at : 0.0f;
+    }
 };
 
 // The input gradient of pixel (iy, ix) of channel ch from the columns of its

@@ -47,17 +47,40 @@ struct ColumnsOf {  // M^T (rows, k) of M (k, rows) stored row-major: along the 
     static constexpr bool k_fast = false;
     __device__ float operator()(int i, int kk) const { return p[size_t(kk) * rows + i]; }
 };
+// Read down a column (tiles.cuh: SplitsColumns), the next element of these
+// two is `cols` floats on: a pointer's add and a load, where b(k, j) is a
+// multiply, an add and a load.
 struct RowsOf {  // M (k, cols) stored row-major: along the columns
     const float* p;
     int cols;
     static constexpr bool k_fast = false;
     __device__ float operator()(int kk, int j) const { return p[size_t(kk) * cols + j]; }
+    using Column = const float*;  // M's column j, from row 0
+    __device__ Column column(int j) const { return p + j; }
+    template <int N, int stride>
+    __device__ void load_run(Column c, int kk, int k_end, float* out) const {
+        const float* at = c + size_t(kk) * cols;
+#pragma unroll
+        for (int l = 0; l < N; ++l, at += size_t(stride) * cols) out[l] = kk + l * stride < k_end ? *at : 0.0f;
+    }
 };
 struct RowsAndOnes {  // [M | 1] (k, cols + 1): M as RowsOf, then a column of ones
     const float* p;
     int cols;
     static constexpr bool k_fast = false;
     __device__ float operator()(int kk, int j) const { return j < cols ? p[size_t(kk) * cols + j] : 1.0f; }
+    struct Column {
+        const float* at;  // M's column j, from row 0 (unread in the ones column)
+        bool ones;
+    };
+    __device__ Column column(int j) const { return {p + min(j, cols - 1), j >= cols}; }
+    template <int N, int stride>
+    __device__ void load_run(Column c, int kk, int k_end, float* out) const {
+        const float* at = c.at + size_t(kk) * cols;
+#pragma unroll
+        for (int l = 0; l < N; ++l, at += size_t(stride) * cols)
+            out[l] = kk + l * stride < k_end ? (c.ones ? 1.0f : *at) : 0.0f;
+    }
 };
 
 template <bool relu>

@@ -1035,7 +1035,8 @@ __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(floa
 #pragma unroll
             for (int kx = 0; kx < 3; ++kx) {
                 const int iy = y0 + ky, ix = x0 + kx;
-                px.x[ky * 3 + kx] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? operand(image[iy * g.w + ix], tf32) : 0.0f;
+                const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+                px.x[ky * 3 + kx] = inside ? operand(image[iy * g.w + ix], tf32) : 0.0f;
             }
         if constexpr (Dy::two_step) {
             px.at = dy.where(s, p, g);

@@ -382,14 +382,26 @@ stage_bench() {
     else
         fail "bench/kernel_versions.sh"; show_tail "$logs/kernel-versions.txt"
     fi
-    # --tf32 epochs with the direct kernels taking TF32 operands (tf32 2)
-    # against the tensor-core products alone (the default).
-    if DPTRAIN_ARGS="--batch 256 --lr 0.3 --tf32" ONLY="tf32=2" bench/kernel_versions.sh "$dir/dptrain" lenet 2 \
+    # --tf32 epochs with the direct kernels taking TF32 operands (tf32 2),
+    # the GEMM core's two k-steps an iteration (gemm 3) and the forward
+    # product's tap table (conv2d_forward 8), alone and together, against
+    # the defaults.
+    local lean="tf32=2 gemm=3 conv2d_forward=8 tf32=2,gemm=3,conv2d_forward=8"
+    if DPTRAIN_ARGS="--batch 256 --lr 0.3 --tf32" ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" lenet 2 \
         "$epochs" >"$logs/kernel-versions-tf32.txt" 2>&1; then
         cat "$logs/kernel-versions-tf32.txt"
-        ok "kernel_versions.sh --tf32: tf32 2 timed against the default (table in $logs/kernel-versions-tf32.txt)"
+        ok "kernel_versions.sh --tf32: $lean timed against the defaults (table in $logs/kernel-versions-tf32.txt)"
     else
         fail "bench/kernel_versions.sh --tf32"; show_tail "$logs/kernel-versions-tf32.txt"
+    fi
+    # ResNet-18, whose convolutions are GEMMs: gemm 3 and conv2d_forward 8.
+    lean="gemm=3 conv2d_forward=8 gemm=3,conv2d_forward=8"
+    if ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" resnet18 1 "${RESNET_EPOCHS:-3}" \
+        >"$logs/kernel-versions-resnet18.txt" 2>&1; then
+        cat "$logs/kernel-versions-resnet18.txt"
+        ok "kernel_versions.sh resnet18: $lean timed against the defaults (table in $logs/kernel-versions-resnet18.txt)"
+    else
+        fail "bench/kernel_versions.sh resnet18"; show_tail "$logs/kernel-versions-resnet18.txt"
     fi
     # A LeNet step's kernels by Nsight Compute, heaviest first: each kernel
     # alone with the caches flushed, so a ranking, not the step's time

@@ -200,7 +200,12 @@ def read_sass(kernels, cuobjdump, tool_dir):
         def close():
             if function in kernels:
                 products = 2 if "gemm_pair_kernel" in function else 1  # (tiles.cuh: two products a launch)
-                kernels[function]["loop"] = loop_mix(instructions, products)
+                # Version 3's tiles (tiles.cuh: TwoSteps) run two k-steps an
+                # iteration: their loop's counts are halved, a k-step's, as
+                # version 2's loops count one.
+                steps = 2 if "TwoSteps" in function else 1
+                mix = loop_mix(instructions, products)
+                kernels[function]["loop"] = mix and tuple(count / steps for count in mix)
                 kernels[function]["instructions"] = sum(op != "NOP" for _, op, _ in instructions)
 
         for line in text.splitlines():
@@ -296,13 +301,14 @@ def main():
     print(f"## The kernels as nvcc compiles them for {args.arch} ({arch['name']})\n")
     print("Main loop: the loop with the most FFMA/MMA; its share of FFMA + MMA, and its LDS, "
           "among its instructions (`gemm_pair_kernel`, two products: of their two main loops, "
-          "the one with the lower share).\n")
+          "the one with the lower share; `TwoSteps`, version 3 of the GEMM core: half its loop's "
+          "counts, a k-step's).\n")
     print("| file | kernel | registers | shared (B) | spills (B) | main loop: instructions | FFMA+MMA | LDS |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in sorted(kernels, key=lambda n: (kernels[n]["file"], kernels[n]["pretty"])):
         k = kernels[name]
         loop = k.get("loop")
-        mix = (f"{loop[3]} | {100 * (loop[0] + loop[1]) / loop[3]:.0f}% | {loop[2]}" if loop else "- | - | -")
+        mix = (f"{loop[3]:g} | {100 * (loop[0] + loop[1]) / loop[3]:.0f}% | {loop[2]:g}" if loop else "- | - | -")
         print(f"| {k['file']} | `{k['label']}` | {k.get('regs', '?')} | {k.get('smem', 0)} | {k.get('spills', 0)} | {mix} |")
 
     if args.no_step:

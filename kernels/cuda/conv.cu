@@ -136,6 +136,73 @@ struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
         }
     }
 };
+// Unfold from version 8 of the forward convolution, for filters of at most
+// 32 taps: what an element's tap adds to its address, and which bit of its
+// column's mask says the tap falls inside the image, are read from a table
+// in shared memory (prepare(), once a block) instead of being stepped
+// through the filter's rows and columns: a load is a table read, a bit test
+// and an add. The table runs on past the filter's last tap into the next
+// channels, so a run of taps from anywhere in a channel reads it without
+// wrapping. The same elements as Unfold.
+struct UnfoldByTaps {
+    const float* x;
+    Geometry g;
+    static constexpr bool k_fast = false;
+    static constexpr int most_taps = 32, most_run = 16;  // a run: a k-step's rows (tiles.cuh: BK)
+    struct alignas(8) Tap {  // (one 8-byte shared-memory read)
+        int offset;    // from the window's corner in the run's first channel: ch*h*w + ky*w + kx
+        unsigned bit;  // 1 << (ky*kw + kx)
+    };
+    __device__ static Tap* table() {
+        __shared__ Tap taps[most_taps + most_run];
+        return taps;
+    }
+    __device__ void prepare() const {  // every thread of the block, then a barrier (tiles.cuh)
+        for (int i = int(threadIdx.x); i < g.by_taps.divisor() + most_run; i += int(blockDim.x)) {
+            const int ch = g.by_taps.div(i), t = g.by_taps.rest(i, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+            table()[i] = {(ch * g.h + ky) * g.w + kx, 1u << t};
+        }
+    }
+    __device__ float operator()(int q, int col) const { return unfolded(x, g, q, col); }
+    struct Column {
+        const float* corner;  // x at the column's window's corner in its sample's first channel, maybe outside the image
+        unsigned inside;      // bit ky*kw + kx: that tap falls inside the image
+    };
+    __device__ Column column(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy), iy0 = oy * g.stride - g.pad, ix0 = ox * g.stride - g.pad;
+        unsigned inside = 0;
+        for (int ky = 0, t = 0; ky < g.kh; ++ky)
+            for (int kx = 0; kx < g.kw; ++kx, ++t)
+                inside |= unsigned(unsigned(iy0 + ky) < unsigned(g.h) && unsigned(ix0 + kx) < unsigned(g.w)) << t;
+        return {x + size_t(s) * g.c * g.h * g.w + (iy0 * g.w + ix0), inside};
+    }
+    // out[l] = element (q + l * stride, column) for l < N, 0 from q_end on.
+    template <int N, int stride>
+    __device__ void load_run(const Column& c, int q, int q_end, float* out) const {
+        static_assert(N * stride <= most_run, "a run longer than the table's tail");
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), left = q_end - q;
+        const float* channel = c.corner + ch * g.h * g.w;  // int: one sample's c*h*w < 2^31
+#ifdef __CUDA_ARCH__
+        asm("" : "+l"(channel));  // a pointer in registers: each load one multiply-add from it, not from x again
+#endif
+        const Tap* tap = table() + t;
+#pragma unroll
+        for (int l = 0; l < N; ++l) {
+            const Tap e = tap[l * stride];
+            const bool inside = (l * stride < left) & ((c.inside & e.bit) != 0u);  // else padding, or past k
+            out[l] = inside ? __ldg(channel + e.offset) : 0.0f;
+        }
+    }
+};
+// Unfold, or UnfoldByTaps where version 8 of the forward convolution reads
+// the filter's taps from a table: f(the operand).
+template <class F>
+void with_unfold(const float* x, const Geometry& g, F&& f) {
+    if (conv2d_forward_version >= 8 && g.kh * g.kw <= UnfoldByTaps::most_taps) f(UnfoldByTaps{x, g});
+    else f(Unfold{x, g});
+}
+
 template <bool relu>
 struct StoreOutput {  // y (n, oc, oh, ow) = value + b[o], then ReLU
     float* y;
@@ -1445,10 +1512,12 @@ void forward(float* y, const float* x, const float* w, const float* b, const Con
     const Geometry g(s);
     const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
     const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
-    if (splits > 1)
-        return tiled::gemm_splits(m, n, k, Weights{w, k}, Unfold{x, g}, out, Workspace{scratch, nullptr}, splits,
-                                  stream, s.math);
-    tiled::gemm(m, n, k, Weights{w, k}, Unfold{x, g}, out, stream, 1, s.math);
+    with_unfold(x, g, [&](auto unfold) {
+        if (splits > 1)
+            tiled::gemm_splits(m, n, k, Weights{w, k}, unfold, out, Workspace{scratch, nullptr}, splits, stream, s.math);
+        else
+            tiled::gemm(m, n, k, Weights{w, k}, unfold, out, stream, 1, s.math);
+    });
 }
 
 // Version 4: a split forward product (version 3) with a ReLU and a pooling
@@ -1508,8 +1577,9 @@ void forward_relu_pool_split(float* y, float* pooled, const float* x, const floa
                              cudaStream_t stream) {
     const Geometry g(s);
     const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
-    tiled::gemm(m, n, k, Weights{w, k}, Unfold{x, g}, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits,
-                s.math);
+    with_unfold(x, g, [&](auto unfold) {
+        tiled::gemm(m, n, k, Weights{w, k}, unfold, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits, s.math);
+    });
     const CellGeometry cg{s.oc, s.oh(), s.ow(), ps.k, ps.stride, ps.oh(), ps.ow(), FastDiv(ps.ow()), FastDiv(ps.oh()),
                           FastDiv(s.oc)};
     const int count = int(ps.out_size());

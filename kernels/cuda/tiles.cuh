@@ -129,10 +129,29 @@ template <int BM_, int BN_, int TM_, int TN_, int BK_ = 8>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_;
     static constexpr int threads = (BM / TM) * (BN / TN);
+    static constexpr int steps = 1;  // k-steps an iteration of the k loop
 };
 using Tile128 = Tile<128, 128, 8, 8>;  // 256 threads
 using Tile64 = Tile<64, 128, 8, 8>;    // 128 threads
 using Tile32 = Tile<32, 128, 4, 8>;    // 128 threads
+
+// Version 3: version 2's tile, its k loop two k-steps an iteration, each
+// step naming its shared buffers as constants. A buffer's addresses are
+// then fixed offsets worked out once, not recomputed every step from which
+// buffer is current. The same loads and sums in the same order.
+template <class T>
+struct TwoSteps : T {
+    static constexpr int steps = 2;
+};
+
+// f(tile) for version 2's tile of `rows` rows, or version 3's.
+template <class F>
+void with_tile(int rows, F&& f) {
+    const bool two_steps = gemm_version >= 3;
+    if (rows == 32) two_steps ? f(TwoSteps<Tile32>{}) : f(Tile32{});
+    else if (rows == 64) two_steps ? f(TwoSteps<Tile64>{}) : f(Tile64{});
+    else two_steps ? f(TwoSteps<Tile128>{}) : f(Tile128{});
+}
 
 // A right operand may split reading an element into what depends on its
 // column alone, worked out once per thread before the k loop (`column(j)`,
@@ -144,6 +163,14 @@ template <class L, class = void>
 struct SplitsColumns : std::false_type {};
 template <class L>
 struct SplitsColumns<L, std::void_t<typename L::Column>> : std::true_type {};
+
+// A right operand may need a table in shared memory that its loads read
+// (conv.cu: UnfoldByTaps): `prepare()`, run by every thread of the block
+// before the first load, writes it, and a barrier follows.
+template <class L, class = void>
+struct PreparesTable : std::false_type {};
+template <class L>
+struct PreparesTable<L, std::void_t<decltype(&L::prepare)>> : std::true_type {};
 
 // An operand read along k may split reading an element into what depends
 // on its row of A (column of B) alone (`fixed(index)`, returning a `Fixed`,
@@ -385,6 +412,10 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
         if constexpr (one_column) return b.column(col0 + my_column);
         else return 0;
     }();
+    if constexpr (PreparesTable<B>::value) {
+        b.prepare();
+        __syncthreads();
+    }
     float ra[a_loads], rb[b_loads];
     auto fetch = [&](int k0) {
         OpA::fetch(a, a_fixed, ra, row0, m, k0, k_end);
@@ -407,19 +438,30 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
     };
 
     Core core;
-    int buf = 0;
     if (k_begin < k_end) {
         fetch(k_begin);
         stash(0);
     }
     __syncthreads();
-    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+    // The k-step at k0 from buffer `buf`, the next one fetched meanwhile and
+    // stored to the other buffer; whether there is a next one.
+    auto k_step = [&](int k0, int buf) {
         const bool more = k0 + BK < k_end;
         if (more) fetch(k0 + BK);  // in flight while the products below run
         core.step(as[buf], bs[buf]);
         if (more) stash(buf ^ 1);
         __syncthreads();
-        buf ^= 1;
+        return more;
+    };
+    if constexpr (T::steps == 2) {  // (buffers 0 and 1 as constants once k_step is inlined)
+        for (int k0 = k_begin; k0 < k_end; k0 += 2 * BK)
+            if (!k_step(k0, 0) || !k_step(k0 + BK, 1)) break;
+    } else {
+        int buf = 0;
+        for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+            k_step(k0, buf);
+            buf ^= 1;
+        }
     }
     core.finish(out, at.z, m, n, row0, col0);
     if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(at, row0, col0);
@@ -472,16 +514,14 @@ inline int splits_for(int m, int n, int k, int min_k = 256, int target = target_
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), in `splits` parts along k;
-// with Math::tf32 on the tensor cores, on version 2's tiles whatever the
-// version selected.
+// with Math::tf32 on the tensor cores, on version 2's tiles (3's where
+// selected) whatever the version selected.
 template <class A, class B, class Out>
 void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1, Math math = Math::fp32) {
     if (m <= 0 || n <= 0) return;
     if (gemm_version >= 2 || math == Math::tf32) {
         const int rows = tile_rows(m, [&](int r) { return long(ceil_div(m, r)) * ceil_div(n, 128) * splits; });
-        if (rows == 32) gemm_v2<Tile32>(m, n, k, a, b, out, stream, splits, math);
-        else if (rows == 64) gemm_v2<Tile64>(m, n, k, a, b, out, stream, splits, math);
-        else gemm_v2<Tile128>(m, n, k, a, b, out, stream, splits, math);
+        with_tile(rows, [&](auto tile) { gemm_v2<decltype(tile)>(m, n, k, a, b, out, stream, splits, math); });
         return;
     }
     const int k_per_split = split_length(k, splits, BK);
@@ -668,9 +708,7 @@ void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2,
     const int rows = tile_rows(std::max(p1.m, p2.m), [&](int r) {
         return blocks_of(p1.m, p1.n, p1.k, r) + blocks_of(p2.m, p2.n, p2.k, r);
     });
-    if (rows == 32) gemm_pair_v2<Tile32, math>(p1, p2, ws, stream);
-    else if (rows == 64) gemm_pair_v2<Tile64, math>(p1, p2, ws, stream);
-    else gemm_pair_v2<Tile128, math>(p1, p2, ws, stream);
+    with_tile(rows, [&](auto tile) { gemm_pair_v2<decltype(tile), math>(p1, p2, ws, stream); });
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

@@ -11,6 +11,8 @@ const char* const gemm_versions[] = {
     "64x64 tiles, 4x4 results a thread from scalar shared-memory reads, one shared buffer",
     "tiles by m (32, 64 or 128 rows x 128 columns), 8x8 (4x8) results a thread from 4-float shared-memory "
     "reads, double-buffered",
+    "version 2's tiles, the k loop two k-steps an iteration so that each step names its shared buffers as "
+    "constants (their addresses worked out once, not every step): the same loads and sums in the same order",
 };
 // A product split along k through scratch (tiles.cuh: gemm_split), which
 // the dense layers and the larger convolutions' weight gradients run.
@@ -36,6 +38,10 @@ const char* const conv2d_forward_versions[] = {
     "pooling kernel",
     "version 6, each sample's output channels split between two blocks (twice the blocks: LeNet's 256 samples "
     "filled 0.65 of a wave), the same sums in the same order",
+    "version 7; the implicit GEMM (ResNet-18's convolutions, and --tf32's) reads where each filter tap of its "
+    "unfolded input lies, and whether it falls inside the image, from a table in shared memory (filters of at most "
+    "32 taps): a load is a table read, a bit test and an add, instead of stepping through the filter's rows and "
+    "columns; the same elements, the same sums",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -136,7 +142,8 @@ const char* const tf32_versions[] = {
 //   (conv.cu), so its epoch is unchanged.
 // conv2d_forward 7 and conv2d_backward_data 6 (the same sums, each sample in
 // two blocks), conv2d_backward_weight 8 (conv2's weight gradient summed
-// directly) and tf32 2 have not run on a GPU yet. (For tf32 2, alone on an
+// directly), tf32 2, gemm 3 and conv2d_forward 8 (fewer instructions a
+// k-step for the same sums) have not run on a GPU yet. (For tf32 2, alone on an
 // H200 with kernel_bench at batch 256, the direct kernels in FP32 against
 // version 1's --tf32 products: conv1's forward, ReLU and pooling 0.0189 ms
 // against 0.0285, conv1's weight gradient 0.0238 against 0.0929, conv2's

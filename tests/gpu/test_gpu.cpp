@@ -24,6 +24,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernels.hpp"
@@ -75,6 +76,18 @@ struct Buffer {
         std::vector<T> host(n);
         CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
         return host;
+    }
+};
+
+// A tensor with NaNs after its end, in the same allocation: a kernel that
+// reads past the end (a tile's tail, a filter tap past the last channel)
+// turns what it computes into NaN, even where it multiplies what it read by
+// a zero, rather than reading some other tensor's finite values unseen.
+struct Fenced : Buffer<float> {
+    static constexpr size_t fence = 4096;
+    explicit Fenced(const std::vector<float>& host) : Buffer<float>(host.size() + fence) {
+        poison();
+        CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
     }
 };
 
@@ -184,7 +197,8 @@ void test_conv() {
         const auto dy = random(s.out_size(), 13);
         const auto dw0 = random(s.weight_size(), 14), db0 = random(size_t(s.oc), 15);  // backward weight adds to these
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s));
-        Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), scratch(cuda::conv2d_scratch_floats(s));
+        Fenced dx_(x);
+        Buffer<float> dw_(w), db_(b), ddy(dy), scratch(cuda::conv2d_scratch_floats(s));
         Buffer<float> y(s.out_size()), dx(s.in_size()), gw(dw0), gb(db0);
 
         std::vector<float> want(s.out_size());
@@ -1003,6 +1017,127 @@ void test_tf32() {
     test_tf32_dense();
 }
 
+// Version 3 of the GEMM core and version 8 of the forward convolution change
+// how a product addresses its operands, not what it sums or in which order:
+// each gives the bits of the version before it, on every kind of product
+// the layers run (plain, implicit convolutions of every tile size, split
+// along k, 1x1, dense; FP32 and --tf32), with k-loops of an odd and an even
+// number of k-steps.
+void test_versions_same_bits() {
+    // What `run` gives with `selections` (launcher, version) on top of the defaults.
+    using Selections = std::vector<std::pair<const char*, int>>;
+    const auto under = [](const Selections& selections, auto run) {
+        cuda::select_default_versions();
+        for (const auto& [launcher, version] : selections) cuda::select_version(launcher, version);
+        auto got = run();
+        cuda::select_default_versions();
+        return got;
+    };
+    const Selections before{{"gemm", 2}, {"conv2d_forward", 7}};
+    const std::vector<std::pair<std::string, Selections>> afters = {
+        {"gemm 3", {{"gemm", 3}, {"conv2d_forward", 7}}},
+        {"conv2d_forward 8", {{"gemm", 2}, {"conv2d_forward", 8}}},
+        {"gemm 3 and conv2d_forward 8", {{"gemm", 3}, {"conv2d_forward", 8}}},
+    };
+
+    for (const int k : {1, 8, 16, 33, 300}) {  // 1, 1, 2, 5 and 38 k-steps
+        const int m = 65, n = 100;
+        const auto a = random(size_t(m) * k, 1), b = random(size_t(k) * n, 2);
+        Buffer<float> da(a), db(b), dc(size_t(m) * n);
+        const auto run = [&] {
+            dc.poison();
+            cuda::gemm(dc.p, da.p, db.p, m, n, k, false, true, false, nullptr);
+            return dc.download();
+        };
+        const auto want = under(before, run);
+        for (const auto& [label, after] : afters)
+            compare("gemm m65 n100 k" + std::to_string(k) + ": " + label + " = gemm 2, bit for bit", under(after, run),
+                    want, 0.0);
+    }
+
+    std::vector<ConvShape> shapes = {
+        {3, 2, 7, 9, 5, 3, 3, 1, 0},         // k = 18: 3 k-steps
+        {2, 3, 8, 8, 4, 3, 3, 2, 1},         // k = 27: 4
+        {4, 64, 12, 12, 128, 3, 3, 2, 1},    // 128 rows; backward data 576 rows
+        {4, 64, 12, 12, 128, 1, 1, 2, 0},    // 1x1: a tap a channel
+        {4, 256, 3, 3, 256, 3, 3, 1, 1},     // split along k
+        {4, 16, 6, 6, 64, 3, 3, 1, 1},       // 64 rows
+        {4, 7, 6, 6, 20, 5, 5, 1, 2},        // 25 taps, 32 rows
+    };
+    for (const ConvShape& s : lenet::model().conv_shapes(64)) shapes.push_back(s);
+    for (const Math math : {Math::fp32, Math::tf32}) {
+        if (math == Math::tf32 && !has_tf32()) continue;
+        for (ConvShape s : shapes) {
+            s.math = math;
+            const std::string name = describe(s) + (math == Math::tf32 ? " --tf32" : "");
+            const auto x = random(s.in_size(), 10), w = random(s.weight_size(), 11), b = random(size_t(s.oc), 12);
+            const auto dy = random(s.out_size(), 13), dw0 = random(s.weight_size(), 14), db0 = random(size_t(s.oc), 15);
+            Fenced dx_(x);
+            Buffer<float> dw_(w), db_(b), ddy(dy), scratch(cuda::conv2d_scratch_floats(s));
+            Buffer<float> y(s.out_size()), dx(s.in_size()), gw(dw0), gb(db0);
+            Tickets tickets;
+            const auto forward = [&] {
+                y.poison();
+                scratch.poison();
+                cuda::conv2d_forward_relu(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
+                return y.download();
+            };
+            const auto backward = [&] {
+                dx.poison();
+                scratch.poison();
+                cuda::conv2d_backward_data(dx.p, ddy.p, dw_.p, s, scratch.p, nullptr);
+                gw.upload(dw0);
+                gb.upload(db0);
+                scratch.poison();
+                cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, {scratch.p, tickets.p}, nullptr);
+                auto got = dx.download();
+                for (const auto& part : {gw.download(), gb.download()}) got.insert(got.end(), part.begin(), part.end());
+                return got;
+            };
+            const auto want_y = under(before, forward), want_back = under(before, backward);
+            for (const auto& [label, after] : afters) {
+                compare("conv2d_forward_relu " + name + ": " + label + " = before, bit for bit", under(after, forward),
+                        want_y, 0.0);
+                compare("conv2d_backward_data and _weight " + name + ": " + label + " = before, bit for bit",
+                        under(after, backward), want_back, 0.0);
+            }
+        }
+    }
+
+    struct Size { int n, in, out; };
+    for (const Math math : {Math::fp32, Math::tf32}) {
+        if (math == Math::tf32 && !has_tf32()) continue;
+        for (const Size z : {Size{5, 17, 3}, Size{67, 800, 128}, Size{256, 128, 10}}) {
+            const std::string name = "dense n" + std::to_string(z.n) + " in" + std::to_string(z.in) + " out" +
+                                     std::to_string(z.out) + (math == Math::tf32 ? " --tf32" : "");
+            const auto x = random(size_t(z.n) * z.in, 30), w = random(size_t(z.out) * z.in, 31),
+                       b = random(size_t(z.out), 32), dy = random(size_t(z.n) * z.out, 33);
+            const auto dw0 = random(w.size(), 34), db0 = random(b.size(), 35);
+            Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), y(size_t(z.n) * z.out), dx(x.size()), gw(dw0), gb(db0);
+            Buffer<float> scratch(std::max<size_t>(cuda::dense_scratch_floats(z.n, z.in, z.out, math), 1));
+            Tickets tickets;
+            const auto run = [&] {
+                y.poison();
+                scratch.poison();
+                cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, {scratch.p, tickets.p}, nullptr,
+                                         math);
+                dx.poison();
+                scratch.poison();
+                gw.upload(dw0);
+                gb.upload(db0);
+                cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, {scratch.p, tickets.p},
+                                     nullptr, math);
+                auto got = y.download();
+                for (const auto& part : {dx.download(), gw.download(), gb.download()})
+                    got.insert(got.end(), part.begin(), part.end());
+                return got;
+            };
+            const auto want = under(before, run);
+            compare(name + ": gemm 3 = gemm 2, bit for bit", under(afters[0].second, run), want, 0.0);
+        }
+    }
+}
+
 // Batch norm's halves against the CPU's, for LeNet-sized and ResNet-sized
 // channels (26x26 maps, 64 channels). The per-channel sums are in double on
 // both sides (in another order), so the statistics agree to float rounding;
@@ -1687,6 +1822,7 @@ int main(int argc, char** argv) {
                 test_dense_pool();
             }
             cuda::select_default_versions();  // the loops above leave their last version selected
+            test_versions_same_bits();
             test_dense_loss();
             test_conv_gathered();
             test_tf32();

@@ -95,6 +95,10 @@ T __ldcg(const T* address) {
     return *address;
 }
 template <class T>
+T __ldg(const T* address) {  // (through the read-only cache: a load)
+    return *address;
+}
+template <class T>
 T atomicMin(T* address, T value) {
     std::atomic_ref<T> a(*address);
     T old = a.load();

@@ -164,7 +164,7 @@ void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t st
 // Then what the CPU wrote before raising the count (a CPU device's
 // gradients) is what this stream's next copies read.
 __global__ void poll_host(const volatile unsigned long long* counter, unsigned long long target) {
-    while (*counter < target) __nanosleep(1000);
+    while (launch::read_from_host(counter) < target) __nanosleep(1000);
     launch::acquire_from_host(counter);
 }
 

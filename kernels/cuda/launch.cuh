@@ -76,6 +76,18 @@ __device__ inline bool last_to_arrive(unsigned* ticket, unsigned blocks) {
     return last;
 }
 
+// A count in mapped host memory that a host thread raises: on a GPU a
+// volatile read, so every read goes to host memory; on the emulated GPU an
+// atomic load, as the host thread's write is atomic (a volatile read beside
+// it is a race to ThreadSanitizer).
+__device__ inline unsigned long long read_from_host(const volatile unsigned long long* count) {
+#ifdef DPTRAIN_CUDA_EMULATION
+    return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(count)).load(std::memory_order_relaxed);
+#else
+    return *count;
+#endif
+}
+
 // After a GPU thread has seen a count that a host thread raised in mapped
 // memory: order what comes after it behind what the host wrote before. On a
 // GPU a system-wide fence; on the emulated GPU an acquire, which

@@ -17,7 +17,7 @@ Two tables, in Markdown, on stdout:
    and the count of kernels and of graph nodes a step.
 
 Nothing here is a time: these are the counts a GPU's timings are made of.
-Needs nvcc; cuobjdump and nvdisasm come with a full CUDA toolkit, and where
+Needs nvcc (or, with --objects, a CUDA build); cuobjdump and nvdisasm come with a full CUDA toolkit, and where
 they are missing this script installs them from PyPI (nvidia-cuda-cuobjdump,
 nvidia-cuda-nvdisasm) into build-sass/tools/.
 
@@ -26,6 +26,8 @@ nvidia-cuda-nvdisasm) into build-sass/tools/.
                                                   # the emulated GPU records it)
   scripts/kernel_figures.py --emulated build-emulated --arch sm_80
   scripts/kernel_figures.py --tf32                # the step of dptrain --tf32
+  scripts/kernel_figures.py --objects build/kernels/cuda/libdptrain_cuda_kernels.a
+                        # table 1 from what a CUDA build compiled, not compiled again
 
 Exit status: 0, or 2 for bad arguments or a missing tool or build; with
 --check, 1 when a kernel of the step is not among the compiled ones.
@@ -162,6 +164,36 @@ def compile_kernels(arch):
     return kernels
 
 
+def kernels_of_objects(paths, arch, cuobjdump, tool_dir):
+    """Table 1's figures from what a build has compiled (object files or the
+    static library of kernels/cuda/, built for `arch` among others): the same
+    machine code as compile_kernels' (kernels/cuda/meson.build compiles with
+    the same options, and -lineinfo changes no instruction), without nvcc.
+    ptxas's spill report is not kept in an object; a kernel's stack frame,
+    where spilled registers would go, is, and stands in its column."""
+    env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
+    kernels = {}
+    for path in paths:
+        if not os.path.isfile(path):
+            die(f"--objects: {path} not found (build it with a CUDA toolkit: scripts/build.sh)")
+        stem, current = os.path.basename(path).split(".")[0], None
+        for line in run([cuobjdump, "-res-usage", "-arch", arch, path], env=env).stdout.splitlines():
+            if m := re.match(r"member .*:([^:/]+?)\.cu\.o:$", line.strip()):
+                stem = m.group(1)
+            elif m := re.match(r"\s*Function (\w+):", line):
+                current = kernels.setdefault(m.group(1), {"file": stem + ".cu", "cubin": path})
+            elif current is not None and (m := re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+)", line)):
+                # (Its shared memory, on the architectures of ARCHES, counts
+                # the 1 KiB the system reserves a block that uses any; ptxas's
+                # figure, to which occupancy() adds it, does not.)
+                shared = int(m.group(3))
+                current.update(regs=int(m.group(1)), spills=int(m.group(2)), smem=max(shared - 1024, 0))
+    if not kernels:
+        die(f"--objects: no kernel compiled for {arch} in {' '.join(paths)} "
+            f"(its build's gpu_archs must include {arch.removeprefix('sm_')})")
+    return kernels
+
+
 def loop_mix(instructions, products=1):
     """The main loop of a function's SASS (address, opcode, operands list):
     of the ranges a backward branch closes, the one with the most FFMA/MMA
@@ -191,10 +223,11 @@ def loop_mix(instructions, products=1):
     return min((m[2] for m in main), key=lambda mix: (mix[0] + mix[1]) / mix[3])
 
 
-def read_sass(kernels, cuobjdump, tool_dir):
+def read_sass(kernels, cuobjdump, tool_dir, arch):
     env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
     for cubin in sorted({k["cubin"] for k in kernels.values()}):
-        text = run([cuobjdump, "-sass", cubin], env=env).stdout
+        # (-arch: an object holds each kernel once for every architecture it was built for.)
+        text = run([cuobjdump, "-sass", "-arch", arch, cubin], env=env).stdout
         function, instructions = None, []
 
         def close():
@@ -281,6 +314,9 @@ def main():
     p.add_argument("--no-step", action="store_true", help="table 1 only")
     p.add_argument("--tf32", action="store_true", help="record the step of dptrain --tf32 (tensor cores)")
     p.add_argument("--work", default=WORK, help="where cubins, the launch log and PyPI's tools go")
+    p.add_argument("--objects", nargs="+", metavar="FILE",
+                   help="read the kernels from a CUDA build's objects or its static library "
+                        "(built for --arch among others) instead of compiling them")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless every kernel of the step was found among the compiled ones (a test)")
     args = p.parse_args()
@@ -288,8 +324,9 @@ def main():
     if args.batch < 1:
         die(f"--batch must be a positive count (got {args.batch})")
 
-    kernels = compile_kernels(args.arch)
-    read_sass(kernels, *sass_tools())
+    tools = sass_tools()
+    kernels = kernels_of_objects(args.objects, args.arch, *tools) if args.objects else compile_kernels(args.arch)
+    read_sass(kernels, *tools, args.arch)
     names = list(kernels)
     for name, pretty in zip(names, demangle(names)):
         kernels[name]["pretty"] = pretty
@@ -299,11 +336,15 @@ def main():
 
     arch = ARCHES[args.arch]
     print(f"## The kernels as nvcc compiles them for {args.arch} ({arch['name']})\n")
+    if args.objects:
+        print(f"Read from {', '.join(os.path.relpath(o) for o in args.objects)}. An object does not keep "
+              f"ptxas's report of spills: its column holds each kernel's stack frame, where spills go.\n")
     print("Main loop: the loop with the most FFMA/MMA; its share of FFMA + MMA, and its LDS, "
           "among its instructions (`gemm_pair_kernel`, two products: of their two main loops, "
           "the one with the lower share; `TwoSteps`, version 3 of the GEMM core: half its loop's "
           "counts, a k-step's).\n")
-    print("| file | kernel | registers | shared (B) | spills (B) | main loop: instructions | FFMA+MMA | LDS |")
+    print(f"| file | kernel | registers | shared (B) | {'stack' if args.objects else 'spills'} (B) "
+          f"| main loop: instructions | FFMA+MMA | LDS |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in sorted(kernels, key=lambda n: (kernels[n]["file"], kernels[n]["pretty"])):
         k = kernels[name]

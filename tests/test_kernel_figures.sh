@@ -3,16 +3,22 @@
 # LeNet step, as the emulation records it, is found among the kernels nvcc
 # compiles (by name and parameter types), and both tables are printed.
 # Usage: test_kernel_figures.sh SOURCE_ROOT BUILD_DIR
+# With DPTRAIN_KERNEL_OBJECTS naming a CUDA build's library of kernels (built
+# for sm_90 among others), the kernels are read from it, not compiled again:
+# scripts/test.sh passes its main build's, which holds the same machine code.
 set -uo pipefail
 root=$1 build=$2
-if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+objects=()
+if [[ -n ${DPTRAIN_KERNEL_OBJECTS:-} ]]; then
+    objects=(--objects "$DPTRAIN_KERNEL_OBJECTS")
+elif ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
     echo "SKIP: no nvcc here: the figures are of nvcc's machine code"
     exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # PyPI's cuobjdump, when the toolkit has none, is kept between runs here.
-"$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" --batch 64 --check \
+"$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" --batch 64 --check "${objects[@]}" \
     >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [[ $rc -eq 2 ]] && grep -q "pip" "$tmp/err"; then

@@ -26,24 +26,34 @@ if [[ ! -f $dir/build.ninja ]]; then
 fi
 ninja -C "$dir" tests/fuzz/fuzz_idx tests/fuzz/fuzz_checkpoint tests/fuzz/make_checkpoint_seed
 
-status=0
-for target in idx checkpoint; do
-    corpus=$dir/corpus/$target
+# fuzz TARGET: one target for $seconds s; its report in $dir/fuzz_TARGET.report.
+fuzz() {
+    local target=$1 corpus=$dir/corpus/$1 max_len report=$dir/fuzz_$1.report
     mkdir -p "$corpus"
     cp tests/fuzz/corpus/$target/* "$corpus/"
     [[ $target == checkpoint ]] && "$dir/tests/fuzz/make_checkpoint_seed" "$corpus/valid.ck"
-    echo "== fuzz_$target for $seconds s =="
     # -max_len: room for a whole checkpoint (516 KB) and small IDX files.
     max_len=$([[ $target == checkpoint ]] && echo 600000 || echo 8192)
     if ! UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$dir/tests/fuzz/fuzz_$target" "$corpus" \
         -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$dir/crash-$target-" -print_final_stats=1 2>"$dir/fuzz_$target.log"; then
-        tail -40 "$dir/fuzz_$target.log"
-        echo "fuzz_$target FAILED: the input is $(ls "$dir"/crash-$target-* 2>/dev/null | head -1)"
-        status=1
-    else
-        grep -E "^(stat::number_of_executed_units|stat::new_units_added)" "$dir/fuzz_$target.log" || true
-        grep -E "^#[0-9]+.*DONE" "$dir/fuzz_$target.log" | tail -1 || true
+        { tail -40 "$dir/fuzz_$target.log"
+          echo "fuzz_$target FAILED: the input is $(ls "$dir"/crash-$target-* 2>/dev/null | head -1)"; } >"$report"
+        return 1
     fi
+    { grep -E "^(stat::number_of_executed_units|stat::new_units_added)" "$dir/fuzz_$target.log" || true
+      grep -E "^#[0-9]+.*DONE" "$dir/fuzz_$target.log" | tail -1 || true; } >"$report"
+}
+
+# The two side by side (each keeps one core busy), then their reports in turn.
+echo "fuzz_idx and fuzz_checkpoint for $seconds s, side by side"
+fuzz idx & idx=$!
+fuzz checkpoint & checkpoint=$!
+status=0
+wait $idx || status=1
+wait $checkpoint || status=1
+for target in idx checkpoint; do
+    echo "== fuzz_$target =="
+    cat "$dir/fuzz_$target.report"
 done
 exit $status

@@ -140,7 +140,7 @@ stage_build() {
     begin_stage build
     ensure_build || return
     local started=$SECONDS
-    meson test -C "$dir" --suite gpu --print-errorlogs >>"$log" 2>&1
+    meson test -C "$dir" --suite gpu --suite gpu-full --print-errorlogs >>"$log" 2>&1
     local tests_status=$?
     # One line a test from meson's record: name, result, and the test's last line
     # ("N of M checks passed", or why it skipped).

@@ -1787,12 +1787,32 @@ void test_streams() {
 // module loads during the capture. Then the same against queued kernels.
 void test_graph_first() { check_graph_replays(2, 32, "2 GPU replicas, graph recorded first"); }
 
+// Versions of the GEMM core that test_versions_same_bits proves give the
+// bits of the version before them on every kind of product the layers run:
+// `gpu_tests kernels` leaves out their whole pass of layer checks (a minute
+// on the emulated GPU), which `kernels-every-core` and `all` run.
+bool tied_by_bits(int core) { return core == 3; }
+
+// The GEMM, convolution and dense checks on one version of the GEMM core.
+void test_layers_on_core(int core) {
+    cuda::select_version("gemm", core);
+    std::printf("-- on version %d of the GEMM core\n", core);
+    test_gemm();
+    test_conv();
+    test_conv_pool();
+    test_conv_pool_conv();
+    test_dense();
+    test_dense_pool();
+    cuda::select_default_versions();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "all";
-    if (what != "kernels" && what != "replicas" && what != "tf32-horizons" && what != "graph-first" && what != "streams" && what != "all") {
-        std::fprintf(stderr, "usage: gpu_tests [kernels|replicas|graph-first|streams|tf32-horizons|all]\n");
+    if (what != "kernels" && what != "kernels-every-core" && what != "replicas" && what != "tf32-horizons" &&
+        what != "graph-first" && what != "streams" && what != "all") {
+        std::fprintf(stderr, "usage: gpu_tests [kernels|kernels-every-core|replicas|graph-first|streams|tf32-horizons|all]\n");
         return 2;
     }
     const GpuInventory gpus = probe_gpus();
@@ -1805,23 +1825,22 @@ int main(int argc, char** argv) {
         if (what == "tf32-horizons") tf32_horizons(32);
         else if (what == "graph-first") test_graph_first();  // must be this process's first GPU work
         else if (what == "streams") test_streams();
-        else if (what != "replicas" && what != "tf32-horizons") {
+        else if (what == "kernels-every-core") {
+            for (int v = 1; v <= cuda::version_count("gemm"); ++v)
+                if (tied_by_bits(v)) test_layers_on_core(v);
+        } else if (what != "replicas" && what != "tf32-horizons") {
             test_fastdiv();
             test_split_scratch();
             // The layers on every version of the GEMM core they run on
-            // (versions.hpp), the one trained with last.
-            const int cores = cuda::version_count("gemm");
-            for (int v = 1; v <= cores; ++v) {
-                cuda::select_version("gemm", v);
-                std::printf("-- on version %d of the GEMM core\n", v);
-                test_gemm();
-                test_conv();
-                test_conv_pool();
-                test_conv_pool_conv();
-                test_dense();
-                test_dense_pool();
+            // (versions.hpp); one tied to another by its bits, with "all".
+            for (int v = 1; v <= cuda::version_count("gemm"); ++v) {
+                if (tied_by_bits(v) && what != "all") {
+                    std::printf("-- version %d of the GEMM core: its bits against the version before it below; "
+                                "every layer on it: gpu_tests kernels-every-core\n", v);
+                    continue;
+                }
+                test_layers_on_core(v);
             }
-            cuda::select_default_versions();  // the loops above leave their last version selected
             test_versions_same_bits();
             test_dense_loss();
             test_conv_gathered();

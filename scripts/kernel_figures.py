@@ -172,10 +172,18 @@ def kernels_of_objects(paths, arch, cuobjdump, tool_dir):
     ptxas's spill report is not kept in an object; a kernel's stack frame,
     where spilled registers would go, is, and stands in its column."""
     env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
-    kernels = {}
+    files = []
     for path in paths:
         if not os.path.isfile(path):
             die(f"--objects: {path} not found (build it with a CUDA toolkit: scripts/build.sh)")
+        with open(path, "rb") as f:
+            thin = f.read(8) == b"!<thin>\n"
+        # Meson's static libraries are thin archives, which name their
+        # members' files (beside the archive) and which cuobjdump cannot read.
+        files += ([os.path.join(os.path.dirname(path), m) for m in run(["ar", "t", path]).stdout.split()]
+                  if thin else [path])
+    kernels = {}
+    for path in files:
         stem, current = os.path.basename(path).split(".")[0], None
         for line in run([cuobjdump, "-res-usage", "-arch", arch, path], env=env).stdout.splitlines():
             if m := re.match(r"member .*:([^:/]+?)\.cu\.o:$", line.strip()):

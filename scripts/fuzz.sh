@@ -2,7 +2,8 @@
 # Fuzzes dptrain's two readers of untrusted files with libFuzzer: the IDX
 # reader (tests/fuzz/fuzz_idx.cpp) and the checkpoint reader
 # (tests/fuzz/fuzz_checkpoint.cpp), under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Usage: scripts/fuzz.sh [SECONDS per target, default 60]
+# UndefinedBehaviorSanitizer, side by side. Usage: scripts/fuzz.sh [SECONDS per
+# target, default 60]
 #
 # Builds with clang in build-fuzz/. Each target starts from its seed corpus in
 # tests/fuzz/corpus/ (plus a full-size valid checkpoint made here, too big for

@@ -19,8 +19,7 @@ if [[ ! -f $dir/build.ninja ]]; then
 else
     # Set up while a bundle/ was here that is gone now, or the other way
     # round: follow the tree as it is.
-    configured=$(meson introspect "$dir" --buildoptions |
-        python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "bundle"))')
+    configured=$(scripts/build_option.sh "$dir" bundle)
     if [[ $configured != "$bundle" ]]; then set -- -Dbundle="$bundle" "$@"; fi
     if [[ $# -gt 0 ]]; then meson configure "$dir" "$@"; fi
 fi

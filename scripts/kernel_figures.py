@@ -77,10 +77,14 @@ def find_tool(name):
 
 
 def sass_tools():
-    """cuobjdump and nvdisasm: the toolkit's, or PyPI's (installed once)."""
+    """cuobjdump, and the environment to run it in (nvdisasm, which it runs,
+    on PATH): the toolkit's, or PyPI's (installed once)."""
+    def with_nvdisasm(cuobjdump, tool_dir):
+        return cuobjdump, dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
+
     cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
     if cuobjdump and nvdisasm:
-        return cuobjdump, os.path.dirname(nvdisasm)
+        return with_nvdisasm(cuobjdump, os.path.dirname(nvdisasm))
     target = os.path.join(WORK, "tools")
     bins = glob.glob(os.path.join(target, "nvidia", "*", "bin"))
     if not bins:
@@ -93,7 +97,7 @@ def sass_tools():
         die("no cuobjdump after installing nvidia-cuda-cuobjdump")
     for tool in glob.glob(os.path.join(bins[0], "*")):
         os.chmod(tool, 0o755)
-    return os.path.join(bins[0], "cuobjdump"), bins[0]
+    return with_nvdisasm(os.path.join(bins[0], "cuobjdump"), bins[0])
 
 
 def demangle(names, types=False):
@@ -164,14 +168,13 @@ def compile_kernels(arch):
     return kernels
 
 
-def kernels_of_objects(paths, arch, cuobjdump, tool_dir):
+def kernels_of_objects(paths, arch, cuobjdump, env):
     """Table 1's figures from what a build has compiled (object files or the
     static library of kernels/cuda/, built for `arch` among others): the same
     machine code as compile_kernels' (kernels/cuda/meson.build compiles with
     the same options, and -lineinfo changes no instruction), without nvcc.
     ptxas's spill report is not kept in an object; a kernel's stack frame,
     where spilled registers would go, is, and stands in its column."""
-    env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
     files = []
     for path in paths:
         if not os.path.isfile(path):
@@ -231,8 +234,7 @@ def loop_mix(instructions, products=1):
     return min((m[2] for m in main), key=lambda mix: (mix[0] + mix[1]) / mix[3])
 
 
-def read_sass(kernels, cuobjdump, tool_dir, arch):
-    env = dict(os.environ, PATH=tool_dir + os.pathsep + os.environ.get("PATH", ""))
+def read_sass(kernels, cuobjdump, env, arch):
     for cubin in sorted({k["cubin"] for k in kernels.values()}):
         # (-arch: an object holds each kernel once for every architecture it was built for.)
         text = run([cuobjdump, "-sass", "-arch", arch, cubin], env=env).stdout

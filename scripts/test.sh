@@ -167,9 +167,8 @@ if [[ ${DPTRAIN_EMULATED:-1} != 0 ]]; then
         # main build compiled for sm_90, where it has, instead of compiling
         # it all again.
         local objects=$dir/kernels/cuda/libdptrain_cuda_kernels.a figures_from=""
-        if [[ -f $objects ]] && meson introspect "$dir" --buildoptions |
-            python3 -c 'import json, sys; sys.exit("90" not in next(o["value"] for o in json.load(sys.stdin) if o["name"] == "gpu_archs"))'
-        then figures_from=$PWD/$objects
+        if [[ -f $objects && ,$(scripts/build_option.sh "$dir" gpu_archs), == *,90,* ]]; then
+            figures_from=$PWD/$objects
         fi
         DPTRAIN_BUILD_DIR=$dir-emulated scripts/build.sh -Demulated_gpu=true -Dmpi=disabled -Dtests=disabled &&
             DPTRAIN_KERNEL_OBJECTS=$figures_from tests "$dir-emulated" --suite gpu

@@ -243,12 +243,7 @@ def read_sass(kernels, cuobjdump, env, arch):
         def close():
             if function in kernels:
                 products = 2 if "gemm_pair_kernel" in function else 1  # (tiles.cuh: two products a launch)
-                # Version 3's tiles (tiles.cuh: TwoSteps) run two k-steps an
-                # iteration: their loop's counts are halved, a k-step's, as
-                # version 2's loops count one.
-                steps = 2 if "TwoSteps" in function else 1
-                mix = loop_mix(instructions, products)
-                kernels[function]["loop"] = mix and tuple(count / steps for count in mix)
+                kernels[function]["loop"] = loop_mix(instructions, products)
                 kernels[function]["instructions"] = sum(op != "NOP" for _, op, _ in instructions)
 
         for line in text.splitlines():
@@ -351,8 +346,7 @@ def main():
               f"ptxas's report of spills: its column holds each kernel's stack frame, where spills go.\n")
     print("Main loop: the loop with the most FFMA/MMA; its share of FFMA + MMA, and its LDS, "
           "among its instructions (`gemm_pair_kernel`, two products: of their two main loops, "
-          "the one with the lower share; `TwoSteps`, version 3 of the GEMM core: half its loop's "
-          "counts, a k-step's).\n")
+          "the one with the lower share).\n")
     print(f"| file | kernel | registers | shared (B) | {'stack' if args.objects else 'spills'} (B) "
           f"| main loop: instructions | FFMA+MMA | LDS |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -3,9 +3,7 @@
 # builds, runs `meson test`. CI runs this (.ci/run). Arguments go to
 # `meson test` of the main build alone (e.g. --suite cpu, or a test's name);
 # --slow runs only the long checks of the slow suite (whole epochs under
-# mpirun; on emulated GPUs in build-emulated/ too, every layer check on every
-# version of the GEMM core), which the default run leaves out: it keeps short
-# versions of them.
+# mpirun), which the default run leaves out: it keeps short versions of them.
 #
 # Without arguments, in turn (each stage runs even when one before failed;
 # the summary at the end lists them all):
@@ -121,15 +119,8 @@ tests() {
 
 scripts/build.sh
 if [[ ${1:-} == --slow ]]; then
-    rc=0
-    tests "$dir" --suite slow "${@:2}" || rc=$?
-    # And on emulated GPUs, the slow suite's GPU checks (every layer check on
-    # every version of the GEMM core), where a GPU is missing here.
-    if [[ $# -eq 1 && ${DPTRAIN_EMULATED:-1} != 0 ]]; then
-        { DPTRAIN_BUILD_DIR=$dir-emulated scripts/build.sh -Demulated_gpu=true -Dmpi=disabled -Dtests=disabled &&
-            tests "$dir-emulated" --suite slow; } || rc=$?
-    fi
-    exit $rc
+    tests "$dir" --suite slow "${@:2}"
+    exit
 fi
 if [[ $# -gt 0 ]]; then
     tests "$dir" --no-suite slow "$@"

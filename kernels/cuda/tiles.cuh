@@ -129,28 +129,17 @@ template <int BM_, int BN_, int TM_, int TN_, int BK_ = 8>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_;
     static constexpr int threads = (BM / TM) * (BN / TN);
-    static constexpr int steps = 1;  // k-steps an iteration of the k loop
 };
 using Tile128 = Tile<128, 128, 8, 8>;  // 256 threads
 using Tile64 = Tile<64, 128, 8, 8>;    // 128 threads
 using Tile32 = Tile<32, 128, 4, 8>;    // 128 threads
 
-// Version 3: version 2's tile, its k loop two k-steps an iteration, each
-// step naming its shared buffers as constants. A buffer's addresses are
-// then fixed offsets worked out once, not recomputed every step from which
-// buffer is current. The same loads and sums in the same order.
-template <class T>
-struct TwoSteps : T {
-    static constexpr int steps = 2;
-};
-
-// f(tile) for version 2's tile of `rows` rows, or version 3's.
+// f(tile) for version 2's tile of `rows` rows.
 template <class F>
 void with_tile(int rows, F&& f) {
-    const bool two_steps = gemm_version >= 3;
-    if (rows == 32) two_steps ? f(TwoSteps<Tile32>{}) : f(Tile32{});
-    else if (rows == 64) two_steps ? f(TwoSteps<Tile64>{}) : f(Tile64{});
-    else two_steps ? f(TwoSteps<Tile128>{}) : f(Tile128{});
+    if (rows == 32) f(Tile32{});
+    else if (rows == 64) f(Tile64{});
+    else f(Tile128{});
 }
 
 // A right operand may split reading an element into what depends on its
@@ -443,25 +432,14 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
         stash(0);
     }
     __syncthreads();
-    // The k-step at k0 from buffer `buf`, the next one fetched meanwhile and
-    // stored to the other buffer; whether there is a next one.
-    auto k_step = [&](int k0, int buf) {
+    int buf = 0;
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
         const bool more = k0 + BK < k_end;
         if (more) fetch(k0 + BK);  // in flight while the products below run
         core.step(as[buf], bs[buf]);
         if (more) stash(buf ^ 1);
         __syncthreads();
-        return more;
-    };
-    if constexpr (T::steps == 2) {  // (buffers 0 and 1 as constants once k_step is inlined)
-        for (int k0 = k_begin; k0 < k_end; k0 += 2 * BK)
-            if (!k_step(k0, 0) || !k_step(k0 + BK, 1)) break;
-    } else {
-        int buf = 0;
-        for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-            k_step(k0, buf);
-            buf ^= 1;
-        }
+        buf ^= 1;
     }
     core.finish(out, at.z, m, n, row0, col0);
     if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(at, row0, col0);
@@ -514,8 +492,8 @@ inline int splits_for(int m, int n, int k, int min_k = 256, int target = target_
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), in `splits` parts along k;
-// with Math::tf32 on the tensor cores, on version 2's tiles (3's where
-// selected) whatever the version selected.
+// with Math::tf32 on the tensor cores, on version 2's tiles whatever the
+// version selected.
 template <class A, class B, class Out>
 void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1, Math math = Math::fp32) {
     if (m <= 0 || n <= 0) return;

@@ -11,8 +11,6 @@ const char* const gemm_versions[] = {
     "64x64 tiles, 4x4 results a thread from scalar shared-memory reads, one shared buffer",
     "tiles by m (32, 64 or 128 rows x 128 columns), 8x8 (4x8) results a thread from 4-float shared-memory "
     "reads, double-buffered",
-    "version 2's tiles, the k loop two k-steps an iteration so that each step names its shared buffers as "
-    "constants (their addresses worked out once, not every step): the same loads and sums in the same order",
 };
 // A product split along k through scratch (tiles.cuh: gemm_split), which
 // the dense layers and the larger convolutions' weight gradients run.
@@ -140,17 +138,25 @@ const char* const tf32_versions[] = {
 //   0.912x (70.4 ms); 2 replicas sharing the GPU 0.84x (77.9 ms against
 //   92.4). Both stay off ResNet-18's shapes, where they ran slower
 //   (conv.cu), so its epoch is unchanged.
-// conv2d_forward 7 and conv2d_backward_data 6 (the same sums, each sample in
-// two blocks), conv2d_backward_weight 8 (conv2's weight gradient summed
-// directly), tf32 2, gemm 3 and conv2d_forward 8 (fewer instructions a
-// k-step for the same sums) have not run on a GPU yet. (For tf32 2, alone on an
-// H200 with kernel_bench at batch 256, the direct kernels in FP32 against
-// version 1's --tf32 products: conv1's forward, ReLU and pooling 0.0189 ms
-// against 0.0285, conv1's weight gradient 0.0238 against 0.0929, conv2's
-// input gradient 0.0652 against 0.0687. A --tf32 epoch with it is still to
-// time.)
-constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 6, conv2d_backward_data_default = 5,
-              conv2d_backward_weight_default = 7, dense_default = 5, tf32_default = 1;
+// Then on an H200, against those defaults (70.7 ms a LeNet epoch, 88.4 ms
+// with --tf32, 1432 ms ResNet-18's; two calls of bench/kernel_versions.sh,
+// each the median of 2 or 3 runs in turns, ResNet-18 of 1 and 2):
+// - tf32 2 (conv1 and conv2's input gradient summed directly with --tf32):
+//   a --tf32 LeNet epoch 0.75x (66.0 and 66.1 ms);
+// - conv2d_forward 8 (ResNet-18's products read the unfolded input through
+//   a table of taps): ResNet-18 0.96x (1380.9 ms both times), LeNet even
+//   (70.5 ms); version 7 alone, on which it builds, even too (70.5 ms);
+// - conv2d_backward_weight 8 (conv2's weight gradient summed directly):
+//   LeNet 0.99x (70.0 ms both times), with conv2d_forward 8 69.8 ms;
+// - conv2d_backward_data 6 1.01x, dense 6 1.02x, gemm_split 2 1.79x, every
+//   launcher at its latest 1.49x.
+// A version 3 of the GEMM core (its k loop two k-steps an iteration, the
+// shared buffers' addresses as constants: 5% to 14% fewer instructions a
+// k-step, the same bits) took LeNet 0.99x and ResNet-18 1.02x, and with
+// conv2d_forward 8 ResNet-18 1403 ms against 1381 without it: it was taken
+// out again, and with it half the GEMM kernels nvcc compiled.
+constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 8, conv2d_backward_data_default = 5,
+              conv2d_backward_weight_default = 8, dense_default = 5, tf32_default = 2;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&

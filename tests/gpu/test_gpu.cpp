@@ -1017,12 +1017,11 @@ void test_tf32() {
     test_tf32_dense();
 }
 
-// Version 3 of the GEMM core and version 8 of the forward convolution change
-// how a product addresses its operands, not what it sums or in which order:
-// each gives the bits of the version before it, on every kind of product
-// the layers run (plain, implicit convolutions of every tile size, split
-// along k, 1x1, dense; FP32 and --tf32), with k-loops of an odd and an even
-// number of k-steps.
+// Version 8 of the forward convolution changes how its implicit GEMM
+// addresses the unfolded input, not what it sums or in which order: it gives
+// the bits of version 7 on every kind of convolution the layers run
+// (implicit products of every tile size, split along k, 1x1; FP32 and
+// --tf32), with k-loops of an odd and an even number of k-steps.
 void test_versions_same_bits() {
     // What `run` gives with `selections` (launcher, version) on top of the defaults.
     using Selections = std::vector<std::pair<const char*, int>>;
@@ -1033,27 +1032,10 @@ void test_versions_same_bits() {
         cuda::select_default_versions();
         return got;
     };
-    const Selections before{{"gemm", 2}, {"conv2d_forward", 7}};
+    const Selections before{{"conv2d_forward", 7}};
     const std::vector<std::pair<std::string, Selections>> afters = {
-        {"gemm 3", {{"gemm", 3}, {"conv2d_forward", 7}}},
-        {"conv2d_forward 8", {{"gemm", 2}, {"conv2d_forward", 8}}},
-        {"gemm 3 and conv2d_forward 8", {{"gemm", 3}, {"conv2d_forward", 8}}},
+        {"conv2d_forward 8", {{"conv2d_forward", 8}}},
     };
-
-    for (const int k : {1, 8, 16, 33, 300}) {  // 1, 1, 2, 5 and 38 k-steps
-        const int m = 65, n = 100;
-        const auto a = random(size_t(m) * k, 1), b = random(size_t(k) * n, 2);
-        Buffer<float> da(a), db(b), dc(size_t(m) * n);
-        const auto run = [&] {
-            dc.poison();
-            cuda::gemm(dc.p, da.p, db.p, m, n, k, false, true, false, nullptr);
-            return dc.download();
-        };
-        const auto want = under(before, run);
-        for (const auto& [label, after] : afters)
-            compare("gemm m65 n100 k" + std::to_string(k) + ": " + label + " = gemm 2, bit for bit", under(after, run),
-                    want, 0.0);
-    }
 
     std::vector<ConvShape> shapes = {
         {3, 2, 7, 9, 5, 3, 3, 1, 0},         // k = 18: 3 k-steps
@@ -1101,39 +1083,6 @@ void test_versions_same_bits() {
                 compare("conv2d_backward_data and _weight " + name + ": " + label + " = before, bit for bit",
                         under(after, backward), want_back, 0.0);
             }
-        }
-    }
-
-    struct Size { int n, in, out; };
-    for (const Math math : {Math::fp32, Math::tf32}) {
-        if (math == Math::tf32 && !has_tf32()) continue;
-        for (const Size z : {Size{5, 17, 3}, Size{67, 800, 128}, Size{256, 128, 10}}) {
-            const std::string name = "dense n" + std::to_string(z.n) + " in" + std::to_string(z.in) + " out" +
-                                     std::to_string(z.out) + (math == Math::tf32 ? " --tf32" : "");
-            const auto x = random(size_t(z.n) * z.in, 30), w = random(size_t(z.out) * z.in, 31),
-                       b = random(size_t(z.out), 32), dy = random(size_t(z.n) * z.out, 33);
-            const auto dw0 = random(w.size(), 34), db0 = random(b.size(), 35);
-            Buffer<float> dx_(x), dw_(w), db_(b), ddy(dy), y(size_t(z.n) * z.out), dx(x.size()), gw(dw0), gb(db0);
-            Buffer<float> scratch(std::max<size_t>(cuda::dense_scratch_floats(z.n, z.in, z.out, math), 1));
-            Tickets tickets;
-            const auto run = [&] {
-                y.poison();
-                scratch.poison();
-                cuda::dense_forward_relu(y.p, dx_.p, dw_.p, db_.p, z.n, z.in, z.out, {scratch.p, tickets.p}, nullptr,
-                                         math);
-                dx.poison();
-                scratch.poison();
-                gw.upload(dw0);
-                gb.upload(db0);
-                cuda::dense_backward(dx.p, gw.p, gb.p, ddy.p, dx_.p, dw_.p, z.n, z.in, z.out, {scratch.p, tickets.p},
-                                     nullptr, math);
-                auto got = y.download();
-                for (const auto& part : {dx.download(), gw.download(), gb.download()})
-                    got.insert(got.end(), part.begin(), part.end());
-                return got;
-            };
-            const auto want = under(before, run);
-            compare(name + ": gemm 3 = gemm 2, bit for bit", under(afters[0].second, run), want, 0.0);
         }
     }
 }
@@ -1787,12 +1736,6 @@ void test_streams() {
 // module loads during the capture. Then the same against queued kernels.
 void test_graph_first() { check_graph_replays(2, 32, "2 GPU replicas, graph recorded first"); }
 
-// Versions of the GEMM core that test_versions_same_bits proves give the
-// bits of the version before them on every kind of product the layers run:
-// `gpu_tests kernels` leaves out their whole pass of layer checks (a minute
-// on the emulated GPU), which `kernels-every-core` and `all` run.
-bool tied_by_bits(int core) { return core == 3; }
-
 // The GEMM, convolution and dense checks on one version of the GEMM core.
 void test_layers_on_core(int core) {
     cuda::select_version("gemm", core);
@@ -1810,9 +1753,9 @@ void test_layers_on_core(int core) {
 
 int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "all";
-    if (what != "kernels" && what != "kernels-every-core" && what != "replicas" && what != "tf32-horizons" &&
-        what != "graph-first" && what != "streams" && what != "all") {
-        std::fprintf(stderr, "usage: gpu_tests [kernels|kernels-every-core|replicas|graph-first|streams|tf32-horizons|all]\n");
+    if (what != "kernels" && what != "replicas" && what != "tf32-horizons" && what != "graph-first" &&
+        what != "streams" && what != "all") {
+        std::fprintf(stderr, "usage: gpu_tests [kernels|replicas|graph-first|streams|tf32-horizons|all]\n");
         return 2;
     }
     const GpuInventory gpus = probe_gpus();
@@ -1825,22 +1768,12 @@ int main(int argc, char** argv) {
         if (what == "tf32-horizons") tf32_horizons(32);
         else if (what == "graph-first") test_graph_first();  // must be this process's first GPU work
         else if (what == "streams") test_streams();
-        else if (what == "kernels-every-core") {
-            for (int v = 1; v <= cuda::version_count("gemm"); ++v)
-                if (tied_by_bits(v)) test_layers_on_core(v);
-        } else if (what != "replicas" && what != "tf32-horizons") {
+        else if (what != "replicas" && what != "tf32-horizons") {
             test_fastdiv();
             test_split_scratch();
             // The layers on every version of the GEMM core they run on
-            // (versions.hpp); one tied to another by its bits, with "all".
-            for (int v = 1; v <= cuda::version_count("gemm"); ++v) {
-                if (tied_by_bits(v) && what != "all") {
-                    std::printf("-- version %d of the GEMM core: its bits against the version before it below; "
-                                "every layer on it: gpu_tests kernels-every-core\n", v);
-                    continue;
-                }
-                test_layers_on_core(v);
-            }
+            // (versions.hpp).
+            for (int v = 1; v <= cuda::version_count("gemm"); ++v) test_layers_on_core(v);
             test_versions_same_bits();
             test_dense_loss();
             test_conv_gathered();

@@ -475,33 +475,10 @@ __device__ inline void load_row(float (&to)[N], const float* from) {
     for (int v = 0; v < N / 4; ++v) tiled::read4(to + 4 * v, from + 4 * v);
 }
 
-// The rows kernels' two halves (H = 2): half 1's N sums of thread t of its
-// half added to half 0's (half 0's + half 1's, each element), through
-// `staged` once every thread is past its last chunk. Every thread of the
-// block calls it.
-template <int N>
-__device__ inline void add_halves(float (&acc)[N], float* staged, bool active, int half, int t) {
-    __syncthreads();  // the last chunk's reads are done
-    if (active && half == 1) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) staged[t * N + i] = acc[i];
-    }
-    __syncthreads();
-    if (active && half == 0) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) acc[i] += staged[t * N + i];
-    }
-}
-
 // Version 6 splits each sample's input channels between gridDim.y blocks
 // (`split`): a block stages the filters of its own channels alone, and each
-// sum stays in one thread, in the same order. Version 7 gives each row H = 2
-// threads, in two halves of the block (a half: whole warps): half h sums the
-// chunks' output channels h, h + 2, ..., and at the end half 1's sums are
-// added to half 0's through shared memory. Twice the warps at work (LeNet's
-// conv2 left a multiprocessor's warp slots three quarters empty), each with
-// half the sums; the order of the sums changes, not what is summed.
-template <int K, int P, int OW, bool split, int H = 1>
+// sum stays in one thread, in the same order.
+template <int K, int P, int OW, bool split>
 __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_staged(float* dx, const float* dy,
                                                                                    const float* w, Geometry g,
                                                                                    int chunk) {
@@ -515,9 +492,7 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
     // The block's input channels: per of them from first (mine of them in the last block).
     const int per = split ? (g.c + int(gridDim.y) - 1) / int(gridDim.y) : g.c;
     const int first = split ? int(blockIdx.y) * per : 0, mine = split ? min(per, g.c - first) : g.c;
-    const int half_threads = int(blockDim.x) / H, half = int(threadIdx.x) / half_threads,
-              in_half = int(threadIdx.x) - half * half_threads;
-    const int iy = in_half / per, lc = in_half - iy * per, ch = first + lc;
+    const int iy = int(threadIdx.x) / per, lc = int(threadIdx.x) - iy * per, ch = first + lc;
     const bool active = iy < g.h && lc < mine;
     float acc[W] = {};
     const float* dy_sample = dy + size_t(sample) * g.oc * g.oh * OW;
@@ -543,7 +518,7 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
         }
         __syncthreads();
         if (!active) continue;
-        for (int co = half; co < count; co += H) {
+        for (int co = 0; co < count; ++co) {
             const float* wp = sw + (co * per + lc) * F::channel;
 #pragma unroll
             for (int ky = 0; ky < K; ++ky) {
@@ -564,8 +539,7 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
             }
         }
     }
-    if constexpr (H == 2) add_halves<W>(acc, staged, active, half, in_half);
-    if (!active || half != 0) return;
+    if (!active) return;
     float* row = dx + ((size_t(sample) * g.c + ch) * g.h + iy) * W;
 #pragma unroll
     for (int ix = 0; ix < W; ++ix) row[ix] = acc[ix];
@@ -584,10 +558,7 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
     // Version 6: each sample's channels in two blocks (LeNet's 256 samples
     // make 256 blocks of version 5, half a wave).
     const int parts = conv2d_backward_data_version >= 6 && s.c >= 2 ? 2 : 1, per = tiled::ceil_div(s.c, parts);
-    // Version 7: two halves where half 1's sums fit in the staging space (add_halves).
-    const int halves =
-        conv2d_backward_data_version >= 7 && size_t(per) * s.h * s.w <= size_t(staged_rows_floats) ? 2 : 1;
-    StagedLaunch l{nullptr, 0, parts, halves * whole_warps(per * s.h)};
+    StagedLaunch l{nullptr, 0, parts, whole_warps(per * s.h)};
     if (conv2d_backward_data_version < 5 || !direct_math(s) || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads)
         return l;
@@ -600,13 +571,9 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
         return true;
     };
     if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel))
-        l.kernel = halves > 1  ? input_grad_rows_staged<5, 0, 9, true, 2>
-                   : parts > 1 ? input_grad_rows_staged<5, 0, 9, true>
-                               : input_grad_rows_staged<5, 0, 9, false>;
+        l.kernel = parts > 1 ? input_grad_rows_staged<5, 0, 9, true> : input_grad_rows_staged<5, 0, 9, false>;
     else if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel))
-        l.kernel = halves > 1  ? input_grad_rows_staged<3, 0, 7, true, 2>
-                   : parts > 1 ? input_grad_rows_staged<3, 0, 7, true>
-                               : input_grad_rows_staged<3, 0, 7, false>;
+        l.kernel = parts > 1 ? input_grad_rows_staged<3, 0, 7, true> : input_grad_rows_staged<3, 0, 7, false>;
     return l;
 }
 
@@ -1388,11 +1355,8 @@ struct RowsForward {
 
 // Version 7 splits each sample's output channels between gridDim.y blocks
 // (`split`): a block stages the filters of its own channels alone, and each
-// sum stays in one thread, in the same order. Version 9 gives each row H = 2
-// threads, as backward-data version 7 does: half h sums the chunks' input
-// channels h, h + 2, ..., and half 1's sums are added to half 0's before the
-// bias (add_halves).
-template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split, int H = 1>
+// sum stays in one thread, in the same order.
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
 __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
                                                                          const float* w, const float* b, Geometry g,
                                                                          PoolGeometry pg, int chunk) {
@@ -1406,9 +1370,8 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
     // The block's output channels: per of them from first (mine of them in the last block).
     const int per = split ? (g.oc + int(gridDim.y) - 1) / int(gridDim.y) : g.oc;
     const int first = split ? int(blockIdx.y) * per : 0, mine = split ? min(per, g.oc - first) : g.oc;
-    const int half_threads = int(blockDim.x) / H, half = int(threadIdx.x) / half_threads,
-              in_half = int(threadIdx.x) - half * half_threads;
-    const int oy = in_half / per, lo = in_half - oy * per, co = first + lo;
+    const int oy = int(threadIdx.x) / per, lo = int(threadIdx.x) - oy * per, co = first + lo;
+    const bool active = oy < g.oh && lo < mine;
     float acc[OW] = {};
     const float* x_sample = x + size_t(sample) * g.c * g.h * R::W;
     for (int c0 = 0; c0 < g.c; c0 += chunk) {
@@ -1425,8 +1388,8 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
                 w[(size_t(first + o) * g.c + c0 + cc) * KK + t];
         }
         __syncthreads();
-        if (!(oy < g.oh && lo < mine)) continue;
-        for (int cc = half; cc < count; cc += H) {
+        if (!active) continue;
+        for (int cc = 0; cc < count; ++cc) {
             const float* wp = sw + (cc * per + lo) * F::channel;
 #pragma unroll
             for (int ky = 0; ky < K; ++ky) {
@@ -1443,8 +1406,6 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
             }
         }
     }
-    if constexpr (H == 2) add_halves<OW>(acc, staged, oy < g.oh && lo < mine, half, in_half);
-    const bool active = oy < g.oh && lo < mine && half == 0;  // (half 0 holds the whole sums)
     const int plane = g.oh * OW;
     if (active) {
         float* row = y + (size_t(sample) * g.oc + co) * plane + oy * OW;
@@ -1490,9 +1451,7 @@ struct RowsForwardLaunch {
 template <bool relu, bool pooled, PoolKind kind>
 RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     const int parts = conv2d_forward_version >= 7 && s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
-    // Version 9: two halves (the planes, which half 1's sums take too, fit: below).
-    const int halves = conv2d_forward_version >= 9 ? 2 : 1;
-    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, halves * whole_warps(s.oh() * per)};
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per)};
     if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
         return l;
@@ -1504,13 +1463,11 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
         return true;
     };
     if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
-        l.kernel = halves > 1  ? rows_forward<5, 0, 9, relu, pooled, kind, true, 2>
-                   : parts > 1 ? rows_forward<5, 0, 9, relu, pooled, kind, true>
-                               : rows_forward<5, 0, 9, relu, pooled, kind, false>;
+        l.kernel = parts > 1 ? rows_forward<5, 0, 9, relu, pooled, kind, true>
+                             : rows_forward<5, 0, 9, relu, pooled, kind, false>;
     else if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
-        l.kernel = halves > 1  ? rows_forward<3, 0, 7, relu, pooled, kind, true, 2>
-                   : parts > 1 ? rows_forward<3, 0, 7, relu, pooled, kind, true>
-                               : rows_forward<3, 0, 7, relu, pooled, kind, false>;
+        l.kernel = parts > 1 ? rows_forward<3, 0, 7, relu, pooled, kind, true>
+                             : rows_forward<3, 0, 7, relu, pooled, kind, false>;
     return l;
 }
 

@@ -40,9 +40,6 @@ const char* const conv2d_forward_versions[] = {
     "unfolded input lies, and whether it falls inside the image, from a table in shared memory (filters of at most "
     "32 taps): a load is a table read, a bit test and an add, instead of stepping through the filter's rows and "
     "columns; the same elements, the same sums",
-    "version 8; LeNet's conv2 summed directly with two threads a row, in two halves of the block (twice the warps: "
-    "a block a sample left a multiprocessor's warp slots more than half empty): each half sums every other input "
-    "channel of a chunk, and half 1's sums are added to half 0's before the bias (the sums in another order)",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -60,9 +57,6 @@ const char* const conv2d_backward_data_versions[] = {
     "3x3 convolutions stay on version 4",
     "version 5, each sample's input channels split between two blocks (twice the blocks: LeNet's 256 samples "
     "filled 0.48 of a wave), the same sums in the same order",
-    "version 6 with two threads a row, in two halves of the block (twice the warps: the blocks of version 5 or 6 "
-    "left a multiprocessor's warp slots three quarters empty): each half sums every other output channel of a "
-    "chunk, and half 1's sums are added to half 0's at the end (the sums in another order)",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",

@@ -197,13 +197,22 @@ DPT_NO_SWITCH_RECORD void fiber_main(Fiber* fiber) {
 void Fiber::fiber_main_trampoline() { fiber_main(scheduler.running); }
 #endif
 
-// Fisher-Yates with one draw an element, scaled to [0, i] by a multiply
-// (the bias, under 2^-50 here, is nothing for an order of threads): about
-// half the time of std::shuffle's division-based draws.
+// A draw from [0, n), scaled by a multiply (the bias, under 2^-50 here, is
+// nothing for an order of threads): cheaper than std::shuffle's divisions.
+uint64_t below(uint64_t n, std::mt19937_64& rng) { return uint64_t((unsigned __int128)rng() * n >> 64); }
+
+// Fisher-Yates, one draw an element.
 template <class T>
 void shuffle(T* first, T* last, std::mt19937_64& rng) {
-    for (auto i = uint64_t(last - first); i > 1; --i)
-        std::swap(first[i - 1], first[uint64_t((unsigned __int128)rng() * i >> 64)]);
+    for (auto i = uint64_t(last - first); i > 1; --i) std::swap(first[i - 1], first[below(i, rng)]);
+}
+
+// Appends x to queue at a random place among queue[from...]: in an order
+// drawn at random, the result is one drawn at random too (Fisher-Yates
+// "inside out"), at one draw for x instead of a shuffle of the rest.
+void insert_at_random(std::vector<unsigned>& queue, size_t from, unsigned x, std::mt19937_64& rng) {
+    queue.push_back(x);
+    std::swap(queue.back(), queue[from + below(queue.size() - from, rng)]);
 }
 
 std::string where(dim3 d) {
@@ -228,14 +237,11 @@ std::string run_block(const KernelLaunch& k, std::mt19937_64& rng) {
         const unsigned w0 = t / 32 * 32, w1 = std::min(threads, w0 + 32);
         for (unsigned u = w0; u < w1; ++u)
             if (fiber(u).state != State::at_warp_barrier && fiber(u).state != State::done) return;
-        bool released = false;
         for (unsigned u = w0; u < w1; ++u)
             if (fiber(u).state == State::at_warp_barrier) {
                 fiber(u).state = State::ready;
-                queue.push_back(u);
-                released = true;
+                insert_at_random(queue, from, u, rng);
             }
-        if (released) shuffle(queue.data() + from, queue.data() + queue.size(), rng);
     };
     for (;;) {
         shuffle(order.data(), order.data() + order.size(), rng);

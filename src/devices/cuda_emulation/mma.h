@@ -120,12 +120,16 @@ void mma_sync(fragment<accumulator, 16, 16, 8, float>& d, const fragment<matrix_
     for (int t = 0; t < a.num_elements; ++t) x.a[lane * a.num_elements + t] = a.x[t];
     for (int t = 0; t < b.num_elements; ++t) x.b[lane * b.num_elements + t] = b.x[t];
     __syncwarp();
+    // A lane's elements of D lie in one row i, columns j0 on: k outside,
+    // so that the compiler keeps the row in vector registers (each element
+    // still adds its 8 products in order of k).
+    static_assert(16 % c.num_elements == 0);
+    const int i = lane * c.num_elements / 16, j0 = lane * c.num_elements % 16;
     float result[c.num_elements];
-    for (int t = 0; t < c.num_elements; ++t) {
-        const int e = lane * c.num_elements + t, i = e / 16, j = e % 16;
-        float sum = c.x[t];
-        for (int kk = 0; kk < 8; ++kk) sum += x.a[i * 8 + kk] * x.b[kk * 16 + j];
-        result[t] = sum;
+    for (int t = 0; t < c.num_elements; ++t) result[t] = c.x[t];
+    for (int kk = 0; kk < 8; ++kk) {
+        const float a_ik = x.a[i * 8 + kk];
+        for (int t = 0; t < c.num_elements; ++t) result[t] += a_ik * x.b[kk * 16 + j0 + t];
     }
     __syncwarp();  // every lane has read the exchange before any writes it again
     for (int t = 0; t < d.num_elements; ++t) d.x[t] = result[t];

@@ -1280,7 +1280,7 @@ struct EpochOptions {
 // devices, then the test set evaluated on device 0. The loss sum and the
 // divergence watch accumulate over the epochs, as they do over a graph's
 // replays in train().
-Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o = {}) {
+Trained run_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o) {
     const size_t count = o.samples;
     const int n = choice.count();
     const Dataset train = testing::synthetic(count, true), test = testing::synthetic(64, true);
@@ -1322,6 +1322,26 @@ Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& 
         devices[0]->evaluate_test(first, int(std::min<size_t>(setup.capacity, test.count - first)));
     t.correct = devices[0]->take_correct();
     t.first_bad_step = devices[0]->take_first_bad_step();
+    return t;
+}
+
+// run_epochs, each distinct run once: several checks start from the same
+// run (naive on 3 replicas is the baseline of the replica checks, of the
+// ring's and of --overlap's), which is trained for the first and handed to
+// the others. A run is the devices, the batch, every option and the
+// version each launcher runs; no check compares a run with itself.
+Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o = {}) {
+    static std::map<std::string, Trained> done;
+    char options[200];
+    std::snprintf(options, sizeof options, " batch %d graph %d lr %a epochs %d %s kb %d model %p bn %d samples %zu math %d",
+                  batch, int(o.graph), double(o.lr), o.epochs, o.allreduce, o.bucket_kb, static_cast<const void*>(o.model),
+                  int(o.bn), o.samples, int(o.math));
+    std::string key = describe(choice) + options;
+    for (const cuda::LauncherVersions& l : cuda::launcher_versions())
+        key += std::string(" ") + l.launcher + " " + std::to_string(*l.selected);
+    if (const auto it = done.find(key); it != done.end()) return it->second;
+    Trained t = run_epochs(choice, batch, o);
+    if (!t.params.empty()) done.emplace(key, t);  // (empty: the recording failed, reported)
     return t;
 }
 

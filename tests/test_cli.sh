@@ -257,11 +257,12 @@ PY
     # steps still to run (about 3 s on 2 idle cores): a loaded machine delays
     # this script's polling, but slows those epochs too. (With 2 epochs left
     # and a 0.3 s pause, a loaded run once finished before the signal came.)
-    # Under the sanitizers an epoch takes about 6 s, so 4 epochs leave 3 (18
-    # s) to run when the signal comes, and the three runs take 50 s, not 100.
-    long_epochs=8
-    [[ ${DPTRAIN_SANITIZED:-0} == 1 ]] && long_epochs=4
-    long=(--cpus 2 --limit-train 4096 --limit-test 256 --batch 64 --seed 5 --epochs "$long_epochs")
+    # Under the sanitizers, where an epoch of 64 steps took 6 to 11 s, the
+    # runs have 4 epochs of 32 steps: 3 (about 10 s) are left to run when the
+    # signal comes, and the four runs take about 55 s instead of 110.
+    long_epochs=8 long_samples=4096
+    if [[ ${DPTRAIN_SANITIZED:-0} == 1 ]]; then long_epochs=4 long_samples=2048; fi
+    long=(--cpus 2 --limit-train "$long_samples" --limit-test 256 --batch 64 --seed 5 --epochs "$long_epochs")
     "$dptrain" "${long[@]}" --save "$tmp/long.params" >/dev/null || fail "uninterrupted long run failed"
     # start_and_signal SIGNAL args...: runs dptrain, sends SIGNAL once epoch 1 is reported, sets rc.
     start_and_signal() {
@@ -275,7 +276,7 @@ PY
     }
     start_and_signal INT "${long[@]}" --checkpoint "$tmp/int.ck"
     [[ $rc -eq 130 ]] || fail "SIGINT: exit $rc, not 130 ($(cat "$tmp/err"))"
-    grep -qE "stopped by SIGINT (in epoch [2-8] after step [0-9]+ of 64|after epoch [1-7]); checkpoint in $tmp/int.ck" "$tmp/err" \
+    grep -qE "stopped by SIGINT (in epoch [2-8] after step [0-9]+ of $((long_samples / 64))|after epoch [1-7]); checkpoint in $tmp/int.ck" "$tmp/err" \
         && echo "ok: SIGINT -> 130: $(tail -1 "$tmp/err")" || fail "SIGINT message: $(cat "$tmp/err")"
     "$dptrain" --resume "$tmp/int.ck" --save "$tmp/int.params" >/dev/null || fail "resume after SIGINT failed"
     cmp "$tmp/long.params" "$tmp/int.params" && echo "ok: resumed after SIGINT == uninterrupted, byte for byte" || fail "resume after SIGINT differs"
@@ -805,7 +806,7 @@ resnet)
         awk -v l="$loss" 'BEGIN { exit !(l <= 0.9) }' && echo "ok: resnet18 training loss $loss <= 0.9" || fail "resnet18 training loss $loss > 0.9"
     fi
     rn=(--model resnet18 --cpus 2 --limit-train "$(sized 256 128)" --limit-test 64 --batch 64 --lr 0.1 --seed 5)
-    "$dptrain" --cpus 1 --limit-train 64 --batch 64 --epochs 1 --save "$tmp/lenet.params" >/dev/null || fail "LeNet run failed"
+    "$dptrain" --cpus 1 --limit-train 64 --limit-test 64 --batch 64 --epochs 1 --save "$tmp/lenet.params" >/dev/null || fail "LeNet run failed"
     expect_error "it holds lenet's parameters, not resnet18's (give --model lenet)" "${rn[@]}" --load "$tmp/lenet.params"
     # Resume is exact with ResNet-18 too (running statistics in the file), in both modes.
     for bn in local sync; do

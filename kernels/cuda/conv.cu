@@ -1977,44 +1977,79 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
 // output columns.
 constexpr int weight_rows_parts = 2, weight_rows_most_threads = 512;  // (25 sums a thread in registers)
 
-template <int K, int OW>
+template <int K, int OW_>
 struct RowsWeight {
-    static constexpr int W = OW + K - 1, XP = (W + 3) / 4 * 4, OWP = (OW + 3) / 4 * 4;
+    static constexpr int OW = OW_, W = OW + K - 1, XP = (W + 3) / 4 * 4, OWP = (OW + 3) / 4 * 4;
     // A channel's rows: h of XP floats, padded to an odd number of 16-byte units.
     __host__ __device__ static constexpr int channel(int h) { return h * XP + ((h * XP / 4) % 2 == 0 ? 4 : 0); }
 };
+
+// Stages a sample's x (every channel, xc floats apart) and its dy rows of
+// output channels first to first + mine, for the weight gradient's rows kernels.
+template <class R>
+__device__ inline void stage_weight_rows(float* sx, float* sdy, const float* x, const float* dy, const Geometry& g,
+                                         int sample, int first, int mine, int xc) {
+    const float* xs = x + size_t(sample) * g.c * g.h * R::W;
+    for (int e = int(threadIdx.x); e < g.c * g.h * R::XP; e += int(blockDim.x)) {
+        const int r = e / R::XP, ix = e - r * R::XP, c = r / g.h;
+        sx[c * xc + (r - c * g.h) * R::XP + ix] = ix < R::W ? xs[size_t(r) * R::W + ix] : 0.0f;
+    }
+    const float* dys = dy + (size_t(sample) * g.oc + first) * g.oh * R::OW;
+    for (int e = int(threadIdx.x); e < mine * g.oh * R::OW; e += int(blockDim.x)) {
+        const int r = e / R::OW;
+        sdy[r * R::OWP + (e - r * R::OW)] = dys[e];
+    }
+}
+
+// Where a thread of the weight gradient's rows kernels works: its block's
+// slice of the batch (samples s0 to s1) and output channels (mine from
+// first), and its (output, input) channel pair (co = first + lo, ch).
+struct WeightRowsThread {
+    int slice, first, mine, lo, ch, co, s0, s1;
+    bool active;
+    __device__ WeightRowsThread(const Geometry& g, int per_slice) {
+        slice = int(blockIdx.x);
+        const int per = (g.oc + int(gridDim.y) - 1) / int(gridDim.y);
+        first = int(blockIdx.y) * per, mine = min(per, g.oc - first);
+        lo = int(threadIdx.x) / g.c, ch = int(threadIdx.x) - lo * g.c, co = first + lo;
+        active = lo < mine;
+        s0 = slice * per_slice, s1 = min(g.n, s0 + per_slice);
+    }
+};
+
+// A thread's sums of a slice into its row of partial ([dw | db] an output
+// channel, a slice after another): its pair's K x K taps, and the bias from
+// the threads of input channel 0.
+template <int K>
+__device__ inline void store_weight_rows(float* partial, const float (&acc)[K][K], float bias, const Geometry& g,
+                                         int slice, int co, int ch) {
+    constexpr int KK = K * K;
+    const int taps = g.c * KK;
+    float* out = partial + (size_t(slice) * g.oc + co) * (taps + 1);
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky)
+#pragma unroll
+        for (int kx = 0; kx < K; ++kx) out[ch * KK + ky * K + kx] = acc[ky][kx];
+    if (ch == 0) out[taps] = bias;
+}
 
 template <int K, int OW>
 __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(float* partial, const float* dy,
                                                                              const float* x, Geometry g,
                                                                              int per_slice) {
     using R = RowsWeight<K, OW>;
-    constexpr int KK = K * K;
     __shared__ __align__(16) float staged[staged_rows_floats];
     const int xc = R::channel(g.h);
     float* const sx = staged;                  // c channels of xc
     float* const sdy = staged + g.c * xc;      // the block's output channels, oh rows of OWP each
-    const int slice = int(blockIdx.x);
-    const int per = (g.oc + int(gridDim.y) - 1) / int(gridDim.y);
-    const int first = int(blockIdx.y) * per, mine = min(per, g.oc - first);
-    const int lo = int(threadIdx.x) / g.c, ch = int(threadIdx.x) - lo * g.c, co = first + lo;
-    const bool active = lo < mine;
+    const WeightRowsThread t(g, per_slice);
+    const int lo = t.lo, ch = t.ch;
     float acc[K][K] = {}, bias = 0.0f;
-    const int s0 = slice * per_slice, s1 = min(g.n, s0 + per_slice);
-    for (int sample = s0; sample < s1; ++sample) {
+    for (int sample = t.s0; sample < t.s1; ++sample) {
         __syncthreads();  // the previous sample's sums are done
-        const float* xs = x + size_t(sample) * g.c * g.h * R::W;
-        for (int e = int(threadIdx.x); e < g.c * g.h * R::XP; e += int(blockDim.x)) {
-            const int r = e / R::XP, ix = e - r * R::XP, c = r / g.h;
-            sx[c * xc + (r - c * g.h) * R::XP + ix] = ix < R::W ? xs[size_t(r) * R::W + ix] : 0.0f;
-        }
-        const float* dys = dy + (size_t(sample) * g.oc + first) * g.oh * OW;
-        for (int e = int(threadIdx.x); e < mine * g.oh * OW; e += int(blockDim.x)) {
-            const int r = e / OW;
-            sdy[r * R::OWP + (e - r * OW)] = dys[e];
-        }
+        stage_weight_rows<R>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
         __syncthreads();
-        if (!active) continue;
+        if (!t.active) continue;
         for (int oy = 0; oy < g.oh; ++oy) {
             float d[R::OWP];
             load_row<R::OWP>(d, sdy + (lo * g.oh + oy) * R::OWP);
@@ -2032,14 +2067,60 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
             }
         }
     }
-    if (!active) return;
-    const int taps = g.c * KK;
-    float* out = partial + (size_t(slice) * g.oc + co) * (taps + 1);
+    if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, ch);
+}
+
+// Version 9 of the weight gradient: version 8's sums, in its order, bit for
+// bit, with the input rows read once a sample. Version 8 reads, for each
+// output row, the dy row and the K input rows it meets: 45 input-row reads
+// a sample (of 13 rows), each a different channel's for most of a warp's
+// threads. Here the loop runs over the input rows, and the dy rows that
+// meet an input row (the last K of them) stay in registers, a window that
+// each new dy row refreshes: 13 input-row reads and 9 dy-row reads a
+// sample. Each tap's sum still runs over output rows, then columns. The
+// output's height is known when compiled, so the whole loop unrolls and
+// the window's rows are registers.
+template <int K, int OW, int OH>
+__global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows_window(float* partial, const float* dy,
+                                                                                    const float* x, Geometry g,
+                                                                                    int per_slice) {
+    using R = RowsWeight<K, OW>;
+    constexpr int H = OH + K - 1;
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    const int xc = R::channel(H);
+    float* const sx = staged;              // c channels of xc
+    float* const sdy = staged + g.c * xc;  // the block's output channels, OH rows of OWP each
+    const WeightRowsThread t(g, per_slice);
+    const int lo = t.lo, ch = t.ch;
+    float acc[K][K] = {}, bias = 0.0f;
+    for (int sample = t.s0; sample < t.s1; ++sample) {
+        __syncthreads();  // the previous sample's sums are done
+        stage_weight_rows<R>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
+        __syncthreads();
+        if (!t.active) continue;
+        float d[K][R::OWP];  // dy row oy in d[oy % K]
 #pragma unroll
-    for (int ky = 0; ky < K; ++ky)
+        for (int iy = 0; iy < H; ++iy) {
+            if (iy < OH) {
+                load_row<R::OWP>(d[iy % K], sdy + (lo * OH + iy) * R::OWP);
 #pragma unroll
-        for (int kx = 0; kx < K; ++kx) out[ch * KK + ky * K + kx] = acc[ky][kx];
-    if (ch == 0) out[taps] = bias;
+                for (int ox = 0; ox < OW; ++ox) bias += d[iy % K][ox];
+            }
+            float xr[R::XP];
+            load_row<R::XP>(xr, sx + ch * xc + iy * R::XP);
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                const int oy = iy - ky;  // the dy row that meets input row iy through filter row ky
+                if (oy < 0 || oy >= OH) continue;
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) {
+#pragma unroll
+                    for (int ox = 0; ox < OW; ++ox) acc[ky][kx] = fmaf(d[oy % K][ox], xr[ox + kx], acc[ky][kx]);
+                }
+            }
+        }
+    }
+    if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, ch);
 }
 
 namespace {  // (Geometry's namespace)
@@ -2050,9 +2131,10 @@ using WeightRowsKernel = void (*)(float*, const float*, const float*, Geometry, 
 struct WeightRowsLaunch {
     WeightRowsKernel kernel;
     int slices, per_slice, threads;
+    const char* name;
 };
 WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
-    WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c)};
+    WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c), "weight_grad_rows"};
     if (conv2d_backward_weight_version < 8 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.pad != 0 ||
         s.kh != s.kw)
         return l;
@@ -2062,8 +2144,11 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
     l.slices = tiled::ceil_div(s.n, l.per_slice);
     using R = RowsWeight<5, 9>;
     const int per = tiled::ceil_div(s.oc, weight_rows_parts);
-    if (s.kh == 5 && s.ow() == 9 && s.c * R::channel(s.h) + per * s.oh() * R::OWP <= staged_rows_floats)
+    if (s.kh == 5 && s.ow() == 9 && s.c * R::channel(s.h) + per * s.oh() * R::OWP <= staged_rows_floats) {
         l.kernel = weight_grad_rows<5, 9>;
+        if (conv2d_backward_weight_version >= 9 && s.oh() == 9)
+            l.kernel = weight_grad_rows_window<5, 9, 9>, l.name = "weight_grad_rows_window";
+    }
     return l;
 }
 }  // namespace
@@ -2074,7 +2159,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
     const Geometry g(s);
     if (const WeightRowsLaunch l = weight_grad_rows_kernel(s); l.kernel) {
-        launch::kernel("weight_grad_rows", l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)),
+        launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)),
                        unsigned(l.threads), stream, scratch, dy, x, g, l.per_slice);
         return tiled::add_splits(StoreWeightsAndBias{dw, db, s.col_rows()}, scratch, l.slices, s.oc,
                                  s.col_rows() + 1, stream);

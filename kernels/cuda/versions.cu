@@ -85,6 +85,8 @@ const char* const conv2d_backward_weight_versions[] = {
     "directly: a block a slice of the batch and half the output channels, x and dy of a sample at a time staged in "
     "shared memory, a thread an (output, input) channel pair's 25 taps and its output channel's bias in registers; "
     "the slices' sums added in order by finish_splits (FP32)",
+    "version 8's sums, bit for bit, with each input row read once a sample: the loop runs over x's rows, and the "
+    "last 5 dy rows, those that meet the current x row, stay in registers (LeNet's conv2, its output 9 rows high)",
 };
 
 const char* const dense_versions[] = {

@@ -249,6 +249,7 @@ void test_conv() {
         Tickets tickets;
         const int versions = cuda::version_count("conv2d_backward_weight");
         std::vector<float> v5_dw, v5_db;  // version 6 sums as version 5 does
+        std::vector<float> v8_dw, v8_db;  // and version 9 as version 8
         for (int v = 1; v <= versions; ++v) {
             cuda::select_version("conv2d_backward_weight", v);
             std::vector<float> first_dw, first_db;
@@ -268,6 +269,11 @@ void test_conv() {
                     if (v == 6) {
                         compare("conv2d_backward_weight dw " + name + version + " = version 5", got_dw, v5_dw, 0.0);
                         compare("conv2d_backward_weight db " + name + version + " = version 5", got_db, v5_db, 0.0);
+                    }
+                    if (v == 8) v8_dw = got_dw, v8_db = got_db;
+                    if (v == 9) {
+                        compare("conv2d_backward_weight dw " + name + version + " = version 8", got_dw, v8_dw, 0.0);
+                        compare("conv2d_backward_weight db " + name + version + " = version 8", got_db, v8_db, 0.0);
                     }
                 } else {
                     compare("conv2d_backward_weight dw " + name + version + " = gemm_split 1", got_dw, first_dw, 0.0);

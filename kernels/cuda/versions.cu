@@ -40,9 +40,10 @@ const char* const conv2d_forward_versions[] = {
     "unfolded input lies, and whether it falls inside the image, from a table in shared memory (filters of at most "
     "32 taps): a load is a table read, a bit test and an add, instead of stepping through the filter's rows and "
     "columns; the same elements, the same sums",
-    "version 8; version 6's sums, bit for bit, on a block a sample with a thread 3 rows of one output channel: the "
-    "channel's filters for an input channel in registers, each input row read once for the rows that use it (a "
-    "third of the shared-memory reads an FMA), and the filters staged without integer divisions",
+    "version 8; where version 6's kernel runs, its sums, bit for bit, on a block a sample with a thread 3 rows of "
+    "one output channel: the channel's filters for an input channel in registers, each input row read once for the "
+    "rows that use it (about a third of the shared-memory traffic an FMA), and the filters staged without integer "
+    "divisions",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -60,9 +61,9 @@ const char* const conv2d_backward_data_versions[] = {
     "3x3 convolutions stay on version 4",
     "version 5, each sample's input channels split between two blocks (twice the blocks: LeNet's 256 samples "
     "filled 0.48 of a wave), the same sums in the same order",
-    "version 5's sums, bit for bit, on a block a sample with a thread 3 rows of one input channel: the channel's "
-    "filters for an output channel in registers, each dy row read once for the rows it reaches (a third of the "
-    "shared-memory reads an FMA)",
+    "version 6; where version 5's kernel runs, its sums, bit for bit, on a block a sample with a thread 3 rows of "
+    "one input channel: the channel's filters for an output channel in registers, each dy row read once for the "
+    "rows it reaches (about a third of the shared-memory traffic an FMA)",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -85,8 +86,9 @@ const char* const conv2d_backward_weight_versions[] = {
     "directly: a block a slice of the batch and half the output channels, x and dy of a sample at a time staged in "
     "shared memory, a thread an (output, input) channel pair's 25 taps and its output channel's bias in registers; "
     "the slices' sums added in order by finish_splits (FP32)",
-    "version 8's sums, bit for bit, with each input row read once a sample: the loop runs over x's rows, and the "
-    "last 5 dy rows, those that meet the current x row, stay in registers (LeNet's conv2, its output 9 rows high)",
+    "version 8; where its rows kernel runs on an output 9 rows high (LeNet's conv2), its sums, bit for bit, with "
+    "each input row read once a sample: the loop runs over x's rows, and the last 5 dy rows, those that meet the "
+    "current x row, stay in registers",
 };
 
 const char* const dense_versions[] = {

@@ -672,7 +672,7 @@ __global__ void __launch_bounds__(blocked_rows_most_threads)
 }
 
 // Version 7's kernel for s, or null where it does not run: version 5's
-// shapes, a block's threads fitting.
+// shapes and ResNet-18's padded 3x3 ones, a block's threads fitting.
 StagedLaunch input_grad_rows_blocked_kernel(const ConvShape& s) {
     StagedLaunch l{nullptr, 0, 1, whole_warps(s.c * tiled::ceil_div(s.h, blocked_rows))};
     if (conv2d_backward_data_version < 7 || !direct_math(s) || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
@@ -687,6 +687,11 @@ StagedLaunch input_grad_rows_blocked_kernel(const ConvShape& s) {
     };
     if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel)) l.kernel = input_grad_rows_blocked<5, 0, 9>;
     else if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel)) l.kernel = input_grad_rows_blocked<3, 0, 7>;
+    // ResNet-18's padded 3x3 convolutions on 12x12 and 6x6, which version 5
+    // leaves to version 4 (forward 9 says why these suit 3 rows a thread).
+    else if (k == 3 && p == 1 && ow == 12 && fits(StagedFilters<3>::channel))
+        l.kernel = input_grad_rows_blocked<3, 1, 12>;
+    else if (k == 3 && p == 1 && ow == 6 && fits(StagedFilters<3>::channel)) l.kernel = input_grad_rows_blocked<3, 1, 6>;
     return l;
 }
 
@@ -1651,8 +1656,9 @@ __global__ void __launch_bounds__(blocked_rows_most_threads)
     pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, 0, g.oc, plane);
 }
 
-// Runs version 9's forward where it takes s (version 6's shapes, a block's
-// threads and planes fitting); false where it does not.
+// Runs version 9's forward where it takes s (version 6's shapes and
+// ResNet-18's padded 3x3 ones, a block's threads and planes fitting); false
+// where it does not.
 template <bool relu, bool pooled, PoolKind kind>
 bool launch_blocked_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                                  const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
@@ -1678,6 +1684,15 @@ bool launch_blocked_rows_forward(float* y, float* pooled_y, const float* x, cons
     if (k == 3 && p == 0 && ow == 7)
         return run(rows_forward_blocked<3, 0, 7, relu, pooled, kind>,
                    chunk_for(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel));
+    // ResNet-18's padded 3x3 convolutions on 12x12 and 6x6 (64 and 128
+    // channels: a warp's threads share their rows, so they skip the same
+    // padding rows, which version 6's did not).
+    if (k == 3 && p == 1 && ow == 12)
+        return run(rows_forward_blocked<3, 1, 12, relu, pooled, kind>,
+                   chunk_for(RowsForward<3, 1, 12>::XP, StagedFilters<3>::channel));
+    if (k == 3 && p == 1 && ow == 6)
+        return run(rows_forward_blocked<3, 1, 6, relu, pooled, kind>,
+                   chunk_for(RowsForward<3, 1, 6>::XP, StagedFilters<3>::channel));
     return false;
 }
 

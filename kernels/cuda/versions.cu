@@ -43,7 +43,7 @@ const char* const conv2d_forward_versions[] = {
     "version 8; where version 6's kernel runs, its sums, bit for bit, on a block a sample with a thread 3 rows of "
     "one output channel: the channel's filters for an input channel in registers, each input row read once for the "
     "rows that use it (about a third of the shared-memory traffic an FMA), and the filters staged without integer "
-    "divisions",
+    "divisions; and the same kernel for ResNet-18's padded 3x3 convolutions on 12x12 and 6x6",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -63,7 +63,8 @@ const char* const conv2d_backward_data_versions[] = {
     "filled 0.48 of a wave), the same sums in the same order",
     "version 6; where version 5's kernel runs, its sums, bit for bit, on a block a sample with a thread 3 rows of "
     "one input channel: the channel's filters for an output channel in registers, each dy row read once for the "
-    "rows it reaches (about a third of the shared-memory traffic an FMA)",
+    "rows it reaches (about a third of the shared-memory traffic an FMA); and the same kernel for ResNet-18's "
+    "padded 3x3 convolutions on 12x12 and 6x6, in version 4's order",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",

@@ -168,8 +168,18 @@ const char* const tf32_versions[] = {
 // out again, and with it half the GEMM kernels nvcc compiled. So were two
 // threads a row in conv2's rows kernels (commit 0508ab1: twice the warps):
 // the forward even (69.5 ms), backward-data 1.04x (72.2 ms).
+// Then on an H200, against those defaults (69.8 ms a LeNet epoch, 1382 ms
+// ResNet-18's; bench/kernel_versions.sh, the median of 3 and then 5 runs in
+// turns, ResNet-18 of 1):
+// - conv2d_backward_weight 9 (conv2's weight gradient, each input row read
+//   once a sample): LeNet 0.97x (68.0 ms both times), 2 replicas 0.97x
+//   (59.3 ms against 61.0), the same bits;
+// - conv2d_forward 9 and conv2d_backward_data 7 (3 rows a thread) ran
+//   slower: LeNet 1.08x and 1.17x, ResNet-18 1.11x and 1.12x (kernel_bench:
+//   conv2's forward 0.0893 ms against 0.0673, its input gradient 0.1169
+//   against 0.0669). They stay, checked and timed, beside the defaults.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 8, conv2d_backward_data_default = 5,
-              conv2d_backward_weight_default = 8, dense_default = 5, tf32_default = 2;
+              conv2d_backward_weight_default = 9, dense_default = 5, tf32_default = 2;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&

@@ -461,8 +461,6 @@ RowsKernel input_grad_rows_kernel(const ConvShape& s) {
 //   spanned a group's every row and ran the union of their filter rows, and
 //   twice the threads are in flight.
 constexpr int staged_rows_floats = 12 * 1024, staged_rows_most_threads = 1024;
-// The blocked rows kernels' rows a thread (forward 9, backward-data 7), and their threads a block.
-constexpr int blocked_rows = 3, blocked_rows_most_threads = 256;
 
 template <int K>
 struct StagedFilters {
@@ -475,13 +473,6 @@ template <int N>
 __device__ inline void load_row(float (&to)[N], const float* from) {
 #pragma unroll
     for (int v = 0; v < N / 4; ++v) tiled::read4(to + 4 * v, from + 4 * v);
-}
-
-// A channel's staged K x K filters (StagedFilters) into registers, a row at a time.
-template <int K>
-__device__ inline void load_filters(float (&to)[K][StagedFilters<K>::row], const float* from) {
-#pragma unroll
-    for (int ky = 0; ky < K; ++ky) load_row<StagedFilters<K>::row>(to[ky], from + ky * StagedFilters<K>::row);
 }
 
 // Stages output channels co0 to co0 + count of a sample's dy (dy_sample), in
@@ -602,96 +593,6 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
         l.kernel = parts > 1 ? input_grad_rows_staged<5, 0, 9, true> : input_grad_rows_staged<5, 0, 9, false>;
     else if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel))
         l.kernel = parts > 1 ? input_grad_rows_staged<3, 0, 7, true> : input_grad_rows_staged<3, 0, 7, false>;
-    return l;
-}
-
-// Version 7 of backward-data: version 5's sums, in its order, bit for bit,
-// with a thread 3 rows of one input channel's gradient (thread = group * c +
-// channel, rows 3 * group to 3 * group + 2) instead of one, as forward
-// version 9 does: the channel's filters for an output channel held in
-// registers, and each dy row read once for the up to 3 rows it reaches, the
-// rows taken from the last up, so that each sum still runs over its filter
-// rows in order.
-template <int K, int P, int OW>
-__global__ void __launch_bounds__(blocked_rows_most_threads)
-    input_grad_rows_blocked(float* dx, const float* dy, const float* w, Geometry g, int chunk) {
-    constexpr int W = OW + K - 1 - 2 * P;  // the input's width (stride 1)
-    constexpr int OWP = (OW + 3) / 4 * 4, RB = blocked_rows;
-    using F = StagedFilters<K>;
-    __shared__ __align__(16) float staged[staged_rows_floats];
-    float* const sdy = staged;                              // chunk x oh rows of OWP
-    float* const sw = staged + size_t(chunk) * g.oh * OWP;  // chunk x c channels of F::channel
-    const int sample = int(blockIdx.x), group = int(threadIdx.x) / g.c, ch = int(threadIdx.x) - group * g.c;
-    const int iy0 = group * RB;
-    const bool active = iy0 < g.h;
-    float acc[RB][W] = {};
-    const float* dy_sample = dy + size_t(sample) * g.oc * g.oh * OW;
-    for (int co0 = 0; co0 < g.oc; co0 += chunk) {
-        const int count = min(chunk, g.oc - co0);
-        __syncthreads();  // the previous chunk's sums are done
-        stage_output_grad_rows<OW, OWP>(sdy, dy_sample, g, co0, count);
-        stage_filters_by_output<K>(sw, w, g, co0, count);
-        __syncthreads();
-        if (!active) continue;
-        for (int co = 0; co < count; ++co) {
-            float wv[K][F::row];
-            load_filters<K>(wv, sw + (co * g.c + ch) * F::channel);
-            // dy row oy = iy0 + RB - 1 + P - j reaches input row iy0 + r
-            // through filter row iy0 + r + P - oy = j + r - (RB - 1).
-#pragma unroll
-            for (int j = 0; j < RB + K - 1; ++j) {
-                const int oy = iy0 + RB - 1 + P - j;
-                if (oy < 0 || oy >= g.oh) continue;
-                float d[OWP];
-                load_row<OWP>(d, sdy + (co * g.oh + oy) * OWP);
-#pragma unroll
-                for (int r = 0; r < RB; ++r) {
-                    const int ky = j + r - (RB - 1);
-                    if (ky < 0 || ky >= K) continue;
-#pragma unroll
-                    for (int kx = 0; kx < K; ++kx) {
-#pragma unroll
-                        for (int ox = 0; ox < OW; ++ox) {
-                            const int ix = ox + kx - P;
-                            if (ix < 0 || ix >= W) continue;  // (known when compiled)
-                            acc[r][ix] = fmaf(d[ox], wv[ky][kx], acc[r][ix]);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    if (!active) return;
-#pragma unroll
-    for (int r = 0; r < RB; ++r) {
-        if (iy0 + r >= g.h) break;
-        float* row = dx + ((size_t(sample) * g.c + ch) * g.h + iy0 + r) * W;
-#pragma unroll
-        for (int ix = 0; ix < W; ++ix) row[ix] = acc[r][ix];
-    }
-}
-
-// Version 7's kernel for s, or null where it does not run: version 5's
-// shapes and ResNet-18's padded 3x3 ones, a block's threads fitting.
-StagedLaunch input_grad_rows_blocked_kernel(const ConvShape& s) {
-    StagedLaunch l{nullptr, 0, 1, whole_warps(s.c * tiled::ceil_div(s.h, blocked_rows))};
-    if (conv2d_backward_data_version < 7 || !direct_math(s) || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
-        l.threads > blocked_rows_most_threads)
-        return l;
-    const int k = s.kh, p = s.pad, ow = s.ow();
-    const auto fits = [&](int channel) {
-        const int most = staged_rows_floats / (s.oh() * tiled::ceil_div(ow, 4) * 4 + s.c * channel);
-        if (most < 1) return false;
-        l.chunk = evened_chunk(s.oc, most);
-        return true;
-    };
-    if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel)) l.kernel = input_grad_rows_blocked<5, 0, 9>;
-    else if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel)) l.kernel = input_grad_rows_blocked<3, 0, 7>;
-    // ResNet-18's padded 3x3 convolutions on 12x12 and 6x6, which version 5
-    // leaves to version 4 (forward 9 says why these suit 3 rows a thread).
-    else if (k == 3 && p == 1 && ow == 12 && fits(StagedFilters<3>::channel))
-        l.kernel = input_grad_rows_blocked<3, 1, 12>;
-    else if (k == 3 && p == 1 && ow == 6 && fits(StagedFilters<3>::channel)) l.kernel = input_grad_rows_blocked<3, 1, 6>;
     return l;
 }
 
@@ -1566,136 +1467,6 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
     pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, first, mine, plane);
 }
 
-// Version 9 of the forward product: version 6's sums, in its order, bit for
-// bit, with a thread 3 rows of one output channel (thread = group * oc +
-// channel, rows 3 * group to 3 * group + 2) instead of one. Version 6 reads
-// a filter row (16-byte reads of each thread's own filters) and an input row
-// (the same for the whole warp) for every 45 FMAs a thread: about as many
-// shared-memory cycles as FMA cycles. Here a thread holds its channel's
-// filters for an input channel in registers and reads each input row once for
-// the up to 3 output rows that use it: 10 filter reads and 7 row reads for 675
-// FMAs (LeNet's conv2). A chunk's filters are staged along w's layout, with
-// one multiply-high a float for the output channel (FastDiv) instead of an
-// integer division.
-template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind>
-__global__ void __launch_bounds__(blocked_rows_most_threads)
-    rows_forward_blocked(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
-                         PoolGeometry pg, int chunk, FastDiv chunk_span, FastDiv last_span) {
-    using R = RowsForward<K, P, OW>;
-    using F = StagedFilters<K>;
-    constexpr int KK = K * K, RB = blocked_rows;
-    __shared__ __align__(16) float staged[staged_rows_floats];
-    float* const sx = staged;                                // chunk x h rows of XP
-    float* const sw = staged + size_t(chunk) * g.h * R::XP;  // chunk x oc channels of F::channel
-    const int sample = int(blockIdx.x), group = int(threadIdx.x) / g.oc, co = int(threadIdx.x) - group * g.oc;
-    const int oy0 = group * RB;
-    const bool active = oy0 < g.oh;
-    float acc[RB][OW] = {};
-    const float* x_sample = x + size_t(sample) * g.c * g.h * R::W;
-    for (int c0 = 0; c0 < g.c; c0 += chunk) {
-        const int count = min(chunk, g.c - c0);
-        const FastDiv& span = count == chunk ? chunk_span : last_span;  // count * KK: an output channel's floats
-        __syncthreads();  // the previous chunk's sums are done
-        stage_input_rows<R>(sx, x_sample, g, c0, count);
-        for (int e = int(threadIdx.x); e < g.oc * span.divisor(); e += int(blockDim.x)) {
-            const int o = span.div(e), r = span.rest(e, o), cc = r / KK, t = r - cc * KK, ky = t / K;
-            sw[(cc * g.oc + o) * F::channel + ky * F::row + (t - ky * K)] = w[(size_t(o) * g.c + c0) * KK + r];
-        }
-        __syncthreads();
-        if (!active) continue;
-        for (int cc = 0; cc < count; ++cc) {
-            float wv[K][F::row];
-            load_filters<K>(wv, sw + (cc * g.oc + co) * F::channel);
-            // Input row oy0 + j - P serves output row oy0 + r through filter
-            // row j - r: for each output, the filter rows in order, as in version 6.
-#pragma unroll
-            for (int j = 0; j < RB + K - 1; ++j) {
-                const int iy = oy0 + j - P;
-                if (iy < 0 || iy >= g.h) continue;  // a padding row, or below the last
-                float xr[R::XP];
-                load_row<R::XP>(xr, sx + (cc * g.h + iy) * R::XP);
-#pragma unroll
-                for (int r = 0; r < RB; ++r) {
-                    const int ky = j - r;
-                    if (ky < 0 || ky >= K) continue;
-#pragma unroll
-                    for (int kx = 0; kx < K; ++kx) {
-#pragma unroll
-                        for (int ox = 0; ox < OW; ++ox) acc[r][ox] = fmaf(xr[ox + kx], wv[ky][kx], acc[r][ox]);
-                    }
-                }
-            }
-        }
-    }
-    const int plane = g.oh * OW;
-    if (active) {
-#pragma unroll
-        for (int r = 0; r < RB; ++r) {
-            if (oy0 + r >= g.oh) break;
-            float* row = y + (size_t(sample) * g.oc + co) * plane + (oy0 + r) * OW;
-#pragma unroll
-            for (int ox = 0; ox < OW; ++ox) {
-                float v = acc[r][ox] + b[co];
-                if (relu) v = v > 0.0f ? v : 0.0f;
-                acc[r][ox] = v;
-                row[ox] = v;
-            }
-        }
-    }
-    if (!pooled) return;
-    __syncthreads();  // the last chunk's reads are done: its space holds the planes now
-    if (active) {
-#pragma unroll
-        for (int r = 0; r < RB; ++r) {
-            if (oy0 + r >= g.oh) break;
-#pragma unroll
-            for (int ox = 0; ox < OW; ++ox) staged[co * plane + (oy0 + r) * OW + ox] = acc[r][ox];
-        }
-    }
-    __syncthreads();
-    pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, 0, g.oc, plane);
-}
-
-// Runs version 9's forward where it takes s (version 6's shapes and
-// ResNet-18's padded 3x3 ones, a block's threads and planes fitting); false
-// where it does not.
-template <bool relu, bool pooled, PoolKind kind>
-bool launch_blocked_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
-                                 const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
-    const int threads = whole_warps(s.oc * tiled::ceil_div(s.oh(), blocked_rows));
-    if (conv2d_forward_version < 9 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
-        threads > blocked_rows_most_threads || size_t(s.oc) * s.oh() * s.ow() > size_t(staged_rows_floats))
-        return false;
-    const int k = s.kh, p = s.pad, ow = s.ow();
-    const auto chunk_for = [&](int xp, int channel) {
-        const int most = staged_rows_floats / (s.h * xp + s.oc * channel);
-        return most < 1 ? 0 : evened_chunk(s.c, most);
-    };
-    const auto run = [&](auto kernel, int chunk) {
-        if (chunk < 1) return false;
-        const int last = s.c - (tiled::ceil_div(s.c, chunk) - 1) * chunk, taps = k * k;
-        launch::kernel("rows_forward_blocked", kernel, dim3(unsigned(s.n)), unsigned(threads), stream, y, pooled_y, x,
-                       w, b, Geometry(s), pg, chunk, FastDiv(chunk * taps), FastDiv(last * taps));
-        return true;
-    };
-    if (k == 5 && p == 0 && ow == 9)
-        return run(rows_forward_blocked<5, 0, 9, relu, pooled, kind>,
-                   chunk_for(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel));
-    if (k == 3 && p == 0 && ow == 7)
-        return run(rows_forward_blocked<3, 0, 7, relu, pooled, kind>,
-                   chunk_for(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel));
-    // ResNet-18's padded 3x3 convolutions on 12x12 and 6x6 (64 and 128
-    // channels: a warp's threads share their rows, so they skip the same
-    // padding rows, which version 6's did not).
-    if (k == 3 && p == 1 && ow == 12)
-        return run(rows_forward_blocked<3, 1, 12, relu, pooled, kind>,
-                   chunk_for(RowsForward<3, 1, 12>::XP, StagedFilters<3>::channel));
-    if (k == 3 && p == 1 && ow == 6)
-        return run(rows_forward_blocked<3, 1, 6, relu, pooled, kind>,
-                   chunk_for(RowsForward<3, 1, 6>::XP, StagedFilters<3>::channel));
-    return false;
-}
-
 // Version 6's (or 7's) forward for s: the kernel (null where the other
 // versions' kernels run), its chunk of input channels, blocks a sample and
 // threads. It takes the shapes of backward-data version 5. On an H200
@@ -1735,11 +1506,10 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     return l;
 }
 
-// Runs version 9's, 6's or 7's forward where one takes s; false where none does.
+// Runs version 6's or 7's forward where one takes s; false where none does.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                          const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
-    if (launch_blocked_rows_forward<relu, pooled, kind>(y, pooled_y, x, w, b, s, pg, stream)) return true;
     const auto l = rows_forward_kernel<relu, pooled, kind>(s);
     if (!l.kernel) return false;
     launch::kernel("rows_forward", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
@@ -1951,10 +1721,6 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
-    if (const StagedLaunch l = input_grad_rows_blocked_kernel(s); l.kernel) {
-        return launch::kernel("input_grad_rows_blocked", l.kernel, dim3(unsigned(s.n)), unsigned(l.threads), stream,
-                              dx, dy, w, g, l.chunk);
-    }
     if (const StagedLaunch l = input_grad_rows_staged_kernel(s); l.kernel) {
         return launch::kernel("input_grad_rows_staged", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
                               unsigned(l.threads), stream, dx, dy, w, g, l.chunk);

@@ -40,10 +40,6 @@ const char* const conv2d_forward_versions[] = {
     "unfolded input lies, and whether it falls inside the image, from a table in shared memory (filters of at most "
     "32 taps): a load is a table read, a bit test and an add, instead of stepping through the filter's rows and "
     "columns; the same elements, the same sums",
-    "version 8; where version 6's kernel runs, its sums, bit for bit, on a block a sample with a thread 3 rows of "
-    "one output channel: the channel's filters for an input channel in registers, each input row read once for the "
-    "rows that use it (about a third of the shared-memory traffic an FMA), and the filters staged without integer "
-    "divisions; and the same kernel for ResNet-18's padded 3x3 convolutions on 12x12 and 6x6",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -61,10 +57,6 @@ const char* const conv2d_backward_data_versions[] = {
     "3x3 convolutions stay on version 4",
     "version 5, each sample's input channels split between two blocks (twice the blocks: LeNet's 256 samples "
     "filled 0.48 of a wave), the same sums in the same order",
-    "version 6; where version 5's kernel runs, its sums, bit for bit, on a block a sample with a thread 3 rows of "
-    "one input channel: the channel's filters for an output channel in registers, each dy row read once for the "
-    "rows it reaches (about a third of the shared-memory traffic an FMA); and the same kernel for ResNet-18's "
-    "padded 3x3 convolutions on 12x12 and 6x6, in version 4's order",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -177,7 +169,7 @@ const char* const tf32_versions[] = {
 // - conv2d_forward 9 and conv2d_backward_data 7 (3 rows a thread) ran
 //   slower: LeNet 1.08x and 1.17x, ResNet-18 1.11x and 1.12x (kernel_bench:
 //   conv2's forward 0.0893 ms against 0.0673, its input gradient 0.1169
-//   against 0.0669). They stay, checked and timed, beside the defaults.
+//   against 0.0669). They were taken out again.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 8, conv2d_backward_data_default = 5,
               conv2d_backward_weight_default = 9, dense_default = 5, tf32_default = 2;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&

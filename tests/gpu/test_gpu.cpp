@@ -205,7 +205,7 @@ void test_conv() {
         cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
         std::vector<float> want_relu = want;
         cpu::relu_forward(want_relu.data(), want_relu.data(), want_relu.size());
-        std::vector<float> v6_y, v6_relu;  // versions 7 to 9 sum as version 6 does
+        std::vector<float> v6_y, v6_relu;  // version 7 sums as version 6 does
         for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
             cuda::select_version("conv2d_forward", v);
             const std::string version = " (version " + std::to_string(v) + ")";
@@ -218,9 +218,7 @@ void test_conv() {
             const auto got_relu = y.download();
             compare("conv2d_forward_relu (fused) " + name + version, got_relu, want_relu, gemm_tol);
             if (v == 6) v6_y = got, v6_relu = got_relu;
-            // (Version 9 also sums ResNet-18's padded 3x3 convolutions
-            // directly, where version 6 runs the implicit GEMM: other sums.)
-            if (v == 7 || (v == 9 && s.pad == 0)) {
+            if (v == 7) {
                 compare("conv2d_forward " + name + ": version " + std::to_string(v) + " = version 6, bit for bit", got,
                         v6_y, 0.0);
                 compare("conv2d_forward_relu " + name + ": version " + std::to_string(v) + " = version 6, bit for bit",
@@ -230,7 +228,7 @@ void test_conv() {
 
         std::vector<float> want_dx(s.in_size());
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
-        std::vector<float> v4_dx;  // versions 5 to 7 sum as version 4 does
+        std::vector<float> v4_dx;  // versions 5 and 6 sum as version 4 does
         for (int v = 1; v <= cuda::version_count("conv2d_backward_data"); ++v) {
             cuda::select_version("conv2d_backward_data", v);
             dx.poison();
@@ -325,7 +323,7 @@ void test_conv_pool() {
             Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
                 pooled(ps.out_size()), again(ps.out_size());
             std::vector<float> v3_y, v3_pooled;  // versions 4 and 5 pool as they add the splits, to the same bits
-            std::vector<float> v6_y, v6_pooled;  // versions 7 to 9 sum as version 6 does
+            std::vector<float> v6_y, v6_pooled;  // version 7 sums as version 6 does
             for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
                 cuda::select_version("conv2d_forward", v);
                 const std::string version = " (version " + std::to_string(v) + ")";
@@ -345,7 +343,7 @@ void test_conv_pool() {
                     compare("conv2d_forward_relu_pool pooled = version 3's " + name + version, got, v3_pooled, 0.0);
                 }
                 if (v == 6) v6_y = y.download(), v6_pooled = got;
-                if (v == 7 || (v == 9 && s.pad == 0)) {  // (as in test_conv)
+                if (v == 7) {
                     compare("conv2d_forward_relu_pool y = version 6's " + name + version, y.download(), v6_y, 0.0);
                     compare("conv2d_forward_relu_pool pooled = version 6's " + name + version, got, v6_pooled, 0.0);
                 }

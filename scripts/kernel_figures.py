@@ -8,7 +8,9 @@ Two tables, in Markdown, on stdout:
    and the instruction mix of its main loop read from the SASS
    (cuobjdump -sass): the loop, of those a backward branch closes, with the
    most FFMA (or tensor-core MMA); the share of FFMA + MMA among its
-   instructions; and how many of them are shared-memory loads (LDS).
+   instructions; how many of them are shared-memory loads (LDS); and how
+   many global loads a thread issues in a row before it stores into shared
+   memory (how many it has in flight as it stages a tile or a chunk).
 
 2. One training step's work at a real batch, as the emulated GPU's build
    (-Demulated_gpu=true) queues or records it (DPTRAIN_EMULATED_LAUNCH_LOG):
@@ -234,6 +236,24 @@ def loop_mix(instructions, products=1):
     return min((m[2] for m in main), key=lambda mix: (mix[0] + mix[1]) / mix[3])
 
 
+def load_run(instructions):
+    """The most global loads (LDG) the SASS lists one after another with no
+    store (STS, STG) or barrier between them: how many loads a thread can
+    have in flight as it copies into shared memory (a store waits on the
+    load it stores). None where the kernel stores nothing to shared
+    memory."""
+    if not any(op.startswith("STS") for _, op, _ in instructions):
+        return None
+    most = run = 0
+    for _, op, _ in instructions:
+        if op.startswith("LDG"):
+            run += 1
+            most = max(most, run)
+        elif op.startswith(("STS", "STG", "BAR")):
+            run = 0
+    return most
+
+
 def read_sass(kernels, cuobjdump, env, arch):
     for cubin in sorted({k["cubin"] for k in kernels.values()}):
         # (-arch: an object holds each kernel once for every architecture it was built for.)
@@ -244,6 +264,7 @@ def read_sass(kernels, cuobjdump, env, arch):
             if function in kernels:
                 products = 2 if "gemm_pair_kernel" in function else 1  # (tiles.cuh: two products a launch)
                 kernels[function]["loop"] = loop_mix(instructions, products)
+                kernels[function]["load_run"] = load_run(instructions)
                 kernels[function]["instructions"] = sum(op != "NOP" for _, op, _ in instructions)
 
         for line in text.splitlines():
@@ -346,15 +367,19 @@ def main():
               f"ptxas's report of spills: its column holds each kernel's stack frame, where spills go.\n")
     print("Main loop: the loop with the most FFMA/MMA; its share of FFMA + MMA, and its LDS, "
           "among its instructions (`gemm_pair_kernel`, two products: of their two main loops, "
-          "the one with the lower share).\n")
+          "the one with the lower share). Loads before a store: the most global loads (LDG) in a row "
+          "with no store (STS, STG) or barrier between them, so how many a thread has in flight "
+          "as it stages into shared memory (- where it stores nothing there).\n")
     print(f"| file | kernel | registers | shared (B) | {'stack' if args.objects else 'spills'} (B) "
-          f"| main loop: instructions | FFMA+MMA | LDS |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          f"| main loop: instructions | FFMA+MMA | LDS | loads before a store |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in sorted(kernels, key=lambda n: (kernels[n]["file"], kernels[n]["pretty"])):
         k = kernels[name]
         loop = k.get("loop")
         mix = (f"{loop[3]:g} | {100 * (loop[0] + loop[1]) / loop[3]:.0f}% | {loop[2]:g}" if loop else "- | - | -")
-        print(f"| {k['file']} | `{k['label']}` | {k.get('regs', '?')} | {k.get('smem', 0)} | {k.get('spills', 0)} | {mix} |")
+        run = k.get("load_run")
+        print(f"| {k['file']} | `{k['label']}` | {k.get('regs', '?')} | {k.get('smem', 0)} | {k.get('spills', 0)} "
+              f"| {mix} | {'-' if run is None else run} |")
 
     if args.no_step:
         return

@@ -430,9 +430,10 @@ using RowsStagedKernel = void (*)(float*, const float*, const float*, Geometry, 
 inline int whole_warps(int threads) { return tiled::ceil_div(threads, 32) * 32; }
 // Chunks of at most `most` of `total`, evened out: the size of each.
 inline int evened_chunk(int total, int most) { return tiled::ceil_div(total, tiled::ceil_div(total, most)); }
-struct StagedLaunch {  // version 5's or 6's kernel (null where neither runs), its chunk, blocks a sample, threads
+struct StagedLaunch {  // version 5's, 6's or 7's kernel (null where none runs), its chunk, blocks a sample, threads
     RowsStagedKernel kernel;
     int chunk, parts, threads;
+    const char* name;
 };
 RowsKernel input_grad_rows_kernel(const ConvShape& s) {
     if (conv2d_backward_data_version < 4 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
@@ -475,42 +476,85 @@ __device__ inline void load_row(float (&to)[N], const float* from) {
     for (int v = 0; v < N / 4; ++v) tiled::read4(to + 4 * v, from + 4 * v);
 }
 
+// How the rows kernels copy a chunk from global into shared memory.
+// - serial: a loop of a block's width a turn. Compiled, each turn's store
+//   waits on its own load, so a thread has one load in flight: a chunk
+//   costs a memory latency for each element a thread copies (LeNet's
+//   conv2: 13 to 24 a round, each a read of L2 at best).
+// - batched: a thread issues up to staged_batch loads, into registers,
+//   before it stores any of them: a memory latency for every staged_batch
+//   elements. The same values land in the same places. (12, not 16: at 16
+//   the forward and input-gradient kernels spill under their 64-register
+//   cap, and LeNet's conv2 takes as many rounds at 12.)
+// Each rows kernel that stages so is a body (NAME_sums, given the block's
+// shared memory as `staged`) and two kernels that declare that memory and
+// run it: NAME, serial, and NAME_batched, so that a profile tells them apart.
+enum class Staging { serial, batched };
+constexpr int staged_batch = 12;
+
+// Copies count elements into shared memory (to), the block's threads taking
+// every blockDim.x-th: element e's value is element(e, at), and it goes to
+// to[at].
+template <Staging how, class Element>
+__device__ inline void stage(float* to, int count, Element element) {
+    const int step = int(blockDim.x);
+    if constexpr (how == Staging::serial) {
+        for (int e = int(threadIdx.x); e < count; e += step) {
+            int at;
+            const float v = element(e, at);
+            to[at] = v;
+        }
+    } else {
+        for (int e0 = int(threadIdx.x); e0 < count; e0 += staged_batch * step) {
+            float v[staged_batch];
+            int at[staged_batch] = {};
+#pragma unroll
+            for (int i = 0; i < staged_batch; ++i)
+                if (e0 + i * step < count) v[i] = element(e0 + i * step, at[i]);
+#pragma unroll
+            for (int i = 0; i < staged_batch; ++i)
+                if (e0 + i * step < count) to[at[i]] = v[i];
+        }
+    }
+}
+
 // Stages output channels co0 to co0 + count of a sample's dy (dy_sample), in
 // rows of OWP floats, each value an operand (rounded to TF32 with --tf32).
-template <int OW, int OWP>
+template <int OW, int OWP, Staging how>
 __device__ inline void stage_output_grad_rows(float* sdy, const float* dy_sample, const Geometry& g, int co0,
                                               int count) {
-    for (int e = int(threadIdx.x); e < count * g.oh * OW; e += int(blockDim.x)) {
+    const float* from = dy_sample + size_t(co0) * g.oh * OW;
+    stage<how>(sdy, count * g.oh * OW, [&](int e, int& at) {
         const int r = e / OW;
-        sdy[r * OWP + (e - r * OW)] = operand(dy_sample[size_t(co0) * g.oh * OW + e], g.tf32);
-    }
+        at = r * OWP + (e - r * OW);
+        return operand(from[e], g.tf32);
+    });
 }
 
 // Stages the filters of output channels co0 to co0 + count for every input
 // channel, a channel's filters for one output channel side by side
 // (StagedFilters), each value an operand.
-template <int K>
+template <int K, Staging how>
 __device__ inline void stage_filters_by_output(float* sw, const float* w, const Geometry& g, int co0, int count) {
     using F = StagedFilters<K>;
     constexpr int KK = K * K;
     const float* w_chunk = w + size_t(co0) * g.c * KK;
-    for (int e = int(threadIdx.x); e < count * g.c * KK; e += int(blockDim.x)) {
+    stage<how>(sw, count * g.c * KK, [&](int e, int& at) {
         const int q = e / KK, t = e - q * KK, ky = t / K;
-        sw[q * F::channel + ky * F::row + (t - ky * K)] = operand(w_chunk[e], g.tf32);
-    }
+        at = q * F::channel + ky * F::row + (t - ky * K);
+        return operand(w_chunk[e], g.tf32);
+    });
 }
 
 // Version 6 splits each sample's input channels between gridDim.y blocks
 // (`split`): a block stages the filters of its own channels alone, and each
 // sum stays in one thread, in the same order.
-template <int K, int P, int OW, bool split>
-__global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_staged(float* dx, const float* dy,
-                                                                                   const float* w, Geometry g,
-                                                                                   int chunk) {
+template <int K, int P, int OW, bool split, Staging how>
+__device__ inline void input_grad_rows_staged_sums(float* staged, float* dx, const float* dy, const float* w,
+                                                   Geometry g, int chunk) {
     constexpr int W = OW + K - 1 - 2 * P;  // the input's width (stride 1)
     constexpr int OWP = (OW + 3) / 4 * 4, KK = K * K;
     using F = StagedFilters<K>;
-    __shared__ __align__(16) float staged[staged_rows_floats];
     float* const sdy = staged;                           // chunk x oh rows of OWP
     float* const sw = staged + size_t(chunk) * g.oh * OWP;  // chunk x per channels of F::channel
     const int sample = int(blockIdx.x);
@@ -524,16 +568,16 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
     for (int co0 = 0; co0 < g.oc; co0 += chunk) {
         const int count = min(chunk, g.oc - co0);
         __syncthreads();  // the previous chunk's sums are done
-        stage_output_grad_rows<OW, OWP>(sdy, dy_sample, g, co0, count);
+        stage_output_grad_rows<OW, OWP, how>(sdy, dy_sample, g, co0, count);
         if constexpr (split) {
             const float* w_chunk = w + size_t(co0) * g.c * KK;
-            for (int e = int(threadIdx.x); e < count * mine * KK; e += int(blockDim.x)) {
+            stage<how>(sw, count * mine * KK, [&](int e, int& at) {
                 const int q = e / KK, t = e - q * KK, o = q / mine, cl = q - o * mine, ky = t / K;
-                sw[(o * per + cl) * F::channel + ky * F::row + (t - ky * K)] =
-                    operand(w_chunk[(size_t(o) * g.c + first + cl) * KK + t], g.tf32);
-            }
+                at = (o * per + cl) * F::channel + ky * F::row + (t - ky * K);
+                return operand(w_chunk[(size_t(o) * g.c + first + cl) * KK + t], g.tf32);
+            });
         } else {
-            stage_filters_by_output<K>(sw, w, g, co0, count);
+            stage_filters_by_output<K, how>(sw, w, g, co0, count);
         }
         __syncthreads();
         if (!active) continue;
@@ -564,6 +608,21 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
     for (int ix = 0; ix < W; ++ix) row[ix] = acc[ix];
 }
 
+template <int K, int P, int OW, bool split>
+__global__ void __launch_bounds__(staged_rows_most_threads)
+    input_grad_rows_staged(float* dx, const float* dy, const float* w, Geometry g, int chunk) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    input_grad_rows_staged_sums<K, P, OW, split, Staging::serial>(staged, dx, dy, w, g, chunk);
+}
+
+// Backward-data version 7's kernel: its chunks staged in batches.
+template <int K, int P, int OW, bool split>
+__global__ void __launch_bounds__(staged_rows_most_threads)
+    input_grad_rows_staged_batched(float* dx, const float* dy, const float* w, Geometry g, int chunk) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    input_grad_rows_staged_sums<K, P, OW, split, Staging::batched>(staged, dx, dy, w, g, chunk);
+}
+
 // Version 5's (or 6's) kernel for s, or null where version 4's (or 2's) runs;
 // chunk is the output channels a block stages at a time. It takes LeNet's conv2 (5x5
 // filters on 9-wide outputs) and a test's 3x3 on 7-wide ones. On an H200
@@ -573,11 +632,15 @@ __global__ void __launch_bounds__(staged_rows_most_threads) input_grad_rows_stag
 // half the rows of a warp skipping a filter row the other half needs, where
 // version 4's 2 channels a thread read each dy row for both), which version 4
 // keeps.
+// Version 7 runs version 5's kernel, a block a sample, with its chunks
+// staged in batches (input_grad_rows_staged_batched).
 StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
     // Version 6: each sample's channels in two blocks (LeNet's 256 samples
     // make 256 blocks of version 5, half a wave).
-    const int parts = conv2d_backward_data_version >= 6 && s.c >= 2 ? 2 : 1, per = tiled::ceil_div(s.c, parts);
-    StagedLaunch l{nullptr, 0, parts, whole_warps(per * s.h)};
+    const int parts = conv2d_backward_data_version == 6 && s.c >= 2 ? 2 : 1, per = tiled::ceil_div(s.c, parts);
+    const bool batch = conv2d_backward_data_version >= 7;
+    StagedLaunch l{nullptr, 0, parts, whole_warps(per * s.h),
+                   batch ? "input_grad_rows_staged_batched" : "input_grad_rows_staged"};
     if (conv2d_backward_data_version < 5 || !direct_math(s) || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads)
         return l;
@@ -590,9 +653,13 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
         return true;
     };
     if (k == 5 && p == 0 && ow == 9 && fits(StagedFilters<5>::channel))
-        l.kernel = parts > 1 ? input_grad_rows_staged<5, 0, 9, true> : input_grad_rows_staged<5, 0, 9, false>;
+        l.kernel = batch       ? input_grad_rows_staged_batched<5, 0, 9, false>
+                   : parts > 1 ? input_grad_rows_staged<5, 0, 9, true>
+                               : input_grad_rows_staged<5, 0, 9, false>;
     else if (k == 3 && p == 0 && ow == 7 && fits(StagedFilters<3>::channel))
-        l.kernel = parts > 1 ? input_grad_rows_staged<3, 0, 7, true> : input_grad_rows_staged<3, 0, 7, false>;
+        l.kernel = batch       ? input_grad_rows_staged_batched<3, 0, 7, false>
+                   : parts > 1 ? input_grad_rows_staged<3, 0, 7, true>
+                               : input_grad_rows_staged<3, 0, 7, false>;
     return l;
 }
 
@@ -1375,12 +1442,14 @@ struct RowsForward {
 
 // Stages input channels c0 to c0 + count of a sample (x_sample) in rows of
 // R::XP floats: P zeros, the row's values, zeros.
-template <class R>
+template <class R, Staging how>
 __device__ inline void stage_input_rows(float* sx, const float* x_sample, const Geometry& g, int c0, int count) {
-    for (int e = int(threadIdx.x); e < count * g.h * R::XP; e += int(blockDim.x)) {
+    const float* from = x_sample + size_t(c0) * g.h * R::W;
+    stage<how>(sx, count * g.h * R::XP, [&](int e, int& at) {
         const int r = e / R::XP, ix = e - r * R::XP - R::P;
-        sx[e] = ix >= 0 && ix < R::W ? x_sample[(size_t(c0) * g.h + r) * R::W + ix] : 0.0f;
-    }
+        at = e;
+        return ix >= 0 && ix < R::W ? from[size_t(r) * R::W + ix] : 0.0f;
+    });
 }
 
 // Pools the block's output planes (mine of them from channel first, plane
@@ -1399,14 +1468,12 @@ __device__ inline void pool_staged_planes(float* pooled_y, const float* planes, 
 // Version 7 splits each sample's output channels between gridDim.y blocks
 // (`split`): a block stages the filters of its own channels alone, and each
 // sum stays in one thread, in the same order.
-template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
-__global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
-                                                                         const float* w, const float* b, Geometry g,
-                                                                         PoolGeometry pg, int chunk) {
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split, Staging how>
+__device__ inline void rows_forward_sums(float* staged, float* y, float* pooled_y, const float* x, const float* w,
+                                         const float* b, Geometry g, PoolGeometry pg, int chunk) {
     using R = RowsForward<K, P, OW>;
     using F = StagedFilters<K>;
     constexpr int KK = K * K;
-    __shared__ __align__(16) float staged[staged_rows_floats];
     float* const sx = staged;                               // chunk x h rows of XP
     float* const sw = staged + size_t(chunk) * g.h * R::XP;  // chunk x per channels of F::channel
     const int sample = int(blockIdx.x);
@@ -1420,13 +1487,13 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
     for (int c0 = 0; c0 < g.c; c0 += chunk) {
         const int count = min(chunk, g.c - c0);
         __syncthreads();  // the previous chunk's sums are done
-        stage_input_rows<R>(sx, x_sample, g, c0, count);
-        for (int e = int(threadIdx.x); e < count * mine * KK; e += int(blockDim.x)) {
+        stage_input_rows<R, how>(sx, x_sample, g, c0, count);
+        stage<how>(sw, count * mine * KK, [&](int e, int& at) {
             // e runs along w's layout (oc, c, kh, kw) within the block's output and the chunk's input channels.
             const int q = e / KK, t = e - q * KK, o = q / count, cc = q - o * count, ky = t / K;
-            sw[(cc * per + o) * F::channel + ky * F::row + (t - ky * K)] =
-                w[(size_t(first + o) * g.c + c0 + cc) * KK + t];
-        }
+            at = (cc * per + o) * F::channel + ky * F::row + (t - ky * K);
+            return w[(size_t(first + o) * g.c + c0 + cc) * KK + t];
+        });
         __syncthreads();
         if (!active) continue;
         for (int cc = 0; cc < count; ++cc) {
@@ -1467,6 +1534,24 @@ __global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* 
     pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, first, mine, plane);
 }
 
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
+__global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
+                                                                         const float* w, const float* b, Geometry g,
+                                                                         PoolGeometry pg, int chunk) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    rows_forward_sums<K, P, OW, relu, pooled, kind, split, Staging::serial>(staged, y, pooled_y, x, w, b, g, pg, chunk);
+}
+
+// Forward version 9's kernel: its chunks staged in batches.
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
+__global__ void __launch_bounds__(staged_rows_most_threads)
+    rows_forward_batched(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
+                         PoolGeometry pg, int chunk) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    rows_forward_sums<K, P, OW, relu, pooled, kind, split, Staging::batched>(staged, y, pooled_y, x, w, b, g, pg,
+                                                                            chunk);
+}
+
 // Version 6's (or 7's) forward for s: the kernel (null where the other
 // versions' kernels run), its chunk of input channels, blocks a sample and
 // threads. It takes the shapes of backward-data version 5. On an H200
@@ -1482,11 +1567,12 @@ template <bool relu, bool pooled, PoolKind kind>
 struct RowsForwardLaunch {
     RowsForwardKernel<relu, pooled, kind> kernel;
     int chunk, parts, threads;
+    const char* name;
 };
 template <bool relu, bool pooled, PoolKind kind>
 RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     const int parts = conv2d_forward_version >= 7 && s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
-    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per)};
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per), "rows_forward"};
     if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
         return l;
@@ -1497,22 +1583,30 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
         l.chunk = evened_chunk(s.c, most);
         return true;
     };
+    // Version 9: the chunks staged in batches (rows_forward_batched).
+    const bool batch = conv2d_forward_version >= 9;
+    const auto pick = [&](auto split, auto whole, auto split_batched, auto whole_batched) {
+        l.kernel = batch ? (parts > 1 ? split_batched : whole_batched) : (parts > 1 ? split : whole);
+        if (batch) l.name = "rows_forward_batched";
+    };
     if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
-        l.kernel = parts > 1 ? rows_forward<5, 0, 9, relu, pooled, kind, true>
-                             : rows_forward<5, 0, 9, relu, pooled, kind, false>;
+        pick(rows_forward<5, 0, 9, relu, pooled, kind, true>, rows_forward<5, 0, 9, relu, pooled, kind, false>,
+             rows_forward_batched<5, 0, 9, relu, pooled, kind, true>,
+             rows_forward_batched<5, 0, 9, relu, pooled, kind, false>);
     else if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
-        l.kernel = parts > 1 ? rows_forward<3, 0, 7, relu, pooled, kind, true>
-                             : rows_forward<3, 0, 7, relu, pooled, kind, false>;
+        pick(rows_forward<3, 0, 7, relu, pooled, kind, true>, rows_forward<3, 0, 7, relu, pooled, kind, false>,
+             rows_forward_batched<3, 0, 7, relu, pooled, kind, true>,
+             rows_forward_batched<3, 0, 7, relu, pooled, kind, false>);
     return l;
 }
 
-// Runs version 6's or 7's forward where one takes s; false where none does.
+// Runs version 6's, 7's or 9's forward where one takes s; false where none does.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                          const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
     const auto l = rows_forward_kernel<relu, pooled, kind>(s);
     if (!l.kernel) return false;
-    launch::kernel("rows_forward", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
+    launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
                    pooled_y, x, w, b, Geometry(s), pg, l.chunk);
     return true;
 }
@@ -1722,7 +1816,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                           cudaStream_t stream) {
     const Geometry g(s);
     if (const StagedLaunch l = input_grad_rows_staged_kernel(s); l.kernel) {
-        return launch::kernel("input_grad_rows_staged", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
+        return launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
                               unsigned(l.threads), stream, dx, dy, w, g, l.chunk);
     }
     if (const RowsKernel rows = input_grad_rows_kernel(s)) {
@@ -1766,20 +1860,25 @@ struct RowsWeight {
 };
 
 // Stages a sample's x (every channel, xc floats apart) and its dy rows of
-// output channels first to first + mine, for the weight gradient's rows kernels.
-template <class R>
+// output channels first to first + mine, for the weight gradient's rows
+// kernels; H, where not 0, is x's height known when compiled (a division by
+// a constant a float, not one by g.h).
+template <class R, Staging how, int H = 0>
 __device__ inline void stage_weight_rows(float* sx, float* sdy, const float* x, const float* dy, const Geometry& g,
                                          int sample, int first, int mine, int xc) {
-    const float* xs = x + size_t(sample) * g.c * g.h * R::W;
-    for (int e = int(threadIdx.x); e < g.c * g.h * R::XP; e += int(blockDim.x)) {
-        const int r = e / R::XP, ix = e - r * R::XP, c = r / g.h;
-        sx[c * xc + (r - c * g.h) * R::XP + ix] = ix < R::W ? xs[size_t(r) * R::W + ix] : 0.0f;
-    }
+    const int h = H ? H : g.h;
+    const float* xs = x + size_t(sample) * g.c * h * R::W;
+    stage<how>(sx, g.c * h * R::XP, [&](int e, int& at) {
+        const int r = e / R::XP, ix = e - r * R::XP, c = r / h;
+        at = c * xc + (r - c * h) * R::XP + ix;
+        return ix < R::W ? xs[size_t(r) * R::W + ix] : 0.0f;
+    });
     const float* dys = dy + (size_t(sample) * g.oc + first) * g.oh * R::OW;
-    for (int e = int(threadIdx.x); e < mine * g.oh * R::OW; e += int(blockDim.x)) {
+    stage<how>(sdy, mine * g.oh * R::OW, [&](int e, int& at) {
         const int r = e / R::OW;
-        sdy[r * R::OWP + (e - r * R::OW)] = dys[e];
-    }
+        at = r * R::OWP + (e - r * R::OW);
+        return dys[e];
+    });
 }
 
 // Where a thread of the weight gradient's rows kernels works: its block's
@@ -1828,7 +1927,7 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
     float acc[K][K] = {}, bias = 0.0f;
     for (int sample = t.s0; sample < t.s1; ++sample) {
         __syncthreads();  // the previous sample's sums are done
-        stage_weight_rows<R>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
+        stage_weight_rows<R, Staging::serial>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
         __syncthreads();
         if (!t.active) continue;
         for (int oy = 0; oy < g.oh; ++oy) {
@@ -1861,13 +1960,11 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
 // sample. Each tap's sum still runs over output rows, then columns. The
 // output's height is known when compiled, so the whole loop unrolls and
 // the window's rows are registers.
-template <int K, int OW, int OH>
-__global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows_window(float* partial, const float* dy,
-                                                                                    const float* x, Geometry g,
-                                                                                    int per_slice) {
+template <int K, int OW, int OH, Staging how>
+__device__ inline void weight_grad_rows_window_sums(float* staged, float* partial, const float* dy, const float* x,
+                                                    Geometry g, int per_slice) {
     using R = RowsWeight<K, OW>;
     constexpr int H = OH + K - 1;
-    __shared__ __align__(16) float staged[staged_rows_floats];
     const int xc = R::channel(H);
     float* const sx = staged;              // c channels of xc
     float* const sdy = staged + g.c * xc;  // the block's output channels, OH rows of OWP each
@@ -1876,7 +1973,7 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows_win
     float acc[K][K] = {}, bias = 0.0f;
     for (int sample = t.s0; sample < t.s1; ++sample) {
         __syncthreads();  // the previous sample's sums are done
-        stage_weight_rows<R>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
+        stage_weight_rows<R, how, H>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
         __syncthreads();
         if (!t.active) continue;
         float d[K][R::OWP];  // dy row oy in d[oy % K]
@@ -1904,6 +2001,21 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows_win
     if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, ch);
 }
 
+template <int K, int OW, int OH>
+__global__ void __launch_bounds__(weight_rows_most_threads)
+    weight_grad_rows_window(float* partial, const float* dy, const float* x, Geometry g, int per_slice) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    weight_grad_rows_window_sums<K, OW, OH, Staging::serial>(staged, partial, dy, x, g, per_slice);
+}
+
+// Weight-gradient version 10's kernel: each sample's x and dy staged in batches.
+template <int K, int OW, int OH>
+__global__ void __launch_bounds__(weight_rows_most_threads)
+    weight_grad_rows_window_batched(float* partial, const float* dy, const float* x, Geometry g, int per_slice) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    weight_grad_rows_window_sums<K, OW, OH, Staging::batched>(staged, partial, dy, x, g, per_slice);
+}
+
 namespace {  // (Geometry's namespace)
 // Version 8's kernel for s (null where the other versions run), the
 // batch's slices (the splits add_splits adds), the samples in each, and the
@@ -1927,8 +2039,11 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
     const int per = tiled::ceil_div(s.oc, weight_rows_parts);
     if (s.kh == 5 && s.ow() == 9 && s.c * R::channel(s.h) + per * s.oh() * R::OWP <= staged_rows_floats) {
         l.kernel = weight_grad_rows<5, 9>;
-        if (conv2d_backward_weight_version >= 9 && s.oh() == 9)
+        if (conv2d_backward_weight_version >= 9 && s.oh() == 9) {
             l.kernel = weight_grad_rows_window<5, 9, 9>, l.name = "weight_grad_rows_window";
+            if (conv2d_backward_weight_version >= 10)
+                l.kernel = weight_grad_rows_window_batched<5, 9, 9>, l.name = "weight_grad_rows_window_batched";
+        }
     }
     return l;
 }

@@ -40,6 +40,9 @@ const char* const conv2d_forward_versions[] = {
     "unfolded input lies, and whether it falls inside the image, from a table in shared memory (filters of at most "
     "32 taps): a load is a table read, a bit test and an add, instead of stepping through the filter's rows and "
     "columns; the same elements, the same sums",
+    "version 8; the rows kernel (LeNet's conv2) stages each chunk in batches: a thread issues up to 12 loads before "
+    "it stores any, where each store had waited on its own load (a memory latency an element); the same values in "
+    "the same places, the same sums, bit for bit",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -57,6 +60,8 @@ const char* const conv2d_backward_data_versions[] = {
     "3x3 convolutions stay on version 4",
     "version 5, each sample's input channels split between two blocks (twice the blocks: LeNet's 256 samples "
     "filled 0.48 of a wave), the same sums in the same order",
+    "version 5's kernel, a block a sample, with its chunks of dy and filters staged in batches: a thread issues up "
+    "to 12 loads before it stores any, where each store had waited on its own load; the same sums, bit for bit",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -82,6 +87,8 @@ const char* const conv2d_backward_weight_versions[] = {
     "version 8; where its rows kernel runs on an output 9 rows high (LeNet's conv2), its sums, bit for bit, with "
     "each input row read once a sample: the loop runs over x's rows, and the last 5 dy rows, those that meet the "
     "current x row, stay in registers",
+    "version 9; each sample's x and dy staged in batches: a thread issues up to 12 loads before it stores any, where "
+    "each store had waited on its own load; the same sums, bit for bit",
 };
 
 const char* const dense_versions[] = {

@@ -205,7 +205,7 @@ void test_conv() {
         cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
         std::vector<float> want_relu = want;
         cpu::relu_forward(want_relu.data(), want_relu.data(), want_relu.size());
-        std::vector<float> v6_y, v6_relu;  // version 7 sums as version 6 does
+        std::vector<float> v6_y, v6_relu, v8_y, v8_relu;  // version 7 sums as 6 does, 9 as 8
         for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
             cuda::select_version("conv2d_forward", v);
             const std::string version = " (version " + std::to_string(v) + ")";
@@ -218,17 +218,21 @@ void test_conv() {
             const auto got_relu = y.download();
             compare("conv2d_forward_relu (fused) " + name + version, got_relu, want_relu, gemm_tol);
             if (v == 6) v6_y = got, v6_relu = got_relu;
-            if (v == 7) {
-                compare("conv2d_forward " + name + ": version " + std::to_string(v) + " = version 6, bit for bit", got,
-                        v6_y, 0.0);
-                compare("conv2d_forward_relu " + name + ": version " + std::to_string(v) + " = version 6, bit for bit",
-                        got_relu, v6_relu, 0.0);
+            if (v == 8) v8_y = got, v8_relu = got_relu;
+            if (v == 7 || v == 9) {
+                const int same = v == 7 ? 6 : 8;
+                compare("conv2d_forward " + name + ": version " + std::to_string(v) + " = version " +
+                            std::to_string(same) + ", bit for bit",
+                        got, v == 7 ? v6_y : v8_y, 0.0);
+                compare("conv2d_forward_relu " + name + ": version " + std::to_string(v) + " = version " +
+                            std::to_string(same) + ", bit for bit",
+                        got_relu, v == 7 ? v6_relu : v8_relu, 0.0);
             }
         }
 
         std::vector<float> want_dx(s.in_size());
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
-        std::vector<float> v4_dx;  // versions 5 and 6 sum as version 4 does
+        std::vector<float> v4_dx;  // versions 5 to 7 sum as version 4 does
         for (int v = 1; v <= cuda::version_count("conv2d_backward_data"); ++v) {
             cuda::select_version("conv2d_backward_data", v);
             dx.poison();
@@ -249,7 +253,7 @@ void test_conv() {
         Tickets tickets;
         const int versions = cuda::version_count("conv2d_backward_weight");
         std::vector<float> v5_dw, v5_db;  // version 6 sums as version 5 does
-        std::vector<float> v8_dw, v8_db;  // and version 9 as version 8
+        std::vector<float> v8_dw, v8_db;  // and versions 9 and 10 as version 8
         for (int v = 1; v <= versions; ++v) {
             cuda::select_version("conv2d_backward_weight", v);
             std::vector<float> first_dw, first_db;
@@ -271,7 +275,7 @@ void test_conv() {
                         compare("conv2d_backward_weight db " + name + version + " = version 5", got_db, v5_db, 0.0);
                     }
                     if (v == 8) v8_dw = got_dw, v8_db = got_db;
-                    if (v == 9) {
+                    if (v == 9 || v == 10) {
                         compare("conv2d_backward_weight dw " + name + version + " = version 8", got_dw, v8_dw, 0.0);
                         compare("conv2d_backward_weight db " + name + version + " = version 8", got_db, v8_db, 0.0);
                     }
@@ -323,7 +327,7 @@ void test_conv_pool() {
             Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
                 pooled(ps.out_size()), again(ps.out_size());
             std::vector<float> v3_y, v3_pooled;  // versions 4 and 5 pool as they add the splits, to the same bits
-            std::vector<float> v6_y, v6_pooled;  // version 7 sums as version 6 does
+            std::vector<float> v6_y, v6_pooled, v8_y, v8_pooled;  // version 7 sums as 6 does, 9 as 8
             for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
                 cuda::select_version("conv2d_forward", v);
                 const std::string version = " (version " + std::to_string(v) + ")";
@@ -343,9 +347,14 @@ void test_conv_pool() {
                     compare("conv2d_forward_relu_pool pooled = version 3's " + name + version, got, v3_pooled, 0.0);
                 }
                 if (v == 6) v6_y = y.download(), v6_pooled = got;
+                if (v == 8) v8_y = y.download(), v8_pooled = got;
                 if (v == 7) {
                     compare("conv2d_forward_relu_pool y = version 6's " + name + version, y.download(), v6_y, 0.0);
                     compare("conv2d_forward_relu_pool pooled = version 6's " + name + version, got, v6_pooled, 0.0);
+                }
+                if (v == 9) {
+                    compare("conv2d_forward_relu_pool y = version 8's " + name + version, y.download(), v8_y, 0.0);
+                    compare("conv2d_forward_relu_pool pooled = version 8's " + name + version, got, v8_pooled, 0.0);
                 }
             }
             // The weight gradient from the pooling's gradient, on the CPU's y

@@ -1552,7 +1552,7 @@ __global__ void __launch_bounds__(staged_rows_most_threads)
                                                                             chunk);
 }
 
-// Version 6's (or 7's) forward for s: the kernel (null where the other
+// Version 6's (7's, 9's) forward for s: the kernel (null where the other
 // versions' kernels run), its chunk of input channels, blocks a sample and
 // threads. It takes the shapes of backward-data version 5. On an H200
 // (kernel_bench, batch 256), LeNet's conv2 with its ReLU and pooling took
@@ -1861,8 +1861,8 @@ struct RowsWeight {
 
 // Stages a sample's x (every channel, xc floats apart) and its dy rows of
 // output channels first to first + mine, for the weight gradient's rows
-// kernels; H, where not 0, is x's height known when compiled (a division by
-// a constant a float, not one by g.h).
+// kernels. H, where not 0, is x's height known when compiled: each staged
+// float then divides by a constant, not by g.h.
 template <class R, Staging how, int H = 0>
 __device__ inline void stage_weight_rows(float* sx, float* sdy, const float* x, const float* dy, const Geometry& g,
                                          int sample, int first, int mine, int xc) {

@@ -177,6 +177,12 @@ const char* const tf32_versions[] = {
 //   slower: LeNet 1.08x and 1.17x, ResNet-18 1.11x and 1.12x (kernel_bench:
 //   conv2's forward 0.0893 ms against 0.0673, its input gradient 0.1169
 //   against 0.0669). They were taken out again.
+// Then on an H200, against those defaults (67.5 ms a LeNet epoch), the
+// versions that copy conv2's chunks in batches (conv2d_forward 9,
+// conv2d_backward_data 7, conv2d_backward_weight 10): 1.00x, 1.01x and
+// 1.00x, all three 1.01x. ncu: the forward's wait on its loads went (3.31
+// to 0.50 stall cycles an instruction), but it executes 14% more
+// instructions; they stay as the base for a cheaper copy.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 8, conv2d_backward_data_default = 5,
               conv2d_backward_weight_default = 9, dense_default = 5, tf32_default = 2;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&

@@ -29,6 +29,7 @@
 #include "versions.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -661,6 +662,175 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
                    : parts > 1 ? input_grad_rows_staged<3, 0, 7, true>
                                : input_grad_rows_staged<3, 0, 7, false>;
     return l;
+}
+
+// Four consecutive floats at a 16-byte boundary, global or shared, as one
+// load (LDG.128, LDS.128). The emulated GPU checks the boundary.
+struct Four {
+    float v[4];
+};
+__device__ inline Four load4(const float* from) {
+#ifdef DPTRAIN_CUDA_EMULATION
+    if (reinterpret_cast<std::uintptr_t>(from) % 16 != 0) dpt::cuda_emulation::fail("a 16-byte load off a 16-byte boundary");
+    return {{from[0], from[1], from[2], from[3]}};
+#else
+    const float4 f = *reinterpret_cast<const float4*>(from);
+    return {{f.x, f.y, f.z, f.w}};
+#endif
+}
+
+// Eight bytes of shared memory at an 8-byte boundary as one load (LDS.64).
+struct Two {
+    float v[2];
+};
+__device__ inline Two load2(const float* from) {
+#ifdef DPTRAIN_CUDA_EMULATION
+    if (reinterpret_cast<std::uintptr_t>(from) % 8 != 0) dpt::cuda_emulation::fail("an 8-byte load off an 8-byte boundary");
+    return {{from[0], from[1]}};
+#else
+    const float2 f = *reinterpret_cast<const float2*>(from);
+    return {{f.x, f.y}};
+#endif
+}
+
+// Version 8 of backward-data, for LeNet's conv2 alone (5x5 filters, stride
+// 1, no padding, 13x13 inputs, at most 20 input channels and a multiple of
+// 4): version 5's sums in its order (version 4's), bit for bit, with two
+// input channels a thread and the loads of a chunk in flight while the one
+// before is summed, as forward version 10 does:
+// - a thread sums G = 2 input channels of one input row (26 sums in
+//   registers, thread = row * 10 + group): 90 FFMA for 3 loads of 16 bytes
+//   (the output gradient's row) and 5 of 8 (the two channels' taps), a block
+//   of 160 threads a sample;
+// - the filters of a chunk of CH = 5 output channels are staged transposed,
+//   a tap's 20 input channels side by side;
+// - each thread loads its share of the next chunk (up to 4 loads of 16
+//   bytes and 3 of 4) into registers before it sums the current one.
+// The sums run over output channels, filter rows, filter columns, as version
+// 5's; with --tf32 each operand is rounded as it is stored, as there.
+namespace tiled_input_grad {
+constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CP = 20, groups = CP / G, CH = 5;
+constexpr int DS = 12;                                   // a staged dy row: 9 values, padded to 12 floats
+constexpr int threads = 160;                             // 13 rows x 10 groups = 130, in whole warps
+constexpr int filter_fours = CH * CP * KK / 4;           // 16-byte loads of a chunk's filters, at most
+constexpr int dy_floats = CH * OW * OW;                  // and loads of its dy
+constexpr int filter_loads = (filter_fours + threads - 1) / threads, dy_loads = (dy_floats + threads - 1) / threads;
+constexpr int sw_floats = CH * KK * CP, sdy_floats = CH * OW * DS;
+static_assert(H * groups <= threads && CP % G == 0);
+
+struct Chunk {
+    Four w[filter_loads];
+    float dy[dy_loads];
+};
+
+// Loads output channels co0 to co0 + count's filters (count * c * KK floats
+// from w, where they lie side by side) and dy rows.
+__device__ inline void load_chunk(Chunk& to, const float* dy_sample, const float* w, int c, int co0, int count) {
+    const int t = int(threadIdx.x), fours = count * c * KK / 4;
+    const float* w_chunk = w + size_t(co0) * c * KK;
+#pragma unroll
+    for (int i = 0; i < filter_loads; ++i) {
+        const int q = t + i * threads;
+        if (q < fours) to.w[i] = load4(w_chunk + 4 * q);
+    }
+    const float* dy_chunk = dy_sample + size_t(co0) * OW * OW;
+#pragma unroll
+    for (int i = 0; i < dy_loads; ++i) {
+        const int e = t + i * threads;
+        if (e < count * OW * OW) to.dy[i] = dy_chunk[e];
+    }
+}
+
+// Stores a chunk from registers: tap t of output channel cc (within the
+// chunk) and input channel ch at sw[(cc * KK + t) * CP + ch]; dy value e
+// (channel, row, column) at sdy[(channel * OW + row) * DS + column]; each an
+// operand (rounded to TF32 with --tf32).
+__device__ inline void store_chunk(float* sw, float* sdy, const Chunk& from, const Geometry& g, int count) {
+    const int t = int(threadIdx.x), fours = count * g.c * KK / 4;
+#pragma unroll
+    for (int i = 0; i < filter_loads; ++i) {
+        const int q = t + i * threads;
+        if (q < fours) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int e = 4 * q + j, row = e / KK, tap = e - row * KK;  // row: cc * c + ch
+                const int cc = g.by_c.div(row), ch = g.by_c.rest(row, cc);
+                sw[(cc * KK + tap) * CP + ch] = operand(from.w[i].v[j], g.tf32);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < dy_loads; ++i) {
+        const int e = t + i * threads;
+        if (e < count * OW * OW) {
+            const int row = e / OW;
+            sdy[row * DS + (e - row * OW)] = operand(from.dy[i], g.tf32);
+        }
+    }
+}
+}  // namespace tiled_input_grad
+
+__global__ void __launch_bounds__(tiled_input_grad::threads)
+    input_grad_rows_tiled(float* dx, const float* dy, const float* w, Geometry g) {
+    using namespace tiled_input_grad;
+    __shared__ __align__(16) float staged[sw_floats + sdy_floats];
+    float* const sw = staged;
+    float* const sdy = staged + sw_floats;
+    const int sample = int(blockIdx.x), t = int(threadIdx.x);
+    const int iy = t / groups, group = t - iy * groups, ch0 = G * group;
+    const bool active = iy < H && ch0 < g.c;
+    const float* dy_sample = dy + size_t(sample) * g.oc * OW * OW;
+    float acc[G][H] = {};
+    Chunk next;
+    load_chunk(next, dy_sample, w, g.c, 0, min(CH, g.oc));
+    for (int co0 = 0; co0 < g.oc; co0 += CH) {
+        const int count = min(CH, g.oc - co0);
+        __syncthreads();  // the previous chunk's sums are done
+        store_chunk(sw, sdy, next, g, count);
+        __syncthreads();
+        if (co0 + CH < g.oc) load_chunk(next, dy_sample, w, g.c, co0 + CH, min(CH, g.oc - co0 - CH));
+        if (!active) continue;
+#pragma unroll 1
+        for (int cc = 0; cc < count; ++cc) {
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                const int oy = iy - ky;
+                if (oy < 0 || oy >= OW) continue;  // this filter row misses the thread's row
+                float d[DS];
+#pragma unroll
+                for (int v = 0; v < DS / 4; ++v) {
+                    const Four f = load4(sdy + (cc * OW + oy) * DS + 4 * v);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) d[4 * v + j] = f.v[j];
+                }
+                Two wv[K];
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) wv[kx] = load2(sw + (cc * KK + ky * K + kx) * CP + ch0);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx)
+#pragma unroll
+                    for (int o = 0; o < G; ++o)
+#pragma unroll
+                        for (int ox = 0; ox < OW; ++ox) acc[o][ox + kx] = fmaf(d[ox], wv[kx].v[o], acc[o][ox + kx]);
+            }
+        }
+    }
+    if (!active) return;
+#pragma unroll
+    for (int o = 0; o < G; ++o) {
+        if (ch0 + o >= g.c) continue;
+        float* row = dx + ((size_t(sample) * g.c + ch0 + o) * H + iy) * H;
+#pragma unroll
+        for (int ix = 0; ix < H; ++ix) row[ix] = acc[o][ix];
+    }
+}
+
+// Whether version 8's kernel takes s (and w at a 16-byte boundary).
+bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
+    using namespace tiled_input_grad;
+    return conv2d_backward_data_version >= 8 && direct_math(s) && s.n > 0 && s.stride == 1 && s.pad == 0 &&
+           s.kh == K && s.kw == K && s.h == H && s.w == H && s.c <= CP && s.c % 4 == 0 &&
+           reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 
 struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
@@ -1600,10 +1770,173 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     return l;
 }
 
-// Runs version 6's, 7's or 9's forward where one takes s; false where none does.
+// Version 10 of the forward, for LeNet's conv2 alone (5x5 filters, stride
+// 1, no padding, 13x13 inputs, input channels a multiple of 4, at most 52
+// output channels): version 8's sums in its order, bit for bit, with more of
+// them a thread and the loads of a chunk in flight while the one before is
+// summed. Version 8's thread summed one output row of one channel: 45 FFMA
+// for 6 shared-memory loads, and 15 warps a sample that all stopped at each
+// chunk's barrier while its copy, one load in flight at a time, came in.
+// Here:
+// - a thread sums G = 4 output channels of one output row (36 sums in
+//   registers, thread = row * 13 + group): 180 FFMA for 9 loads of 16 bytes
+//   (4 of the input row, 5 of the four channels' taps), a block of 128
+//   threads a sample;
+// - the filters of a chunk of CH = 4 input channels are staged transposed,
+//   a tap's 52 output channels side by side (those past oc zero), so that a
+//   thread's 4 channels of a tap are one 16-byte load; the input's rows are
+//   20 floats apart, so that the 3 rows a warp reads fall in different banks;
+// - each thread loads its share of the next chunk (11 + 2 loads of 16
+//   bytes, all issued before any is used) into registers before it sums the
+//   current one, and stores them after: the copy's latency hides behind the
+//   sums, and the only stalls are two barriers a chunk.
+// The sums run over input channels, filter rows, filter columns, then add
+// the bias, as version 8's; ReLU and the pooling after it as there.
+namespace tiled_rows {
+constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 4, OCP = 52, groups = OCP / G, CH = 4;
+constexpr int XS = 20;                                  // a staged input row: 13 values, padded to 20 floats
+constexpr int threads = 128;                            // OW rows x 13 groups = 117, in whole warps
+constexpr int filter_fours = CH * KK / 4 * OCP;         // 16-byte loads of a chunk's filters: 25 a channel
+constexpr int input_fours = CH * H * H / 4;             // and of its inputs
+constexpr int filter_loads = (filter_fours + threads - 1) / threads, input_loads = (input_fours + threads - 1) / threads;
+constexpr int sw_floats = CH * KK * OCP, sx_floats = CH * H * XS;
+static_assert(OW * groups <= threads && OCP * OW * OW <= sw_floats + sx_floats && (CH * H * H) % 4 == 0);
+
+struct Chunk {  // a thread's share of a chunk, in registers between its loads and its stores
+    Four w[filter_loads], x[input_loads];
+};
+
+// Loads chunk c0's filters (as 16-byte runs of one output channel's taps,
+// the channels fastest; zeros for the channels past oc) and inputs.
+__device__ inline void load_chunk(Chunk& to, const float* x_sample, const float* w, int c, int oc, int c0) {
+    const int t = int(threadIdx.x);
+#pragma unroll
+    for (int i = 0; i < filter_loads; ++i) {
+        const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
+        to.w[i] = q < filter_fours && co < oc ? load4(w + (size_t(co) * c + c0) * KK + 4 * run) : Four{};
+    }
+#pragma unroll
+    for (int i = 0; i < input_loads; ++i) {
+        const int q = t + i * threads;
+        if (q < input_fours) to.x[i] = load4(x_sample + size_t(c0) * H * H + 4 * q);
+    }
+}
+
+// Stores a chunk from registers: filter tap r (channel, row, column within
+// the chunk) of output channel co at sw[r * OCP + co]; input value e (channel,
+// row, column) at sx[(channel * H + row) * XS + column].
+__device__ inline void store_chunk(float* sw, float* sx, const Chunk& from) {
+    const int t = int(threadIdx.x);
+#pragma unroll
+    for (int i = 0; i < filter_loads; ++i) {
+        const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
+        if (q < filter_fours) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sw[(4 * run + j) * OCP + co] = from.w[i].v[j];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < input_loads; ++i) {
+        const int q = t + i * threads;
+        if (q < input_fours) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int e = 4 * q + j, row = e / H;  // (channel * H + row)
+                sx[row * XS + (e - row * H)] = from.x[i].v[j];
+            }
+        }
+    }
+}
+}  // namespace tiled_rows
+
+template <bool relu, bool pooled, PoolKind kind>
+__global__ void __launch_bounds__(tiled_rows::threads)
+    rows_forward_tiled(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
+                       PoolGeometry pg) {
+    using namespace tiled_rows;
+    __shared__ __align__(16) float staged[sw_floats + sx_floats];
+    float* const sw = staged;
+    float* const sx = staged + sw_floats;
+    const int sample = int(blockIdx.x), t = int(threadIdx.x);
+    const int oy = t / groups, group = t - oy * groups, co0 = G * group;
+    const bool active = oy < OW;
+    const float* x_sample = x + size_t(sample) * g.c * H * H;
+    float acc[G][OW] = {};
+    Chunk next;
+    load_chunk(next, x_sample, w, g.c, g.oc, 0);
+    for (int c0 = 0; c0 < g.c; c0 += CH) {
+        __syncthreads();  // the previous chunk's sums are done
+        store_chunk(sw, sx, next);
+        __syncthreads();
+        if (c0 + CH < g.c) load_chunk(next, x_sample, w, g.c, g.oc, c0 + CH);
+        if (!active) continue;
+#pragma unroll 1
+        for (int cc = 0; cc < CH; ++cc) {
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                float xr[16];
+#pragma unroll
+                for (int v = 0; v < 4; ++v) {
+                    const Four f = load4(sx + (cc * H + oy + ky) * XS + 4 * v);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) xr[4 * v + j] = f.v[j];
+                }
+                Four wv[K];
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) wv[kx] = load4(sw + ((cc * K + ky) * K + kx) * OCP + co0);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx)
+#pragma unroll
+                    for (int o = 0; o < G; ++o)
+#pragma unroll
+                        for (int ox = 0; ox < OW; ++ox) acc[o][ox] = fmaf(xr[ox + kx], wv[kx].v[o], acc[o][ox]);
+            }
+        }
+    }
+    constexpr int plane = OW * OW;
+#pragma unroll
+    for (int o = 0; o < G; ++o) {
+        const int co = co0 + o;
+        if (!active || co >= g.oc) continue;
+        float* row = y + (size_t(sample) * g.oc + co) * plane + oy * OW;
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) {
+            float v = acc[o][ox] + b[co];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            acc[o][ox] = v;
+            row[ox] = v;
+        }
+    }
+    if (!pooled) return;
+    __syncthreads();  // the last chunk's reads are done: its space holds the planes now
+#pragma unroll
+    for (int o = 0; o < G; ++o) {
+        const int co = co0 + o;
+        if (!active || co >= g.oc) continue;
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) staged[co * plane + oy * OW + ox] = acc[o][ox];
+    }
+    __syncthreads();
+    pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, 0, g.oc, plane);
+}
+
+// Whether version 10's kernel takes s (and x and w at 16-byte boundaries).
+bool rows_forward_tiled_fits(const ConvShape& s, const float* x, const float* w) {
+    using namespace tiled_rows;
+    return conv2d_forward_version >= 10 && s.math == Math::fp32 && s.n > 0 && s.stride == 1 && s.pad == 0 &&
+           s.kh == K && s.kw == K && s.h == H && s.w == H && s.c % CH == 0 && s.oc <= OCP &&
+           reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+}
+
+// Runs version 6's, 7's, 9's or 10's forward where one takes s; false where none does.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                          const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
+    if (rows_forward_tiled_fits(s, x, w)) {
+        launch::kernel("rows_forward_tiled", rows_forward_tiled<relu, pooled, kind>, unsigned(s.n),
+                       unsigned(tiled_rows::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
+        return true;
+    }
     const auto l = rows_forward_kernel<relu, pooled, kind>(s);
     if (!l.kernel) return false;
     launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
@@ -1815,6 +2148,9 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream) {
     const Geometry g(s);
+    if (input_grad_rows_tiled_fits(s, w))
+        return launch::kernel("input_grad_rows_tiled", input_grad_rows_tiled, unsigned(s.n),
+                              unsigned(tiled_input_grad::threads), stream, dx, dy, w, g);
     if (const StagedLaunch l = input_grad_rows_staged_kernel(s); l.kernel) {
         return launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
                               unsigned(l.threads), stream, dx, dy, w, g, l.chunk);

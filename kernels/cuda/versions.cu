@@ -43,6 +43,11 @@ const char* const conv2d_forward_versions[] = {
     "version 8; the rows kernel (LeNet's conv2) stages each chunk in batches: a thread issues up to 12 loads before "
     "it stores any, where each store had waited on its own load (a memory latency an element); the same values in "
     "the same places, the same sums, bit for bit",
+    "version 9; LeNet's conv2 (5x5 filters on 13x13 inputs, input channels a multiple of 4, at most 52 output "
+    "channels) by a block a sample of 128 threads, each summing 4 output channels of one row (180 FFMA for 9 "
+    "16-byte shared-memory loads, against version 8's 45 for 6), the filters staged transposed so that 4 "
+    "channels' tap is one load, and each chunk's loads issued into registers before the chunk before it is "
+    "summed (rows_forward_tiled); version 8's sums in its order, bit for bit",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -62,6 +67,11 @@ const char* const conv2d_backward_data_versions[] = {
     "filled 0.48 of a wave), the same sums in the same order",
     "version 5's kernel, a block a sample, with its chunks of dy and filters staged in batches: a thread issues up "
     "to 12 loads before it stores any, where each store had waited on its own load; the same sums, bit for bit",
+    "version 7; LeNet's conv2 (5x5 filters on 13x13 inputs, at most 20 input channels and a multiple of 4) by a "
+    "block a sample of 160 threads, each summing 2 input channels of one row (90 FFMA for 8 shared-memory loads, "
+    "against version 5's 45 for 5), the filters staged transposed so that 2 channels' tap is one load, and each "
+    "chunk's loads issued into registers before the chunk before it is summed (input_grad_rows_tiled); version "
+    "4's sums in its order, bit for bit",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",

@@ -181,6 +181,11 @@ void test_conv() {
         // Its first conv: 64 x 9 weights, small enough for the direct
         // weight gradient (version 3).
         {4, 1, 28, 28, 64, 3, 3, 1, 0},
+        // LeNet's conv2's geometry with other channel counts, for forward
+        // version 10 (a multiple of 4 input channels, at most 52 output
+        // channels): its 13 groups of 4 all full, and one group of 4 and one of 1.
+        {3, 8, 13, 13, 52, 5, 5, 1, 0},
+        {2, 4, 13, 13, 5, 5, 5, 1, 0},
     };
     // LeNet's own, at 7 samples and at 64 (large enough that the weight gradient splits k).
     for (int n : {7, 64})
@@ -205,7 +210,7 @@ void test_conv() {
         cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
         std::vector<float> want_relu = want;
         cpu::relu_forward(want_relu.data(), want_relu.data(), want_relu.size());
-        std::vector<float> v6_y, v6_relu, v8_y, v8_relu;  // version 7 sums as 6 does, 9 as 8
+        std::vector<float> v6_y, v6_relu, v8_y, v8_relu;  // version 7 sums as 6 does, 9 and 10 as 8
         for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
             cuda::select_version("conv2d_forward", v);
             const std::string version = " (version " + std::to_string(v) + ")";
@@ -219,7 +224,7 @@ void test_conv() {
             compare("conv2d_forward_relu (fused) " + name + version, got_relu, want_relu, gemm_tol);
             if (v == 6) v6_y = got, v6_relu = got_relu;
             if (v == 8) v8_y = got, v8_relu = got_relu;
-            if (v == 7 || v == 9) {
+            if (v == 7 || v >= 9) {
                 const int same = v == 7 ? 6 : 8;
                 compare("conv2d_forward " + name + ": version " + std::to_string(v) + " = version " +
                             std::to_string(same) + ", bit for bit",
@@ -232,7 +237,7 @@ void test_conv() {
 
         std::vector<float> want_dx(s.in_size());
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
-        std::vector<float> v4_dx;  // versions 5 to 7 sum as version 4 does
+        std::vector<float> v4_dx;  // versions 5 to 8 sum as version 4 does
         for (int v = 1; v <= cuda::version_count("conv2d_backward_data"); ++v) {
             cuda::select_version("conv2d_backward_data", v);
             dx.poison();
@@ -327,7 +332,7 @@ void test_conv_pool() {
             Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
                 pooled(ps.out_size()), again(ps.out_size());
             std::vector<float> v3_y, v3_pooled;  // versions 4 and 5 pool as they add the splits, to the same bits
-            std::vector<float> v6_y, v6_pooled, v8_y, v8_pooled;  // version 7 sums as 6 does, 9 as 8
+            std::vector<float> v6_y, v6_pooled, v8_y, v8_pooled;  // version 7 sums as 6 does, 9 and 10 as 8
             for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
                 cuda::select_version("conv2d_forward", v);
                 const std::string version = " (version " + std::to_string(v) + ")";
@@ -352,7 +357,7 @@ void test_conv_pool() {
                     compare("conv2d_forward_relu_pool y = version 6's " + name + version, y.download(), v6_y, 0.0);
                     compare("conv2d_forward_relu_pool pooled = version 6's " + name + version, got, v6_pooled, 0.0);
                 }
-                if (v == 9) {
+                if (v >= 9) {
                     compare("conv2d_forward_relu_pool y = version 8's " + name + version, y.download(), v8_y, 0.0);
                     compare("conv2d_forward_relu_pool pooled = version 8's " + name + version, got, v8_pooled, 0.0);
                 }
@@ -1030,6 +1035,12 @@ void test_tf32() {
         test_tf32_conv(version);
         test_tf32_first_layer(version, v >= 2);
     }
+    cuda::select_default_versions();
+    // And the latest input-gradient version, which rounds its operands as it
+    // stages them too (LeNet's conv2), under the default tf32 version.
+    const int latest = cuda::version_count("conv2d_backward_data");
+    cuda::select_version("conv2d_backward_data", latest);
+    test_tf32_conv(" (conv2d_backward_data version " + std::to_string(latest) + ")");
     cuda::select_default_versions();
     test_tf32_dense();
 }

@@ -664,32 +664,29 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
     return l;
 }
 
-// Four consecutive floats at a 16-byte boundary, global or shared, as one
-// load (LDG.128, LDS.128). The emulated GPU checks the boundary.
-struct Four {
-    float v[4];
+// N consecutive floats (2 or 4) at a boundary of N floats, global or
+// shared memory, as one load (LDG.64/128, LDS.64/128). The emulated GPU
+// checks the boundary.
+template <int N>
+struct Floats {
+    float v[N];
 };
-__device__ inline Four load4(const float* from) {
+template <int N>
+__device__ inline Floats<N> load_floats(const float* from) {
+    static_assert(N == 2 || N == 4);
 #ifdef DPTRAIN_CUDA_EMULATION
-    if (reinterpret_cast<std::uintptr_t>(from) % 16 != 0) dpt::cuda_emulation::fail("a 16-byte load off a 16-byte boundary");
-    return {{from[0], from[1], from[2], from[3]}};
+    if (reinterpret_cast<std::uintptr_t>(from) % (4 * N) != 0) dpt::cuda_emulation::fail("a vector load off its boundary");
+    Floats<N> f;
+    for (int j = 0; j < N; ++j) f.v[j] = from[j];
+    return f;
 #else
-    const float4 f = *reinterpret_cast<const float4*>(from);
-    return {{f.x, f.y, f.z, f.w}};
-#endif
-}
-
-// Eight bytes of shared memory at an 8-byte boundary as one load (LDS.64).
-struct Two {
-    float v[2];
-};
-__device__ inline Two load2(const float* from) {
-#ifdef DPTRAIN_CUDA_EMULATION
-    if (reinterpret_cast<std::uintptr_t>(from) % 8 != 0) dpt::cuda_emulation::fail("an 8-byte load off an 8-byte boundary");
-    return {{from[0], from[1]}};
-#else
-    const float2 f = *reinterpret_cast<const float2*>(from);
-    return {{f.x, f.y}};
+    if constexpr (N == 4) {
+        const float4 f = *reinterpret_cast<const float4*>(from);
+        return {{f.x, f.y, f.z, f.w}};
+    } else {
+        const float2 f = *reinterpret_cast<const float2*>(from);
+        return {{f.x, f.y}};
+    }
 #endif
 }
 
@@ -702,93 +699,100 @@ __device__ inline Two load2(const float* from) {
 //   registers, thread = row * 10 + group): 90 FFMA for 3 loads of 16 bytes
 //   (the output gradient's row) and 5 of 8 (the two channels' taps), a block
 //   of 160 threads a sample;
-// - the filters of a chunk of CH = 5 output channels are staged transposed,
-//   a tap's 20 input channels side by side;
-// - each thread loads its share of the next chunk (up to 4 loads of 16
-//   bytes and 3 of 4) into registers before it sums the current one.
+// - the filters of a chunk of CH output channels are staged transposed, a
+//   tap's 20 input channels side by side: version 8, CH = 5 (10 chunks, two
+//   barriers each); version 9, CH = 10 (half the barriers, 25 KB of shared
+//   memory a block);
+// - each thread loads its share of the next chunk (for CH = 5, up to 4
+//   loads of 16 bytes and 3 of 4) into registers before it sums the current
+//   one.
 // The sums run over output channels, filter rows, filter columns, as version
 // 5's; with --tf32 each operand is rounded as it is stored, as there.
-namespace tiled_input_grad {
-constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CP = 20, groups = CP / G, CH = 5;
-constexpr int DS = 12;                                   // a staged dy row: 9 values, padded to 12 floats
-constexpr int threads = 160;                             // 13 rows x 10 groups = 130, in whole warps
-constexpr int filter_fours = CH * CP * KK / 4;           // 16-byte loads of a chunk's filters, at most
-constexpr int dy_floats = CH * OW * OW;                  // and loads of its dy
-constexpr int filter_loads = (filter_fours + threads - 1) / threads, dy_loads = (dy_floats + threads - 1) / threads;
-constexpr int sw_floats = CH * KK * CP, sdy_floats = CH * OW * DS;
-static_assert(H * groups <= threads && CP % G == 0);
+constexpr int tiled_input_grad_threads = 160;  // 13 rows x 10 groups = 130, in whole warps
+template <int CH_>
+struct TiledInputGrad {
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CP = 20, groups = CP / G, CH = CH_;
+    static constexpr int DS = 12;        // a staged dy row: 9 values, padded to 12 floats
+    static constexpr int threads = tiled_input_grad_threads;
+    static constexpr int filter_fours = CH * CP * KK / 4;  // 16-byte loads of a chunk's filters, at most
+    static constexpr int dy_floats = CH * OW * OW;         // and loads of its dy
+    static constexpr int filter_loads = (filter_fours + threads - 1) / threads;
+    static constexpr int dy_loads = (dy_floats + threads - 1) / threads;
+    static constexpr int sw_floats = CH * KK * CP, sdy_floats = CH * OW * DS;
+    static_assert(H * groups <= threads && CP % G == 0);
 
-struct Chunk {
-    Four w[filter_loads];
-    float dy[dy_loads];
-};
+    struct Chunk {
+        Floats<4> w[filter_loads];
+        float dy[dy_loads];
+    };
 
-// Loads output channels co0 to co0 + count's filters (count * c * KK floats
-// from w, where they lie side by side) and dy rows.
-__device__ inline void load_chunk(Chunk& to, const float* dy_sample, const float* w, int c, int co0, int count) {
-    const int t = int(threadIdx.x), fours = count * c * KK / 4;
-    const float* w_chunk = w + size_t(co0) * c * KK;
+    // Loads output channels co0 to co0 + count's filters (count * c * KK
+    // floats from w, where they lie side by side) and dy rows.
+    __device__ static void load_chunk(Chunk& to, const float* dy_sample, const float* w, int c, int co0, int count) {
+        const int t = int(threadIdx.x), fours = count * c * KK / 4;
+        const float* w_chunk = w + size_t(co0) * c * KK;
 #pragma unroll
-    for (int i = 0; i < filter_loads; ++i) {
-        const int q = t + i * threads;
-        if (q < fours) to.w[i] = load4(w_chunk + 4 * q);
+        for (int i = 0; i < filter_loads; ++i) {
+            const int q = t + i * threads;
+            if (q < fours) to.w[i] = load_floats<4>(w_chunk + 4 * q);
+        }
+        const float* dy_chunk = dy_sample + size_t(co0) * OW * OW;
+#pragma unroll
+        for (int i = 0; i < dy_loads; ++i) {
+            const int e = t + i * threads;
+            if (e < count * OW * OW) to.dy[i] = dy_chunk[e];
+        }
     }
-    const float* dy_chunk = dy_sample + size_t(co0) * OW * OW;
-#pragma unroll
-    for (int i = 0; i < dy_loads; ++i) {
-        const int e = t + i * threads;
-        if (e < count * OW * OW) to.dy[i] = dy_chunk[e];
-    }
-}
 
-// Stores a chunk from registers: tap t of output channel cc (within the
-// chunk) and input channel ch at sw[(cc * KK + t) * CP + ch]; dy value e
-// (channel, row, column) at sdy[(channel * OW + row) * DS + column]; each an
-// operand (rounded to TF32 with --tf32).
-__device__ inline void store_chunk(float* sw, float* sdy, const Chunk& from, const Geometry& g, int count) {
-    const int t = int(threadIdx.x), fours = count * g.c * KK / 4;
+    // Stores a chunk from registers: tap t of output channel cc (within the
+    // chunk) and input channel ch at sw[(cc * KK + t) * CP + ch]; dy value e
+    // (channel, row, column) at sdy[(channel * OW + row) * DS + column]; each
+    // an operand (rounded to TF32 with --tf32).
+    __device__ static void store_chunk(float* sw, float* sdy, const Chunk& from, const Geometry& g, int count) {
+        const int t = int(threadIdx.x), fours = count * g.c * KK / 4;
 #pragma unroll
-    for (int i = 0; i < filter_loads; ++i) {
-        const int q = t + i * threads;
-        if (q < fours) {
+        for (int i = 0; i < filter_loads; ++i) {
+            const int q = t + i * threads;
+            if (q < fours) {
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int e = 4 * q + j, row = e / KK, tap = e - row * KK;  // row: cc * c + ch
-                const int cc = g.by_c.div(row), ch = g.by_c.rest(row, cc);
-                sw[(cc * KK + tap) * CP + ch] = operand(from.w[i].v[j], g.tf32);
+                for (int j = 0; j < 4; ++j) {
+                    const int e = 4 * q + j, row = e / KK, tap = e - row * KK;  // row: cc * c + ch
+                    const int cc = g.by_c.div(row), ch = g.by_c.rest(row, cc);
+                    sw[(cc * KK + tap) * CP + ch] = operand(from.w[i].v[j], g.tf32);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < dy_loads; ++i) {
+            const int e = t + i * threads;
+            if (e < count * OW * OW) {
+                const int row = e / OW;
+                sdy[row * DS + (e - row * OW)] = operand(from.dy[i], g.tf32);
             }
         }
     }
-#pragma unroll
-    for (int i = 0; i < dy_loads; ++i) {
-        const int e = t + i * threads;
-        if (e < count * OW * OW) {
-            const int row = e / OW;
-            sdy[row * DS + (e - row * OW)] = operand(from.dy[i], g.tf32);
-        }
-    }
-}
-}  // namespace tiled_input_grad
+};
 
-__global__ void __launch_bounds__(tiled_input_grad::threads)
-    input_grad_rows_tiled(float* dx, const float* dy, const float* w, Geometry g) {
-    using namespace tiled_input_grad;
-    __shared__ __align__(16) float staged[sw_floats + sdy_floats];
+template <int CH>
+__device__ inline void input_grad_rows_tiled_sums(float* staged, float* dx, const float* dy, const float* w,
+                                                  Geometry g) {
+    using T = TiledInputGrad<CH>;
+    constexpr int K = T::K, KK = T::KK, H = T::H, OW = T::OW, G = T::G, CP = T::CP, DS = T::DS, groups = T::groups;
     float* const sw = staged;
-    float* const sdy = staged + sw_floats;
+    float* const sdy = staged + T::sw_floats;
     const int sample = int(blockIdx.x), t = int(threadIdx.x);
     const int iy = t / groups, group = t - iy * groups, ch0 = G * group;
     const bool active = iy < H && ch0 < g.c;
     const float* dy_sample = dy + size_t(sample) * g.oc * OW * OW;
     float acc[G][H] = {};
-    Chunk next;
-    load_chunk(next, dy_sample, w, g.c, 0, min(CH, g.oc));
+    typename T::Chunk next;
+    T::load_chunk(next, dy_sample, w, g.c, 0, min(CH, g.oc));
     for (int co0 = 0; co0 < g.oc; co0 += CH) {
         const int count = min(CH, g.oc - co0);
         __syncthreads();  // the previous chunk's sums are done
-        store_chunk(sw, sdy, next, g, count);
+        T::store_chunk(sw, sdy, next, g, count);
         __syncthreads();
-        if (co0 + CH < g.oc) load_chunk(next, dy_sample, w, g.c, co0 + CH, min(CH, g.oc - co0 - CH));
+        if (co0 + CH < g.oc) T::load_chunk(next, dy_sample, w, g.c, co0 + CH, min(CH, g.oc - co0 - CH));
         if (!active) continue;
 #pragma unroll 1
         for (int cc = 0; cc < count; ++cc) {
@@ -799,13 +803,13 @@ __global__ void __launch_bounds__(tiled_input_grad::threads)
                 float d[DS];
 #pragma unroll
                 for (int v = 0; v < DS / 4; ++v) {
-                    const Four f = load4(sdy + (cc * OW + oy) * DS + 4 * v);
+                    const Floats<4> f = load_floats<4>(sdy + (cc * OW + oy) * DS + 4 * v);
 #pragma unroll
                     for (int j = 0; j < 4; ++j) d[4 * v + j] = f.v[j];
                 }
-                Two wv[K];
+                Floats<G> wv[K];
 #pragma unroll
-                for (int kx = 0; kx < K; ++kx) wv[kx] = load2(sw + (cc * KK + ky * K + kx) * CP + ch0);
+                for (int kx = 0; kx < K; ++kx) wv[kx] = load_floats<G>(sw + (cc * KK + ky * K + kx) * CP + ch0);
 #pragma unroll
                 for (int kx = 0; kx < K; ++kx)
 #pragma unroll
@@ -825,9 +829,22 @@ __global__ void __launch_bounds__(tiled_input_grad::threads)
     }
 }
 
-// Whether version 8's kernel takes s (and w at a 16-byte boundary).
+// Version 8's kernel, and version 9's (named apart, so that a profile tells them apart).
+__global__ void __launch_bounds__(tiled_input_grad_threads)
+    input_grad_rows_tiled(float* dx, const float* dy, const float* w, Geometry g) {
+    __shared__ __align__(16) float staged[TiledInputGrad<5>::sw_floats + TiledInputGrad<5>::sdy_floats];
+    input_grad_rows_tiled_sums<5>(staged, dx, dy, w, g);
+}
+__global__ void __launch_bounds__(tiled_input_grad_threads)
+    input_grad_rows_tiled_wide(float* dx, const float* dy, const float* w, Geometry g) {
+    __shared__ __align__(16) float staged[TiledInputGrad<10>::sw_floats + TiledInputGrad<10>::sdy_floats];
+    input_grad_rows_tiled_sums<10>(staged, dx, dy, w, g);
+}
+
+// Whether version 8's (9's) kernel takes s (and w at a 16-byte boundary).
 bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
-    using namespace tiled_input_grad;
+    using T = TiledInputGrad<5>;
+    constexpr int K = T::K, H = T::H, CP = T::CP;
     return conv2d_backward_data_version >= 8 && direct_math(s) && s.n > 0 && s.stride == 1 && s.pad == 0 &&
            s.kh == K && s.kw == K && s.h == H && s.w == H && s.c <= CP && s.c % 4 == 0 &&
            reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
@@ -1771,104 +1788,109 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
 }
 
 // Version 10 of the forward, for LeNet's conv2 alone (5x5 filters, stride
-// 1, no padding, 13x13 inputs, input channels a multiple of 4, at most 52
+// 1, no padding, 13x13 inputs, input channels a multiple of 4, at most 50
 // output channels): version 8's sums in its order, bit for bit, with more of
 // them a thread and the loads of a chunk in flight while the one before is
 // summed. Version 8's thread summed one output row of one channel: 45 FFMA
 // for 6 shared-memory loads, and 15 warps a sample that all stopped at each
 // chunk's barrier while its copy, one load in flight at a time, came in.
 // Here:
-// - a thread sums G = 4 output channels of one output row (36 sums in
-//   registers, thread = row * 13 + group): 180 FFMA for 9 loads of 16 bytes
-//   (4 of the input row, 5 of the four channels' taps), a block of 128
-//   threads a sample;
+// - a thread sums G = 2 output channels of one output row (18 sums in
+//   registers, thread = row * 25 + group): 90 FFMA for 9 loads (4 of 16
+//   bytes of the input row, 5 of 8 bytes, the two channels' taps), a block
+//   of 256 threads a sample. (4 channels a thread, 180 FFMA for 9 loads
+//   with 128 threads a sample, took 6% longer on an H200: half the warps.)
 // - the filters of a chunk of CH = 4 input channels are staged transposed,
-//   a tap's 52 output channels side by side (those past oc zero), so that a
-//   thread's 4 channels of a tap are one 16-byte load; the input's rows are
-//   20 floats apart, so that the 3 rows a warp reads fall in different banks;
-// - each thread loads its share of the next chunk (11 + 2 loads of 16
-//   bytes, all issued before any is used) into registers before it sums the
+//   a tap's 50 output channels side by side (those past oc zero), so that a
+//   thread's 2 channels of a tap are one load; the input's rows are 20
+//   floats apart, so that the rows a warp reads fall in different banks;
+// - each thread loads its share of the next chunk (5 + 1 loads of 16 bytes,
+//   all issued before any is used) into registers before it sums the
 //   current one, and stores them after: the copy's latency hides behind the
 //   sums, and the only stalls are two barriers a chunk.
 // The sums run over input channels, filter rows, filter columns, then add
 // the bias, as version 8's; ReLU and the pooling after it as there.
-namespace tiled_rows {
-constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 4, OCP = 52, groups = OCP / G, CH = 4;
-constexpr int XS = 20;                                  // a staged input row: 13 values, padded to 20 floats
-constexpr int threads = 128;                            // OW rows x 13 groups = 117, in whole warps
-constexpr int filter_fours = CH * KK / 4 * OCP;         // 16-byte loads of a chunk's filters: 25 a channel
-constexpr int input_fours = CH * H * H / 4;             // and of its inputs
-constexpr int filter_loads = (filter_fours + threads - 1) / threads, input_loads = (input_fours + threads - 1) / threads;
-constexpr int sw_floats = CH * KK * OCP, sx_floats = CH * H * XS;
-static_assert(OW * groups <= threads && OCP * OW * OW <= sw_floats + sx_floats && (CH * H * H) % 4 == 0);
+struct TiledRows {
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CH = 4;
+    static constexpr int OCP = 50, groups = OCP / G;  // output channels, padded to whole groups
+    static constexpr int XS = 20;                                   // a staged input row: 13 values, padded
+    static constexpr int threads = (OW * groups + 31) / 32 * 32;
+    static constexpr int filter_fours = CH * KK / 4 * OCP;  // 16-byte loads of a chunk's filters: 25 a channel
+    static constexpr int input_fours = CH * H * H / 4;      // and of its inputs
+    static constexpr int filter_loads = (filter_fours + threads - 1) / threads;
+    static constexpr int input_loads = (input_fours + threads - 1) / threads;
+    static constexpr int sw_floats = CH * KK * OCP, sx_floats = CH * H * XS;
+    static_assert(OCP % G == 0 && OCP * OW * OW <= sw_floats + sx_floats && (CH * H * H) % 4 == 0);
 
-struct Chunk {  // a thread's share of a chunk, in registers between its loads and its stores
-    Four w[filter_loads], x[input_loads];
-};
+    struct Chunk {  // a thread's share of a chunk, in registers between its loads and its stores
+        Floats<4> w[filter_loads], x[input_loads];
+    };
 
-// Loads chunk c0's filters (as 16-byte runs of one output channel's taps,
-// the channels fastest; zeros for the channels past oc) and inputs.
-__device__ inline void load_chunk(Chunk& to, const float* x_sample, const float* w, int c, int oc, int c0) {
-    const int t = int(threadIdx.x);
+    // Loads chunk c0's filters (as 16-byte runs of one output channel's
+    // taps, the channels fastest; zeros for the channels past oc) and inputs.
+    __device__ static void load_chunk(Chunk& to, const float* x_sample, const float* w, int c, int oc, int c0) {
+        const int t = int(threadIdx.x);
 #pragma unroll
-    for (int i = 0; i < filter_loads; ++i) {
-        const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
-        to.w[i] = q < filter_fours && co < oc ? load4(w + (size_t(co) * c + c0) * KK + 4 * run) : Four{};
-    }
+        for (int i = 0; i < filter_loads; ++i) {
+            const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
+            to.w[i] = q < filter_fours && co < oc ? load_floats<4>(w + (size_t(co) * c + c0) * KK + 4 * run)
+                                                  : Floats<4>{};
+        }
 #pragma unroll
-    for (int i = 0; i < input_loads; ++i) {
-        const int q = t + i * threads;
-        if (q < input_fours) to.x[i] = load4(x_sample + size_t(c0) * H * H + 4 * q);
-    }
-}
-
-// Stores a chunk from registers: filter tap r (channel, row, column within
-// the chunk) of output channel co at sw[r * OCP + co]; input value e (channel,
-// row, column) at sx[(channel * H + row) * XS + column].
-__device__ inline void store_chunk(float* sw, float* sx, const Chunk& from) {
-    const int t = int(threadIdx.x);
-#pragma unroll
-    for (int i = 0; i < filter_loads; ++i) {
-        const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
-        if (q < filter_fours) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) sw[(4 * run + j) * OCP + co] = from.w[i].v[j];
+        for (int i = 0; i < input_loads; ++i) {
+            const int q = t + i * threads;
+            if (q < input_fours) to.x[i] = load_floats<4>(x_sample + size_t(c0) * H * H + 4 * q);
         }
     }
+
+    // Stores a chunk from registers: filter tap r (channel, row, column
+    // within the chunk) of output channel co at sw[r * OCP + co]; input value
+    // e (channel, row, column) at sx[(channel * H + row) * XS + column].
+    __device__ static void store_chunk(float* sw, float* sx, const Chunk& from) {
+        const int t = int(threadIdx.x);
 #pragma unroll
-    for (int i = 0; i < input_loads; ++i) {
-        const int q = t + i * threads;
-        if (q < input_fours) {
+        for (int i = 0; i < filter_loads; ++i) {
+            const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
+            if (q < filter_fours) {
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int e = 4 * q + j, row = e / H;  // (channel * H + row)
-                sx[row * XS + (e - row * H)] = from.x[i].v[j];
+                for (int j = 0; j < 4; ++j) sw[(4 * run + j) * OCP + co] = from.w[i].v[j];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < input_loads; ++i) {
+            const int q = t + i * threads;
+            if (q < input_fours) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int e = 4 * q + j, row = e / H;  // (channel * H + row)
+                    sx[row * XS + (e - row * H)] = from.x[i].v[j];
+                }
             }
         }
     }
-}
-}  // namespace tiled_rows
+};
 
 template <bool relu, bool pooled, PoolKind kind>
-__global__ void __launch_bounds__(tiled_rows::threads)
+__global__ void __launch_bounds__(TiledRows::threads)
     rows_forward_tiled(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
                        PoolGeometry pg) {
-    using namespace tiled_rows;
-    __shared__ __align__(16) float staged[sw_floats + sx_floats];
+    using T = TiledRows;
+    constexpr int K = T::K, H = T::H, OW = T::OW, G = T::G, CH = T::CH, XS = T::XS, OCP = T::OCP;
+    __shared__ __align__(16) float staged[T::sw_floats + T::sx_floats];
     float* const sw = staged;
-    float* const sx = staged + sw_floats;
+    float* const sx = staged + T::sw_floats;
     const int sample = int(blockIdx.x), t = int(threadIdx.x);
-    const int oy = t / groups, group = t - oy * groups, co0 = G * group;
+    const int oy = t / T::groups, group = t - oy * T::groups, co0 = G * group;
     const bool active = oy < OW;
     const float* x_sample = x + size_t(sample) * g.c * H * H;
     float acc[G][OW] = {};
-    Chunk next;
-    load_chunk(next, x_sample, w, g.c, g.oc, 0);
+    T::Chunk next;
+    T::load_chunk(next, x_sample, w, g.c, g.oc, 0);
     for (int c0 = 0; c0 < g.c; c0 += CH) {
         __syncthreads();  // the previous chunk's sums are done
-        store_chunk(sw, sx, next);
+        T::store_chunk(sw, sx, next);
         __syncthreads();
-        if (c0 + CH < g.c) load_chunk(next, x_sample, w, g.c, g.oc, c0 + CH);
+        if (c0 + CH < g.c) T::load_chunk(next, x_sample, w, g.c, g.oc, c0 + CH);
         if (!active) continue;
 #pragma unroll 1
         for (int cc = 0; cc < CH; ++cc) {
@@ -1877,13 +1899,13 @@ __global__ void __launch_bounds__(tiled_rows::threads)
                 float xr[16];
 #pragma unroll
                 for (int v = 0; v < 4; ++v) {
-                    const Four f = load4(sx + (cc * H + oy + ky) * XS + 4 * v);
+                    const Floats<4> f = load_floats<4>(sx + (cc * H + oy + ky) * XS + 4 * v);
 #pragma unroll
                     for (int j = 0; j < 4; ++j) xr[4 * v + j] = f.v[j];
                 }
-                Four wv[K];
+                Floats<G> wv[K];
 #pragma unroll
-                for (int kx = 0; kx < K; ++kx) wv[kx] = load4(sw + ((cc * K + ky) * K + kx) * OCP + co0);
+                for (int kx = 0; kx < K; ++kx) wv[kx] = load_floats<G>(sw + ((cc * K + ky) * K + kx) * OCP + co0);
 #pragma unroll
                 for (int kx = 0; kx < K; ++kx)
 #pragma unroll
@@ -1922,9 +1944,9 @@ __global__ void __launch_bounds__(tiled_rows::threads)
 
 // Whether version 10's kernel takes s (and x and w at 16-byte boundaries).
 bool rows_forward_tiled_fits(const ConvShape& s, const float* x, const float* w) {
-    using namespace tiled_rows;
+    using T = TiledRows;
     return conv2d_forward_version >= 10 && s.math == Math::fp32 && s.n > 0 && s.stride == 1 && s.pad == 0 &&
-           s.kh == K && s.kw == K && s.h == H && s.w == H && s.c % CH == 0 && s.oc <= OCP &&
+           s.kh == T::K && s.kw == T::K && s.h == T::H && s.w == T::H && s.c % T::CH == 0 && s.oc <= T::OCP &&
            reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 
@@ -1934,7 +1956,7 @@ bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float*
                          const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
     if (rows_forward_tiled_fits(s, x, w)) {
         launch::kernel("rows_forward_tiled", rows_forward_tiled<relu, pooled, kind>, unsigned(s.n),
-                       unsigned(tiled_rows::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
+                       unsigned(TiledRows::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
         return true;
     }
     const auto l = rows_forward_kernel<relu, pooled, kind>(s);
@@ -2149,8 +2171,11 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                           cudaStream_t stream) {
     const Geometry g(s);
     if (input_grad_rows_tiled_fits(s, w))
-        return launch::kernel("input_grad_rows_tiled", input_grad_rows_tiled, unsigned(s.n),
-                              unsigned(tiled_input_grad::threads), stream, dx, dy, w, g);
+        return conv2d_backward_data_version >= 9
+                   ? launch::kernel("input_grad_rows_tiled_wide", input_grad_rows_tiled_wide, unsigned(s.n),
+                                    unsigned(tiled_input_grad_threads), stream, dx, dy, w, g)
+                   : launch::kernel("input_grad_rows_tiled", input_grad_rows_tiled, unsigned(s.n),
+                                    unsigned(tiled_input_grad_threads), stream, dx, dy, w, g);
     if (const StagedLaunch l = input_grad_rows_staged_kernel(s); l.kernel) {
         return launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
                               unsigned(l.threads), stream, dx, dy, w, g, l.chunk);
@@ -2296,6 +2321,36 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
 // sample. Each tap's sum still runs over output rows, then columns. The
 // output's height is known when compiled, so the whole loop unrolls and
 // the window's rows are registers.
+// One staged sample's sums into a thread's taps (acc) and bias: the input
+// rows in order, each against the dy rows that meet it.
+template <int K, int OW, int OH>
+__device__ inline void weight_rows_window_sample(float (&acc)[K][K], float& bias, const float* sx, const float* sdy,
+                                                 int lo, int ch, int xc) {
+    using R = RowsWeight<K, OW>;
+    constexpr int H = OH + K - 1;
+    float d[K][R::OWP];  // dy row oy in d[oy % K]
+#pragma unroll
+    for (int iy = 0; iy < H; ++iy) {
+        if (iy < OH) {
+            load_row<R::OWP>(d[iy % K], sdy + (lo * OH + iy) * R::OWP);
+#pragma unroll
+            for (int ox = 0; ox < OW; ++ox) bias += d[iy % K][ox];
+        }
+        float xr[R::XP];
+        load_row<R::XP>(xr, sx + ch * xc + iy * R::XP);
+#pragma unroll
+        for (int ky = 0; ky < K; ++ky) {
+            const int oy = iy - ky;  // the dy row that meets input row iy through filter row ky
+            if (oy < 0 || oy >= OH) continue;
+#pragma unroll
+            for (int kx = 0; kx < K; ++kx) {
+#pragma unroll
+                for (int ox = 0; ox < OW; ++ox) acc[ky][kx] = fmaf(d[oy % K][ox], xr[ox + kx], acc[ky][kx]);
+            }
+        }
+    }
+}
+
 template <int K, int OW, int OH, Staging how>
 __device__ inline void weight_grad_rows_window_sums(float* staged, float* partial, const float* dy, const float* x,
                                                     Geometry g, int per_slice) {
@@ -2305,36 +2360,14 @@ __device__ inline void weight_grad_rows_window_sums(float* staged, float* partia
     float* const sx = staged;              // c channels of xc
     float* const sdy = staged + g.c * xc;  // the block's output channels, OH rows of OWP each
     const WeightRowsThread t(g, per_slice);
-    const int lo = t.lo, ch = t.ch;
     float acc[K][K] = {}, bias = 0.0f;
     for (int sample = t.s0; sample < t.s1; ++sample) {
         __syncthreads();  // the previous sample's sums are done
         stage_weight_rows<R, how, H>(sx, sdy, x, dy, g, sample, t.first, t.mine, xc);
         __syncthreads();
-        if (!t.active) continue;
-        float d[K][R::OWP];  // dy row oy in d[oy % K]
-#pragma unroll
-        for (int iy = 0; iy < H; ++iy) {
-            if (iy < OH) {
-                load_row<R::OWP>(d[iy % K], sdy + (lo * OH + iy) * R::OWP);
-#pragma unroll
-                for (int ox = 0; ox < OW; ++ox) bias += d[iy % K][ox];
-            }
-            float xr[R::XP];
-            load_row<R::XP>(xr, sx + ch * xc + iy * R::XP);
-#pragma unroll
-            for (int ky = 0; ky < K; ++ky) {
-                const int oy = iy - ky;  // the dy row that meets input row iy through filter row ky
-                if (oy < 0 || oy >= OH) continue;
-#pragma unroll
-                for (int kx = 0; kx < K; ++kx) {
-#pragma unroll
-                    for (int ox = 0; ox < OW; ++ox) acc[ky][kx] = fmaf(d[oy % K][ox], xr[ox + kx], acc[ky][kx]);
-                }
-            }
-        }
+        if (t.active) weight_rows_window_sample<K, OW, OH>(acc, bias, sx, sdy, t.lo, t.ch, xc);
     }
-    if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, ch);
+    if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, t.ch);
 }
 
 template <int K, int OW, int OH>
@@ -2352,6 +2385,82 @@ __global__ void __launch_bounds__(weight_rows_most_threads)
     weight_grad_rows_window_sums<K, OW, OH, Staging::batched>(staged, partial, dy, x, g, per_slice);
 }
 
+// Weight-gradient version 11: version 9's sums, in its order, bit for bit,
+// with the next sample's x and dy loaded into registers (x 16 bytes a load)
+// before the current sample is summed, and stored into shared memory after,
+// as the forward's and input gradient's tiled kernels do with their chunks:
+// the copy's latency hides behind a sample's sums. A block's threads hold
+// at most 2 loads of x and 4 of dy each (LeNet's conv2: 845 and 2,025 for
+// 512 threads).
+template <int K, int OW>
+struct WeightRowsPrefetch {
+    using R = RowsWeight<K, OW>;
+    static constexpr int OH = OW, H = OH + K - 1, x_loads = 2, dy_loads = 4;
+    Floats<4> x[x_loads];
+    float dy[dy_loads];
+
+    __device__ void load(const float* x_all, const float* dy_all, const Geometry& g, int sample, int first, int mine) {
+        const int t = int(threadIdx.x), step = int(blockDim.x), fours = g.c * H * R::W / 4;
+        const float* xs = x_all + size_t(sample) * g.c * H * R::W;
+#pragma unroll
+        for (int i = 0; i < x_loads; ++i)
+            if (t + i * step < fours) x[i] = load_floats<4>(xs + 4 * (t + i * step));
+        const float* dys = dy_all + (size_t(sample) * g.oc + first) * OH * OW;
+#pragma unroll
+        for (int i = 0; i < dy_loads; ++i)
+            if (t + i * step < mine * OH * OW) dy[i] = dys[t + i * step];
+    }
+    // Where stage_weight_rows puts each value (x's padding columns are not stored: no sum reads them).
+    __device__ void store(float* sx, float* sdy, const Geometry& g, int mine, int xc) const {
+        const int t = int(threadIdx.x), step = int(blockDim.x), fours = g.c * H * R::W / 4;
+#pragma unroll
+        for (int i = 0; i < x_loads; ++i)
+            if (t + i * step < fours) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int e = 4 * (t + i * step) + j, r = e / R::W, ix = e - r * R::W, c = r / H;
+                    sx[c * xc + (r - c * H) * R::XP + ix] = x[i].v[j];
+                }
+            }
+#pragma unroll
+        for (int i = 0; i < dy_loads; ++i) {
+            const int e = t + i * step;
+            if (e < mine * OH * OW) {
+                const int r = e / OW;
+                sdy[r * R::OWP + (e - r * OW)] = dy[i];
+            }
+        }
+    }
+    // Whether a block of `threads` holds a sample of s this way.
+    static bool fits(const ConvShape& s, int per, int threads) {
+        return s.c * H * R::W % 4 == 0 && s.c * H * R::W / 4 <= x_loads * threads &&
+               per * OH * OW <= dy_loads * threads;
+    }
+};
+
+template <int K, int OW>
+__global__ void __launch_bounds__(weight_rows_most_threads)
+    weight_grad_rows_prefetched(float* partial, const float* dy, const float* x, Geometry g, int per_slice) {
+    using P = WeightRowsPrefetch<K, OW>;
+    using R = RowsWeight<K, OW>;
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    const int xc = R::channel(P::H);
+    float* const sx = staged;
+    float* const sdy = staged + g.c * xc;
+    const WeightRowsThread t(g, per_slice);
+    float acc[K][K] = {}, bias = 0.0f;
+    P next;
+    if (t.s0 < t.s1) next.load(x, dy, g, t.s0, t.first, t.mine);
+    for (int sample = t.s0; sample < t.s1; ++sample) {
+        __syncthreads();  // the previous sample's sums are done
+        next.store(sx, sdy, g, t.mine, xc);
+        __syncthreads();
+        if (sample + 1 < t.s1) next.load(x, dy, g, sample + 1, t.first, t.mine);
+        if (t.active) weight_rows_window_sample<K, OW, P::OH>(acc, bias, sx, sdy, t.lo, t.ch, xc);
+    }
+    if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, t.ch);
+}
+
 namespace {  // (Geometry's namespace)
 // Version 8's kernel for s (null where the other versions run), the
 // batch's slices (the splits add_splits adds), the samples in each, and the
@@ -2362,7 +2471,7 @@ struct WeightRowsLaunch {
     int slices, per_slice, threads;
     const char* name;
 };
-WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
+WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
     WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c), "weight_grad_rows"};
     if (conv2d_backward_weight_version < 8 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.pad != 0 ||
         s.kh != s.kw)
@@ -2377,8 +2486,11 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s) {
         l.kernel = weight_grad_rows<5, 9>;
         if (conv2d_backward_weight_version >= 9 && s.oh() == 9) {
             l.kernel = weight_grad_rows_window<5, 9, 9>, l.name = "weight_grad_rows_window";
-            if (conv2d_backward_weight_version >= 10)
+            if (conv2d_backward_weight_version == 10)
                 l.kernel = weight_grad_rows_window_batched<5, 9, 9>, l.name = "weight_grad_rows_window_batched";
+            if (conv2d_backward_weight_version >= 11 && WeightRowsPrefetch<5, 9>::fits(s, per, l.threads) &&
+                reinterpret_cast<std::uintptr_t>(x) % 16 == 0)
+                l.kernel = weight_grad_rows_prefetched<5, 9>, l.name = "weight_grad_rows_prefetched";
         }
     }
     return l;
@@ -2390,7 +2502,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     float* scratch = ws.scratch;
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
     const Geometry g(s);
-    if (const WeightRowsLaunch l = weight_grad_rows_kernel(s); l.kernel) {
+    if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel) {
         launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)),
                        unsigned(l.threads), stream, scratch, dy, x, g, l.per_slice);
         return tiled::add_splits(StoreWeightsAndBias{dw, db, s.col_rows()}, scratch, l.slices, s.oc,

@@ -43,11 +43,11 @@ const char* const conv2d_forward_versions[] = {
     "version 8; the rows kernel (LeNet's conv2) stages each chunk in batches: a thread issues up to 12 loads before "
     "it stores any, where each store had waited on its own load (a memory latency an element); the same values in "
     "the same places, the same sums, bit for bit",
-    "version 9; LeNet's conv2 (5x5 filters on 13x13 inputs, input channels a multiple of 4, at most 52 output "
-    "channels) by a block a sample of 128 threads, each summing 4 output channels of one row (180 FFMA for 9 "
-    "16-byte shared-memory loads, against version 8's 45 for 6), the filters staged transposed so that 4 "
-    "channels' tap is one load, and each chunk's loads issued into registers before the chunk before it is "
-    "summed (rows_forward_tiled); version 8's sums in its order, bit for bit",
+    "version 9; LeNet's conv2 (5x5 filters on 13x13 inputs, input channels a multiple of 4, at most 50 output "
+    "channels) by a block a sample of 256 threads, each summing 2 output channels of one row (90 FFMA for 9 "
+    "shared-memory loads, against version 8's 45 for 6), the filters staged transposed so that 2 channels' tap is "
+    "one load, and each chunk's loads issued into registers before the chunk before it is summed "
+    "(rows_forward_tiled); version 8's sums in its order, bit for bit",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -72,6 +72,8 @@ const char* const conv2d_backward_data_versions[] = {
     "against version 5's 45 for 5), the filters staged transposed so that 2 channels' tap is one load, and each "
     "chunk's loads issued into registers before the chunk before it is summed (input_grad_rows_tiled); version "
     "4's sums in its order, bit for bit",
+    "version 8 with chunks of 10 output channels instead of 5 (input_grad_rows_tiled_wide): half the chunks, so "
+    "half the barriers at which a block's warps wait together; the same sums, bit for bit",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",
@@ -99,6 +101,9 @@ const char* const conv2d_backward_weight_versions[] = {
     "current x row, stay in registers",
     "version 9; each sample's x and dy staged in batches: a thread issues up to 12 loads before it stores any, where "
     "each store had waited on its own load; the same sums, bit for bit",
+    "version 9's sums in its order, bit for bit, with the next sample's x and dy loaded into registers (x 16 "
+    "bytes a load) before the current one is summed, and stored into shared memory after "
+    "(weight_grad_rows_prefetched): the copy's latency behind the sums",
 };
 
 const char* const dense_versions[] = {
@@ -193,8 +198,22 @@ const char* const tf32_versions[] = {
 // 1.00x, all three 1.01x. ncu: the forward's wait on its loads went (3.31
 // to 0.50 stall cycles an instruction), but it executes 14% more
 // instructions; they stay as the base for a cheaper copy.
-constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 8, conv2d_backward_data_default = 5,
-              conv2d_backward_weight_default = 9, dense_default = 5, tf32_default = 2;
+// Then on an H200, against those defaults (67.5 ms a LeNet epoch, 67.3 ms
+// with --tf32; the median of 3 runs in turns): conv2's tiled forward with 4
+// channels a thread 0.93x (62.9 ms), conv2d_backward_data 8 0.95x (64.4 ms),
+// both 0.89x (59.8 ms); with --tf32 backward-data 8 0.96x (64.3 ms).
+// kernel_bench: conv2's forward 0.0452 ms against 0.0660, its input
+// gradient 0.0539 against 0.0664. Then, against those two (60.1 ms): 2
+// channels a thread in the forward (conv2d_forward 10 now; the 4-channel
+// kernel was taken out) 0.99x (59.4 ms), conv2d_backward_weight 11 0.98x
+// (59.0 ms), both 0.97x (58.3 ms); forward 8 and backward-data 5 again 1.13x
+// (67.9 ms). kernel_bench: conv2's forward 0.0437 ms against 0.0464, its
+// weight gradient 0.0544 against 0.0588. Then, against those (58.1 ms,
+// 64.3 with --tf32): conv2d_backward_data 9 0.98x (57.2 ms; --tf32 0.99x,
+// 63.4 ms; kernel_bench 0.0498 ms against 0.0539); the morning's defaults
+// (forward 8, backward-data 5, weight 9) 1.16x (67.5 ms; --tf32 1.05x).
+constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 10, conv2d_backward_data_default = 9,
+              conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&

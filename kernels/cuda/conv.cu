@@ -1845,15 +1845,16 @@ struct TiledRows {
 
     // Stores a chunk from registers: filter tap r (channel, row, column
     // within the chunk) of output channel co at sw[r * OCP + co]; input value
-    // e (channel, row, column) at sx[(channel * H + row) * XS + column].
-    __device__ static void store_chunk(float* sw, float* sx, const Chunk& from) {
+    // e (channel, row, column) at sx[(channel * H + row) * XS + column]; each
+    // an operand (rounded to TF32 with --tf32, from tf32 version 3).
+    __device__ static void store_chunk(float* sw, float* sx, const Chunk& from, bool tf32) {
         const int t = int(threadIdx.x);
 #pragma unroll
         for (int i = 0; i < filter_loads; ++i) {
             const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
             if (q < filter_fours) {
 #pragma unroll
-                for (int j = 0; j < 4; ++j) sw[(4 * run + j) * OCP + co] = from.w[i].v[j];
+                for (int j = 0; j < 4; ++j) sw[(4 * run + j) * OCP + co] = operand(from.w[i].v[j], tf32);
             }
         }
 #pragma unroll
@@ -1863,7 +1864,7 @@ struct TiledRows {
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const int e = 4 * q + j, row = e / H;  // (channel * H + row)
-                    sx[row * XS + (e - row * H)] = from.x[i].v[j];
+                    sx[row * XS + (e - row * H)] = operand(from.x[i].v[j], tf32);
                 }
             }
         }
@@ -1888,7 +1889,7 @@ __global__ void __launch_bounds__(TiledRows::threads)
     T::load_chunk(next, x_sample, w, g.c, g.oc, 0);
     for (int c0 = 0; c0 < g.c; c0 += CH) {
         __syncthreads();  // the previous chunk's sums are done
-        T::store_chunk(sw, sx, next);
+        T::store_chunk(sw, sx, next, g.tf32);
         __syncthreads();
         if (c0 + CH < g.c) T::load_chunk(next, x_sample, w, g.c, g.oc, c0 + CH);
         if (!active) continue;
@@ -1942,10 +1943,11 @@ __global__ void __launch_bounds__(TiledRows::threads)
     pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, 0, g.oc, plane);
 }
 
-// Whether version 10's kernel takes s (and x and w at 16-byte boundaries).
+// Whether version 10's kernel takes s (and x and w at 16-byte boundaries):
+// FP32, and from tf32 version 3 --tf32 too.
 bool rows_forward_tiled_fits(const ConvShape& s, const float* x, const float* w) {
     using T = TiledRows;
-    return conv2d_forward_version >= 10 && s.math == Math::fp32 && s.n > 0 && s.stride == 1 && s.pad == 0 &&
+    return conv2d_forward_version >= 10 && (s.math == Math::fp32 || tf32_version >= 3) && s.n > 0 && s.stride == 1 && s.pad == 0 &&
            s.kh == T::K && s.kw == T::K && s.h == T::H && s.w == T::H && s.c % T::CH == 0 && s.oc <= T::OCP &&
            reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }

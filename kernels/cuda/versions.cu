@@ -129,6 +129,9 @@ const char* const tf32_versions[] = {
     "gradient, LeNet's conv2 input gradient: direct_forward, bank_weight_grad_sums, input_grad_rows_staged), each "
     "operand rounded to TF32 as it is staged and the sums on the FP32 units (a product of two TF32 numbers is "
     "exact in FP32): the same arithmetic, and no gather, pooling or finishing kernel for conv1",
+    "version 2, and LeNet's conv2 forward (conv2d_forward 10, rows_forward_tiled) takes --tf32 too, its operands "
+    "rounded to TF32 as it stages them: with --tf32 that product runs on the FP32 units, as FP32 does, instead of "
+    "on the tensor cores' tiles",
 };
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,

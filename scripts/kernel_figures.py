@@ -15,8 +15,11 @@ Two tables, in Markdown, on stdout:
 2. One training step's work at a real batch, as the emulated GPU's build
    (-Demulated_gpu=true) queues or records it (DPTRAIN_EMULATED_LAUNCH_LOG):
    each kernel with its grid, its blocks against the GPU's multiprocessors
-   (waves), and its occupancy from table 1's registers and shared memory;
-   and the count of kernels and of graph nodes a step.
+   (waves), and its occupancy from table 1's registers and shared memory
+   (a launch names its kernel and parameter types; of instances alike but
+   for a template constant, the one whose __launch_bounds__ are the
+   launch's block, else the one with the most registers); and the count of
+   kernels and of graph nodes a step.
 
 Nothing here is a time: these are the counts a GPU's timings are made of.
 Needs nvcc (or, with --objects, a CUDA build); cuobjdump and nvdisasm come with a full CUDA toolkit, and where
@@ -276,6 +279,24 @@ def read_sass(kernels, cuobjdump, env, arch):
         close()
 
 
+def read_launch_bounds(kernels, cuobjdump, env, arch):
+    """Each kernel's __launch_bounds__ (its most threads a block), where it
+    has them: the ELF's EIATTR_MAX_THREADS, in the kernel's .nv.info section.
+    Table 2 tells apart by it the instances of one template that differ in a
+    constant alone (the same name and parameter types) but not in their
+    block's size."""
+    for cubin in sorted({k["cubin"] for k in kernels.values()}):
+        current, wanted = None, False
+        for line in run([cuobjdump, "-elf", "-arch", arch, cubin], env=env).stdout.splitlines():
+            if line.startswith(".nv.info."):
+                current, wanted = kernels.get(line[len(".nv.info."):].strip()), False
+            elif current is not None and line.split() == ["Attribute:", "EIATTR_MAX_THREADS"]:
+                wanted = True
+            elif wanted and line.strip().startswith("Value:"):
+                current["max_threads"] = math.prod(int(v, 16) for v in line.split()[1:4])
+                wanted = False
+
+
 def occupancy(k, threads, arch):
     """Resident blocks per multiprocessor and the share of its warps they fill."""
     a = ARCHES[arch]
@@ -353,6 +374,7 @@ def main():
     tools = sass_tools()
     kernels = kernels_of_objects(args.objects, args.arch, *tools) if args.objects else compile_kernels(args.arch)
     read_sass(kernels, *tools, args.arch)
+    read_launch_bounds(kernels, *tools, args.arch)
     names = list(kernels)
     for name, pretty in zip(names, demangle(names)):
         kernels[name]["pretty"] = pretty
@@ -409,7 +431,10 @@ def main():
             unmatched.append(name)
             print(f"| {i} | {name} | {'x'.join(map(str, grid))} | {blocks} | {threads} | ? | | | |")
             continue
-        k = max(matches, key=lambda m: m.get("regs", 0))  # instances alike but for template values: the larger
+        # Instances alike but for template values: those whose launch bounds
+        # are this launch's block, where that tells them apart; of those, the larger.
+        matches = [m for m in matches if m.get("max_threads") == threads] or matches
+        k = max(matches, key=lambda m: m.get("regs", 0))
         if blocks < arch["sms"]:
             small.append(i)
         if name.startswith(("gemm_kernel", "gemm_pair_kernel")) and k.get("loop"):

@@ -665,8 +665,9 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
 }
 
 // N consecutive floats (2 or 4) at a boundary of N floats, global or
-// shared memory, as one load (LDG.64/128, LDS.64/128). The emulated GPU
-// checks the boundary.
+// shared memory, as one load (LDG.64/128, LDS.64/128), for the tiled
+// kernels' filter taps and chunk loads (their staged rows go through
+// load_row). The emulated GPU checks the boundary.
 template <int N>
 struct Floats {
     float v[N];
@@ -675,7 +676,8 @@ template <int N>
 __device__ inline Floats<N> load_floats(const float* from) {
     static_assert(N == 2 || N == 4);
 #ifdef DPTRAIN_CUDA_EMULATION
-    if (reinterpret_cast<std::uintptr_t>(from) % (4 * N) != 0) dpt::cuda_emulation::fail("a vector load off its boundary");
+    if (reinterpret_cast<std::uintptr_t>(from) % (4 * N) != 0)
+        dpt::cuda_emulation::fail("a vector load off its boundary");
     Floats<N> f;
     for (int j = 0; j < N; ++j) f.v[j] = from[j];
     return f;
@@ -801,12 +803,7 @@ __device__ inline void input_grad_rows_tiled_sums(float* staged, float* dx, cons
                 const int oy = iy - ky;
                 if (oy < 0 || oy >= OW) continue;  // this filter row misses the thread's row
                 float d[DS];
-#pragma unroll
-                for (int v = 0; v < DS / 4; ++v) {
-                    const Floats<4> f = load_floats<4>(sdy + (cc * OW + oy) * DS + 4 * v);
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) d[4 * v + j] = f.v[j];
-                }
+                load_row<DS>(d, sdy + (cc * OW + oy) * DS);
                 Floats<G> wv[K];
 #pragma unroll
                 for (int kx = 0; kx < K; ++kx) wv[kx] = load_floats<G>(sw + (cc * KK + ky * K + kx) * CP + ch0);
@@ -1812,8 +1809,8 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
 // the bias, as version 8's; ReLU and the pooling after it as there.
 struct TiledRows {
     static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CH = 4;
-    static constexpr int OCP = 50, groups = OCP / G;  // output channels, padded to whole groups
-    static constexpr int XS = 20;                                   // a staged input row: 13 values, padded
+    static constexpr int OCP = 50, groups = OCP / G;  // the most output channels (those past oc staged as zeros)
+    static constexpr int XS = 20;                     // a staged input row: 13 values, padded
     static constexpr int threads = (OW * groups + 31) / 32 * 32;
     static constexpr int filter_fours = CH * KK / 4 * OCP;  // 16-byte loads of a chunk's filters: 25 a channel
     static constexpr int input_fours = CH * H * H / 4;      // and of its inputs
@@ -1897,13 +1894,8 @@ __global__ void __launch_bounds__(TiledRows::threads)
         for (int cc = 0; cc < CH; ++cc) {
 #pragma unroll
             for (int ky = 0; ky < K; ++ky) {
-                float xr[16];
-#pragma unroll
-                for (int v = 0; v < 4; ++v) {
-                    const Floats<4> f = load_floats<4>(sx + (cc * H + oy + ky) * XS + 4 * v);
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) xr[4 * v + j] = f.v[j];
-                }
+                float xr[16];  // the row's 13 values and 3 no sum reads
+                load_row<16>(xr, sx + (cc * H + oy + ky) * XS);
                 Floats<G> wv[K];
 #pragma unroll
                 for (int kx = 0; kx < K; ++kx) wv[kx] = load_floats<G>(sw + ((cc * K + ky) * K + kx) * OCP + co0);
@@ -1947,9 +1939,10 @@ __global__ void __launch_bounds__(TiledRows::threads)
 // FP32, and from tf32 version 3 --tf32 too.
 bool rows_forward_tiled_fits(const ConvShape& s, const float* x, const float* w) {
     using T = TiledRows;
-    return conv2d_forward_version >= 10 && (s.math == Math::fp32 || tf32_version >= 3) && s.n > 0 && s.stride == 1 && s.pad == 0 &&
-           s.kh == T::K && s.kw == T::K && s.h == T::H && s.w == T::H && s.c % T::CH == 0 && s.oc <= T::OCP &&
-           reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+    return conv2d_forward_version >= 10 && (s.math == Math::fp32 || tf32_version >= 3) && s.n > 0 &&
+           s.stride == 1 && s.pad == 0 && s.kh == T::K && s.kw == T::K && s.h == T::H && s.w == T::H &&
+           s.c % T::CH == 0 && s.oc <= T::OCP && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 
 // Runs version 6's, 7's, 9's or 10's forward where one takes s; false where none does.

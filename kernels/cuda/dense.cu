@@ -314,6 +314,19 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
             wg.bias_kernel(stream);
             return wg.run_with(pd, ws, stream, math);
         }
+        // Version 7, where they cannot (gemm_split 1): the data gradient's
+        // product split as gemm_split splits it, and its splits added by
+        // finish_splits through this epilogue, which stores grad_y in place
+        // of dx: no pooling kernel. (Unsplit, its own kernel would need the
+        // epilogue compiled in, so the pooling keeps its kernel.)
+        const int splits = tiled::splits_to_fill(n, in, out);
+        if (dense_version >= 7 && splits > 1) {
+            wg.bias_kernel(stream);
+            wg.run(ws, stream, math);
+            tiled::gemm(n, in, out, pd.a, pd.b, tiled::StoreSplit{ws.scratch, size_t(n) * in, in}, stream, splits,
+                        math);
+            return tiled::add_splits(pd.out, ws.scratch, splits, n, in, stream);
+        }
     }
     dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
     pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);

@@ -118,6 +118,9 @@ const char* const dense_versions[] = {
     "version 5; a classifier's last layer (at most 1,024 inputs and 32 classes), the softmax cross-entropy loss and "
     "the layer's backward in one launch (dense_softmax_cross_entropy, FP32): a block a sample, the weight and bias "
     "gradients summed by groups of 16 samples and then the groups, each by the last block to finish (tickets)",
+    "version 6; after a pooling whose windows do not overlap, where the two gradients' products run apart "
+    "(gemm_split 1), the kernel that adds the data gradient's splits (finish_splits) stores it through the "
+    "pooling and the ReLU before it, as version 5's epilogue does: no pooling kernel, the same bits",
 };
 // How --tf32 (Math::tf32) runs the convolutions: which kernels take TF32
 // operands.

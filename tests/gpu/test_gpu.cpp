@@ -638,9 +638,12 @@ void test_dense() {
 // A dense layer after a pooling of a ReLU's output (dense_backward_pool):
 // the gradient of the pooled y against the CPU's dense_backward and
 // pool2d_backward_relu, and bit for bit against the GPU's own two
-// launchers. From version 5, where the windows do not overlap, the data
-// gradient's product (launched with the weight gradient's) writes that
-// gradient itself: the pooled gradient dx is left as it was.
+// launchers, for each way of finishing a split product. Where the windows
+// do not overlap, the data gradient is stored through the pooling without
+// dx: from version 5 by the product launched with the weight gradient's
+// (gemm_split 2 on version 2 of the GEMM core), from version 7 otherwise
+// by the kernel that adds its splits, where the product is split: dx is
+// left as it was.
 // LeNet's conv2 (9x9 by 2/2: a last row and column no window covers),
 // ResNet-18's last pooling (3x3 by 3/3), windows apart (2 by 3), and
 // overlapping ones (3 by 2), which keep the two launchers.
@@ -668,9 +671,12 @@ void test_dense_pool() {
             Buffer<float> scratch(cuda::dense_scratch_floats(n, in, out, Math::fp32));
             Tickets tickets;
             const cuda::Workspace ws{scratch.p, tickets.p};
-            for (int v = 1; v <= cuda::version_count("dense"); ++v) {
+            for (int v = 1; v <= cuda::version_count("dense"); ++v)
+            for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
                 cuda::select_version("dense", v);
-                const std::string version = std::string(name) + " (version " + std::to_string(v) + ")";
+                cuda::select_version("gemm_split", sv);
+                const std::string version = std::string(name) + " (version " + std::to_string(v) + ", gemm_split " +
+                                            std::to_string(sv) + ")";
                 // The two launchers, then the fused one.
                 gy.poison();
                 dx.poison();
@@ -695,7 +701,10 @@ void test_dense_pool() {
                 const auto got_dx = dx.download();
                 // (One launch needs version 2 of the GEMM core; on version
                 // 1 the pooling keeps its kernel, through dx.)
-                if (v >= 5 && ps.k <= ps.stride && cuda::gemm_version >= 2) {
+                const bool apart = ps.k <= ps.stride;
+                const bool paired = v >= 5 && sv >= 2 && cuda::gemm_version >= 2;
+                const bool finished = v >= 7 && !paired && cuda::tiled::splits_to_fill(n, in, out) > 1;
+                if (apart && (paired || finished)) {
                     const auto kept = std::count_if(got_dx.begin(), got_dx.end(), [](float f) { return std::isnan(f); });
                     report(size_t(kept) == got_dx.size(), "dense_backward_pool " + version + ": one product, dx left alone",
                            std::to_string(kept) + " of " + std::to_string(got_dx.size()) + " values of dx as they were");

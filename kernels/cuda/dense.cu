@@ -253,11 +253,15 @@ struct WeightGrad {
         if (bias_in_product) product(with_bias, ws, stream, math);
         else product(plain, ws, stream, math);
     }
-    // (From version 4 on, FP32 has the bias column and --tf32 not.)
+    // (From version 4 on, FP32 has the bias column and --tf32 not. From
+    // version 9 on, the two share a launch with gemm_split 1 too, their
+    // splits added by one kernel after it.)
     template <class Store>
     bool pairs_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, Math math) const {
         if (dense_version < 4) return false;
-        return math == Math::fp32 ? tiled::pair_fits(with_bias, pd, ws, math) : tiled::pair_fits(plain, pd, ws, math);
+        const bool by_kernel = dense_version >= 9;
+        return math == Math::fp32 ? tiled::pair_fits(with_bias, pd, ws, math, by_kernel)
+                                  : tiled::pair_fits(plain, pd, ws, math, by_kernel);
     }
     template <class Store>
     void run_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, cudaStream_t stream,
@@ -366,14 +370,12 @@ struct DenseLoss {
     unsigned* tickets;  // groups + 1
 };
 
-__global__ void dense_loss(DenseLoss d) {
+// Steps 1 to 3, the same in both kernels: the sample's logits, softmax,
+// loss and dlogits, and its dx. xs holds the sample's input, z and g its
+// logits and their gradient, for the step after.
+__device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[32], float* z, float* g) {
     constexpr int warps = launch::threads / 32;
-    __shared__ float xs[dense_loss_in_most];
-    __shared__ float lanes[warps][32];
-    __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
     const int i = int(blockIdx.x), t = int(threadIdx.x), lane = t % 32, warp = t / 32;
-    const int row = d.in + 1;  // [dw | db]'s row: a class's weights, then its bias
-
     const float* x = d.x + size_t(i) * d.in;
     for (int j = t; j < d.in; j += launch::threads) xs[j] = x[j];
     __syncthreads();
@@ -415,6 +417,25 @@ __global__ void dense_loss(DenseLoss d) {
         for (int c = 0; c < d.classes; ++c) s = fmaf(g[c], d.w[size_t(c) * d.in + j], s);
         d.dx[size_t(i) * d.in + j] = !d.relu_before || xs[j] > 0.0f ? s : 0.0f;
     }
+}
+
+// The batch's loss, in softmax_xent's order, added to *loss_sum (the last
+// block of the grid: every sample's loss is stored).
+__device__ void dense_loss_total(const DenseLoss& d) {
+    double loss = 0.0;
+    for (int r = int(threadIdx.x); r < d.n; r += launch::threads) loss += double(__ldcg(d.losses + r));
+    loss = launch::block_sum(loss);
+    if (threadIdx.x == 0) *d.loss_sum += loss;
+}
+
+__global__ void dense_loss(DenseLoss d) {
+    constexpr int warps = launch::threads / 32;
+    __shared__ float xs[dense_loss_in_most];
+    __shared__ float lanes[warps][32];
+    __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
+    dense_loss_sample(d, xs, lanes, z, g);
+    const int i = int(blockIdx.x), t = int(threadIdx.x);
+    const int row = d.in + 1;  // [dw | db]'s row: a class's weights, then its bias
 
     const int group = i / dense_loss_group, first = group * dense_loss_group;
     const int rows = d.n - first < dense_loss_group ? d.n - first : dense_loss_group, groups = int(gridDim.x + dense_loss_group - 1) / dense_loss_group;
@@ -437,10 +458,83 @@ __global__ void dense_loss(DenseLoss d) {
         if (j < d.in) d.dw[size_t(c) * d.in + j] += s;
         else d.db[c] += s;
     }
-    double loss = 0.0;
-    for (int r = t; r < d.n; r += launch::threads) loss += double(__ldcg(d.losses + r));
-    loss = launch::block_sum(loss);
-    if (t == 0) *d.loss_sum += loss;
+    dense_loss_total(d);
+}
+
+// Version 8: version 6's kernel spent most of its time (0.029 ms of an
+// H200 at LeNet's batch 256) in its two last-block sums, where each thread
+// adds 5 of the 1,290 values of [dw | db], each over 16 samples and then
+// over 16 groups, a load or two at a time: about 160 loads one after the
+// other, where a block waits on each. Here every load of a sum is issued
+// before the sum begins:
+// - the last block of each group of dense_loss_wide_group samples stages
+//   the group's dlogits in shared memory, and a thread a column of [x | 1]
+//   loads the column's 32 values at once, then sums each class's product
+//   with it in sample order;
+// - the last group's block adds up to 4 of the values of [dw | db] at a
+//   time, each over the groups in group order, 8 groups' loads at once.
+// The logits, dlogits, loss and dx are version 6's, bit for bit; dw and db
+// are summed in groups of 32 samples instead of 16.
+__global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) {
+    constexpr int warps = launch::threads / 32, group_rows = dense_loss_wide_group;
+    __shared__ float xs[dense_loss_in_most];
+    __shared__ float lanes[warps][32];
+    __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
+    __shared__ float gs[group_rows][dense_loss_classes_most];  // the group's dlogits
+    dense_loss_sample(d, xs, lanes, z, g);
+    const int i = int(blockIdx.x), t = int(threadIdx.x);
+    const int row = d.in + 1, total = d.classes * row;  // [dw | db]: a row a class, its weights then its bias
+
+    const int group = i / group_rows, first = group * group_rows;
+    const int rows = min(d.n - first, group_rows), groups = (d.n + group_rows - 1) / group_rows;
+    if (!launch::last_to_arrive(&d.tickets[group], unsigned(rows))) return;
+    for (int e = t; e < rows * d.classes; e += launch::threads)
+        gs[e / d.classes][e % d.classes] = __ldcg(d.dlogits + size_t(first) * d.classes + e);
+    __syncthreads();
+    float* sums = d.group_sums + size_t(group) * total;
+    for (int j = t; j < row; j += launch::threads) {
+        float xr[group_rows];
+#pragma unroll
+        for (int r = 0; r < group_rows; ++r)
+            xr[r] = r >= rows ? 0.0f : j < d.in ? d.x[size_t(first + r) * d.in + j] : 1.0f;
+        for (int c = 0; c < d.classes; ++c) {
+            float s = 0.0f;
+#pragma unroll
+            for (int r = 0; r < group_rows; ++r)
+                if (r < rows) s = fmaf(gs[r][c], xr[r], s);
+            sums[size_t(c) * row + j] = s;
+        }
+    }
+
+    if (!launch::last_to_arrive(&d.tickets[groups], unsigned(groups))) return;
+    constexpr int at_once = 4, groups_at_once = 8;
+    for (int e0 = t; e0 < total; e0 += at_once * launch::threads) {
+        float s[at_once] = {};
+        for (int k0 = 0; k0 < groups; k0 += groups_at_once) {
+            float v[at_once][groups_at_once];
+#pragma unroll
+            for (int a = 0; a < at_once; ++a)
+#pragma unroll
+                for (int u = 0; u < groups_at_once; ++u) {
+                    const int e = e0 + a * launch::threads, k = k0 + u;
+                    v[a][u] = e < total && k < groups ? __ldcg(d.group_sums + size_t(k) * total + e) : 0.0f;
+                }
+#pragma unroll
+            for (int a = 0; a < at_once; ++a)
+#pragma unroll
+                for (int u = 0; u < groups_at_once; ++u)
+                    if (k0 + u < groups) s[a] += v[a][u];
+        }
+#pragma unroll
+        for (int a = 0; a < at_once; ++a) {
+            const int e = e0 + a * launch::threads;
+            if (e >= total) continue;
+            const int c = e / row, j = e - c * row;
+            if (j < d.in) d.dw[size_t(c) * d.in + j] += s[a];
+            else d.db[c] += s[a];
+        }
+    }
+    dense_loss_total(d);
 }
 
 }  // namespace
@@ -463,7 +557,8 @@ void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum
                                     " classes, or no tickets: beyond what its kernel holds");
     const DenseLoss d{logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before,
                       ws.scratch, ws.scratch + n, ws.tickets};
-    launch::kernel("dense_loss", dense_loss, unsigned(n), launch::threads, stream, d);
+    if (dense_version >= 8) launch::kernel("dense_loss_wide", dense_loss_wide, unsigned(n), launch::threads, stream, d);
+    else launch::kernel("dense_loss", dense_loss, unsigned(n), launch::threads, stream, d);
 }
 
 }  // namespace dpt::cuda

@@ -151,9 +151,11 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
 // shapes it takes: dense_loss_fits; its scratch: dense_scratch_floats. The
 // loss is summed in softmax_cross_entropy's order; the weight and bias
 // gradients by groups of dense_loss_group samples in sample order, then the
-// groups in order. dense_loss_runs: whether training runs it (dense version
-// 6 on, FP32, shapes that fit), or the layer and the loss one after the other.
-constexpr int dense_loss_group = 16, dense_loss_classes_most = 32, dense_loss_in_most = 1024;
+// groups in order (groups of dense_loss_wide_group from dense version 8).
+// dense_loss_runs: whether training runs it (dense version 6 on, FP32,
+// shapes that fit), or the layer and the loss one after the other.
+constexpr int dense_loss_group = 16, dense_loss_wide_group = 32, dense_loss_classes_most = 32,
+              dense_loss_in_most = 1024;
 bool dense_loss_fits(int n, int in, int classes);
 bool dense_loss_runs(int n, int in, int classes, Math math);
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,

@@ -525,14 +525,19 @@ struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
     __device__ void operator()(int z, int i, int j, float v) const { scratch[size_t(z) * size + size_t(i) * n + j] = v; }
 };
 
+// Result e of C (m, n), of size m * n: its splits' partial sums added in
+// split order, handed to `out`.
+template <class Out>
+__device__ void finish_split_sum(const Out& out, const float* scratch, int splits, size_t size, int n, size_t e) {
+    float sum = 0.0f;
+    for (int z = 0; z < splits; ++z) sum += scratch[size_t(z) * size + e];
+    out(0, int(e / unsigned(n)), int(e % unsigned(n)), sum);
+}
+
 template <class Out>
 __global__ void finish_splits(Out out, const float* scratch, int splits, int m, int n) {
     const size_t size = size_t(m) * n;
-    for (const size_t e : launch::grid_stride(size)) {
-        float sum = 0.0f;
-        for (int z = 0; z < splits; ++z) sum += scratch[size_t(z) * size + e];
-        out(0, int(e / unsigned(n)), int(e % unsigned(n)), sum);
-    }
+    for (const size_t e : launch::grid_stride(size)) finish_split_sum(out, scratch, splits, size, n, e);
 }
 
 // finish_splits' launch: splits partial sums of C (m, n) in scratch, added in order into `out`.
@@ -561,7 +566,8 @@ struct StoreSplitAndFinish {
     }
     template <int BM, int BN, int threads>
     __device__ void finish_tile(const TileAt& at, int row0, int col0) const {
-        if (!split || !launch::last_to_arrive(&tickets[at.tile()], unsigned(at.splits))) return;
+        // (No tickets: a kernel of their own adds the splits, gemm_pair's finish_pair_splits.)
+        if (!split || !tickets || !launch::last_to_arrive(&tickets[at.tile()], unsigned(at.splits))) return;
         for (int e = int(threadIdx.x); e < BM * BN; e += threads) {
             const int i = row0 + e / BN, j = col0 + e % BN;
             if (i >= m || j >= partial.n) continue;
@@ -648,37 +654,67 @@ __global__ void __launch_bounds__(T::threads) gemm_pair_kernel(T, Arithmetic<Cor
     else gemm_tile<T, Core>(p2.at(block - first), p2.m, p2.n, p2.k, p2.k_per_split, p2.a, p2.b, p2.out, staged);
 }
 
+// The splits of two products launched together by gemm_pair without
+// tickets, added as finish_splits adds them, both in one launch: the first
+// product's results, then the second's (size 0: not split, and stored).
+template <class Out1, class Out2>
+__global__ void finish_pair_splits(Out1 out1, const float* scratch1, int splits1, size_t size1, int n1, Out2 out2,
+                                   const float* scratch2, int splits2, size_t size2, int n2) {
+    for (const size_t e : launch::grid_stride(size1 + size2)) {
+        if (e < size1) finish_split_sum(out1, scratch1, splits1, size1, n1, e);
+        else finish_split_sum(out2, scratch2, splits2, size2, n2, e - size1);
+    }
+}
+
 template <class T, Math math, class A1, class B1, class Out1, class A2, class B2, class Out2>
-void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream) {
+void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, bool tickets,
+                  cudaStream_t stream) {
     using P1 = PlacedProduct<A1, B1, Out1>;
     using P2 = PlacedProduct<A2, B2, Out2>;
     using Core = std::conditional_t<math == Math::tf32, Tf32Core<T>, FmaCore<T>>;
-    const P1 q1 = place<T>(p1, ws.scratch, ws.tickets);
+    const P1 q1 = place<T>(p1, ws.scratch, tickets ? ws.tickets : nullptr);
     const size_t scratch1 = q1.splits > 1 ? size_t(q1.splits) * p1.m * p1.n : 0;
-    const P2 q2 = place<T>(p2, ws.scratch + scratch1, ws.tickets + q1.columns * q1.rows);
+    const P2 q2 = place<T>(p2, ws.scratch + scratch1, tickets ? ws.tickets + q1.columns * q1.rows : nullptr);
     const unsigned blocks = unsigned(q1.blocks() + q2.blocks());
     if (blocks == 0) return;
     // (the same name for both cores: the signature, which names the core, tells them apart)
     launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, Core, P1, P2>, blocks, T::threads, stream, T{},
                    Arithmetic<Core>{}, q1, q2);
+    if (tickets) return;
+    const size_t size1 = q1.splits > 1 ? size_t(p1.m) * p1.n : 0, size2 = q2.splits > 1 ? size_t(p2.m) * p2.n : 0;
+    if (size1 + size2 == 0) return;
+    launch::kernel("finish_pair_splits", finish_pair_splits<Out1, Out2>, launch::grid_for(size1 + size2),
+                   launch::threads, stream, p1.out, ws.scratch, q1.splits, size1, p1.n, p2.out, ws.scratch + scratch1,
+                   q2.splits, size2, p2.n);
+}
+
+// Whether gemm_pair's blocks can add their splits themselves: version 2 of
+// gemm_split, the workspace's tickets, and no more tiles than it has.
+template <class A1, class B1, class Out1, class A2, class B2, class Out2>
+bool pair_tickets_fit(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws) {
+    const long most_tiles = long(ceil_div(p1.m, 32)) * ceil_div(p1.n, 128) + long(ceil_div(p2.m, 32)) * ceil_div(p2.n, 128);
+    return gemm_split_version >= 2 && ws.tickets && most_tiles <= workspace_tickets;
 }
 
 // Whether gemm_pair can run p1 and p2 in one launch: version 2 of the GEMM
-// core (or --tf32's tiles) and of gemm_split, the workspace's tickets, and
-// no more tiles than it has tickets.
+// core (or --tf32's tiles), and either its blocks add their splits
+// (pair_tickets_fit) or the caller lets a kernel of their own add them
+// (finish_by_kernel).
 template <class A1, class B1, class Out1, class A2, class B2, class Out2>
-bool pair_fits(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, Math math) {
-    const long most_tiles = long(ceil_div(p1.m, 32)) * ceil_div(p1.n, 128) + long(ceil_div(p2.m, 32)) * ceil_div(p2.n, 128);
-    return (gemm_version >= 2 || math == Math::tf32) && gemm_split_version >= 2 && ws.tickets &&
-           most_tiles <= workspace_tickets;
+bool pair_fits(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, Math math,
+               bool finish_by_kernel = false) {
+    return (gemm_version >= 2 || math == Math::tf32) && (finish_by_kernel || pair_tickets_fit(p1, p2, ws));
 }
 
 // p1 and p2 in one launch (where pair_fits holds: the caller runs them one
 // after the other, with gemm_split, where it does not), on version 2 of the
 // GEMM core in arithmetic `math` (scratch: the two products'
-// split_scratch_floats added). Only the arithmetic named is compiled.
+// split_scratch_floats added), their splits added by the blocks where
+// pair_tickets_fit holds, else by finish_pair_splits after them. Only the
+// arithmetic named is compiled.
 template <Math math, class A1, class B1, class Out1, class A2, class B2, class Out2>
 void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream) {
+    const bool tickets = pair_tickets_fit(p1, p2, ws);
     // The tile as gemm() chooses it, for the two products' blocks together.
     const auto blocks_of = [](int m, int n, int k, int rows) {
         return m > 0 && n > 0 ? long(ceil_div(m, rows)) * ceil_div(n, 128) * splits_to_fill(m, n, k) : 0L;
@@ -686,7 +722,7 @@ void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2,
     const int rows = tile_rows(std::max(p1.m, p2.m), [&](int r) {
         return blocks_of(p1.m, p1.n, p1.k, r) + blocks_of(p2.m, p2.n, p2.k, r);
     });
-    with_tile(rows, [&](auto tile) { gemm_pair_v2<decltype(tile), math>(p1, p2, ws, stream); });
+    with_tile(rows, [&](auto tile) { gemm_pair_v2<decltype(tile), math>(p1, p2, ws, tickets, stream); });
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

@@ -121,6 +121,11 @@ const char* const dense_versions[] = {
     "version 6; after a pooling whose windows do not overlap, where the two gradients' products run apart "
     "(gemm_split 1), the kernel that adds the data gradient's splits (finish_splits) stores it through the "
     "pooling and the ReLU before it, as version 5's epilogue does: no pooling kernel, the same bits",
+    "version 7; the last layer's kernel (dense_loss_wide) issues all the loads of each of its last blocks' sums "
+    "before the sum: the group's dlogits staged in shared memory and a column of its inputs loaded at once, "
+    "groups of 32 samples, and the groups' sums 8 at a time; the same logits, loss and dx, bit for bit",
+    "version 8; with gemm_split 1 too, the weight and data gradients' products in one launch (gemm_pair), their "
+    "splits added by one kernel after it (finish_pair_splits): 2 kernels where version 8 launched 4, the same bits",
 };
 // How --tf32 (Math::tf32) runs the convolutions: which kernels take TF32
 // operands.

@@ -641,9 +641,10 @@ void test_dense() {
 // launchers, for each way of finishing a split product. Where the windows
 // do not overlap, the data gradient is stored through the pooling without
 // dx: from version 5 by the product launched with the weight gradient's
-// (gemm_split 2 on version 2 of the GEMM core), from version 7 otherwise
-// by the kernel that adds its splits, where the product is split: dx is
-// left as it was.
+// (gemm_split 2 on version 2 of the GEMM core; from version 9 gemm_split 1
+// too, the splits then added by a kernel after them), from version 7
+// otherwise by the kernel that adds its splits, where the product is
+// split: dx is left as it was.
 // LeNet's conv2 (9x9 by 2/2: a last row and column no window covers),
 // ResNet-18's last pooling (3x3 by 3/3), windows apart (2 by 3), and
 // overlapping ones (3 by 2), which keep the two launchers.
@@ -702,7 +703,7 @@ void test_dense_pool() {
                 // (One launch needs version 2 of the GEMM core; on version
                 // 1 the pooling keeps its kernel, through dx.)
                 const bool apart = ps.k <= ps.stride;
-                const bool paired = v >= 5 && sv >= 2 && cuda::gemm_version >= 2;
+                const bool paired = v >= 5 && (sv >= 2 || v >= 9) && cuda::gemm_version >= 2;
                 const bool finished = v >= 7 && !paired && cuda::tiled::splits_to_fill(n, in, out) > 1;
                 if (apart && (paired || finished)) {
                     const auto kept = std::count_if(got_dx.begin(), got_dx.end(), [](float f) { return std::isnan(f); });
@@ -808,14 +809,23 @@ void test_conv_gathered() {
 // LeNet's last layer at batch 256 and at a last, smaller part; a group of
 // samples cut short (37); the most inputs and classes it takes, and more
 // samples than a block has threads (300); one sample. Each twice: the same
-// bits both times, whichever blocks finish last.
+// bits both times, whichever blocks finish last. Both kernels: version 6's
+// and version 8's (dense_loss_wide), whose logits, dlogits, dx and loss are
+// version 6's bit for bit (its dw and db are summed in larger groups).
 void test_dense_loss() {
+    for (const int v : {6, 8}) {
+    cuda::select_version("dense", v);
+    const std::string version = " (dense " + std::to_string(v) + ")";
+    static std::map<std::string, std::vector<float>> version6;  // what version 6 gave, by name
+    static std::map<std::string, double> version6_loss;
     struct Case { int n, in, classes; };
     for (const Case z : {Case{256, 128, 10}, Case{100, 128, 10}, Case{37, 50, 7}, Case{300, 1024, 32}, Case{1, 3, 2}})
         for (const bool relu : {false, true}) {
             char name[100];
-            std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d%s", z.n, z.in, z.classes,
-                          relu ? " (ReLU before)" : "");
+            std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d%s%s", z.n, z.in,
+                          z.classes, relu ? " (ReLU before)" : "", version.c_str());
+            const std::string shape = std::to_string(z.n) + "/" + std::to_string(z.in) + "/" +
+                                      std::to_string(z.classes) + "/" + std::to_string(relu);
             std::vector<float> x = random(size_t(z.n) * z.in, 60);
             if (relu)  // a ReLU's output: a third of it zero
                 for (float& v : x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
@@ -877,8 +887,17 @@ void test_dense_loss() {
                 report(std::abs(got_loss - want_loss) <= gemm_tol * std::max(1.0, std::abs(want_loss)),
                        std::string(name) + ": loss", std::to_string(got_loss) + " vs " + std::to_string(want_loss));
                 check_tickets(tickets, name);
+                const char* same[] = {"logits", "dlogits", "dx"};
+                for (size_t k = 0; k < 3; ++k) {
+                    if (v == 6) version6[shape + same[k]] = got[k];
+                    else compare(std::string(name) + ": " + same[k] + " = version 6's", got[k], version6[shape + same[k]], 0.0);
+                }
+                if (v == 6) version6_loss[shape] = got_loss;
+                else report(got_loss == version6_loss[shape], std::string(name) + ": the loss = version 6's");
             }
         }
+    }
+    cuda::select_default_versions();
     // Beyond what its kernel holds: refused at the launch, not run wrong.
     bool refused = false;
     try {

@@ -137,9 +137,10 @@ void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
 // The backward of a dense layer whose input x (n, in) is the flattened
 // pooling (shape ps) of a ReLU's output y: dense_backward into dx, then
 // pool2d_backward_relu of dx into grad_y, the gradient of y. Where the
-// pooling's windows do not overlap (dense version 5), the data gradient's
-// product writes grad_y itself and leaves dx alone; otherwise dx is written
-// on the way.
+// pooling's windows do not overlap, grad_y is written without dx, which is
+// left alone: by the data gradient's product in the weight gradient's
+// launch (dense version 5; 9 with gemm_split 1 too), or by the kernel that
+// adds its splits (version 7); otherwise dx is written on the way.
 void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                          const float* w, int n, int in, int out, const float* y, PoolKind kind,
                          const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32);

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace dpt::cuda {
 namespace {
@@ -1346,6 +1347,56 @@ struct BankPixel<Dy, true> {
     bool valid;
 };
 
+// The end of both bank kernels: the block's threads' sums acc (the
+// block's group of channels: blockIdx.x, its slice: blockIdx.y) added by a
+// fixed tree in shared memory into partial, then, by the last block to
+// store its own, every slice's in slice order into dw and db.
+__device__ void bank_sums_finish(float (*tree)[launch::threads], const float (&acc)[bank_group][bank_taps + 1],
+                                 float* partial, const Geometry& g, float* dw, float* db, unsigned* ticket) {
+    const int first = int(blockIdx.x) * bank_group, slice = int(blockIdx.y), slices = int(gridDim.y);
+#pragma unroll
+    for (int u = 0; u < bank_group; ++u)
+#pragma unroll
+        for (int q = 0; q <= bank_taps; ++q) tree[u * (bank_taps + 1) + q][threadIdx.x] = acc[u][q];
+    __syncthreads();
+#pragma unroll
+    for (int half = launch::threads / 2; half > 0; half /= 2) {
+        for (int i = int(threadIdx.x); i < bank_sums * half; i += launch::threads) {
+            const int k = i / half, r = i - k * half;
+            tree[k][r] += tree[k][r + half];
+        }
+        __syncthreads();
+    }
+    // The block's sums, each output's slices side by side (partial[j][slice]).
+    const int taps = bank_taps, weights = g.oc * taps, outputs = weights + g.oc;
+    if (int(threadIdx.x) < bank_sums) {
+        const int u = int(threadIdx.x) / (taps + 1), q = int(threadIdx.x) - u * (taps + 1), o = first + u;
+        if (o < g.oc) partial[size_t(q < taps ? o * taps + q : weights + o) * slices + slice] = tree[threadIdx.x][0];
+    }
+    if (!launch::last_to_arrive(ticket, gridDim.x * gridDim.y)) return;
+    // The last block: 8 threads an output, each adding every 8th slice in
+    // order, then the 8 in order.
+    constexpr int lanes = 8, per_pass = launch::threads / lanes;
+    const int lane = int(threadIdx.x) % lanes;
+    for (int j0 = 0; j0 < outputs; j0 += per_pass) {
+        const int j = j0 + int(threadIdx.x) / lanes;
+        float sum = 0.0f;
+        if (j < outputs)
+            for (int z = lane; z < slices; z += lanes) sum += __ldcg(partial + size_t(j) * slices + z);
+        tree[0][threadIdx.x] = sum;
+        __syncthreads();
+        if (int(threadIdx.x) < per_pass && j0 + int(threadIdx.x) < outputs) {
+            const int jj = j0 + int(threadIdx.x);
+            float all = 0.0f;
+#pragma unroll
+            for (int l = 0; l < lanes; ++l) all += tree[0][threadIdx.x * lanes + l];
+            if (jj < weights) dw[jj] += all;
+            else db[jj - weights] += all;
+        }
+        __syncthreads();
+    }
+}
+
 // tf32: the weights' sums take x and dy rounded (operand()), the bias's dy as it is.
 template <class Dy, bool tf32>
 __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(float* partial, Dy dy, const float* x,
@@ -1405,47 +1456,66 @@ __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_sums(floa
         add(a);
         add(b);
     }
+    bank_sums_finish(tree, acc, partial, g, dw, db, ticket);
+}
+
+// Version 12, for LeNet's conv1 through its average pooling (3 x 3
+// filters over one channel, stride 1, no padding; 2 x 2 windows, stride 2,
+// that tile the output): version 7 takes a pixel at a time, 9 inputs and
+// 4 channels' (y, pooled gradient) pairs, 17 loads, for 36 multiply-adds.
+// Here a thread takes a pooling window at a time: its 4 pixels share a 4 x
+// 4 patch of the input and, a channel, one pooled gradient, so a window is
+// 16 + 4 x (1 + 4) = 36 loads for 144 multiply-adds, all in flight before
+// the first is added. The same blocks (a group of 4 channels and a slice of
+// the batch's windows), the same tree and last block as version 7's; each
+// thread adds its pixels window by window, so the sums are in another
+// order than version 7's.
+bool bank_windows_fit(const ConvShape& s, const OutputGradThroughAvgPoolApart& dy) {
+    return conv2d_backward_weight_version >= 12 && bank_weight_grad(s) && s.stride == 1 && s.pad == 0 && dy.k == 2 &&
+           dy.stride == 2 && dy.ph * 2 == s.oh() && dy.pw * 2 == s.ow();
+}
+
+template <bool tf32>
+__global__ void __launch_bounds__(launch::threads, 2)
+    bank_weight_grad_windows(float* partial, OutputGradThroughAvgPoolApart dy, const float* x, Geometry g, float* dw,
+                             float* db, unsigned* ticket) {
+    __shared__ float tree[bank_sums][launch::threads];
+    const int first = int(blockIdx.x) * bank_group, slice = int(blockIdx.y), slices = int(gridDim.y);
+    const int windows = dy.ph * dy.pw, channels = min(bank_group, g.oc - first);
+    const long total = long(g.n) * windows;
+    const int begin = int(total * slice / slices), end = int(total * (slice + 1) / slices);
+    float acc[bank_group][bank_taps + 1] = {};  // [u][9]: the bias's
+    for (int e = begin + int(threadIdx.x); e < end; e += launch::threads) {
+        const int sample = e / windows, at = e - sample * windows, wy = at / dy.pw, wx = at - wy * dy.pw;
+        const int oy = 2 * wy, ox = 2 * wx;
+        const float* image = x + size_t(sample) * g.h * g.w + oy * g.w + ox;
+        float patch[4][4];
 #pragma unroll
-    for (int u = 0; u < bank_group; ++u)
+        for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int q = 0; q <= bank_taps; ++q) tree[u * (bank_taps + 1) + q][threadIdx.x] = acc[u][q];
-    __syncthreads();
+            for (int c = 0; c < 4; ++c) patch[r][c] = operand(image[r * g.w + c], tf32);
+        OutputGradThroughAvgPoolApart::Loaded v[bank_group][4];
 #pragma unroll
-    for (int half = launch::threads / 2; half > 0; half /= 2) {
-        for (int i = int(threadIdx.x); i < bank_sums * half; i += launch::threads) {
-            const int k = i / half, r = i - k * half;
-            tree[k][r] += tree[k][r + half];
+        for (int u = 0; u < bank_group; ++u) {
+            const size_t plane = size_t(sample) * g.oc + first + min(u, channels - 1);
+            const float d = dy.d_pooled[plane * windows + at];
+            const float* y = dy.y + plane * (g.oh * g.ow) + oy * g.ow + ox;
+#pragma unroll
+            for (int p = 0; p < 4; ++p) v[u][p] = {y[(p / 2) * g.ow + p % 2], d};
         }
-        __syncthreads();
-    }
-    // The block's sums, each output's slices side by side (partial[j][slice]).
-    const int taps = bank_taps, weights = g.oc * taps, outputs = weights + g.oc;
-    if (int(threadIdx.x) < bank_sums) {
-        const int u = int(threadIdx.x) / (taps + 1), q = int(threadIdx.x) - u * (taps + 1), o = first + u;
-        if (o < g.oc) partial[size_t(q < taps ? o * taps + q : weights + o) * slices + slice] = tree[threadIdx.x][0];
-    }
-    if (!launch::last_to_arrive(ticket, gridDim.x * gridDim.y)) return;
-    // The last block: 8 threads an output, each adding every 8th slice in
-    // order, then the 8 in order.
-    constexpr int lanes = 8, per_pass = launch::threads / lanes;
-    const int lane = int(threadIdx.x) % lanes;
-    for (int j0 = 0; j0 < outputs; j0 += per_pass) {
-        const int j = j0 + int(threadIdx.x) / lanes;
-        float sum = 0.0f;
-        if (j < outputs)
-            for (int z = lane; z < slices; z += lanes) sum += __ldcg(partial + size_t(j) * slices + z);
-        tree[0][threadIdx.x] = sum;
-        __syncthreads();
-        if (int(threadIdx.x) < per_pass && j0 + int(threadIdx.x) < outputs) {
-            const int jj = j0 + int(threadIdx.x);
-            float all = 0.0f;
+        const OutputGradThroughAvgPoolApart::At covered{nullptr, nullptr, 0, 0, true};
 #pragma unroll
-            for (int l = 0; l < lanes; ++l) all += tree[0][threadIdx.x * lanes + l];
-            if (jj < weights) dw[jj] += all;
-            else db[jj - weights] += all;
-        }
-        __syncthreads();
+        for (int u = 0; u < bank_group; ++u)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const float d = u < channels ? dy.value(covered, v[u][p]) : 0.0f;
+                const float dr = operand(d, tf32);
+#pragma unroll
+                for (int q = 0; q < bank_taps; ++q) acc[u][q] = fmaf(dr, patch[p / 2 + q / 3][p % 2 + q % 3], acc[u][q]);
+                acc[u][bank_taps] += d;
+            }
     }
+    bank_sums_finish(tree, acc, partial, g, dw, db, ticket);
 }
 
 // dw[j] (or db[j - weights]) += the `blocks` partial sums of element j (a
@@ -1484,6 +1554,29 @@ bool direct_forward_fits(const ConvShape& s) {
            s.oh() * s.ow() <= direct_max_plane;
 }
 
+// A sample's image (c x h x w) into shared memory, its values rounded as
+// g's arithmetic takes them: read from x, or (from.x) gathered from the
+// dataset's bytes as gather_samples would, and then, by the block that
+// keeps them, stored with the label for the backward.
+__device__ void stage_image(float* image, int sample, const float* x, const Geometry& g, const GatherSource& from,
+                            bool keep) {
+    const int image_size = g.c * g.h * g.w, step = int(blockDim.x);
+    if (from.x) {
+        const uint32_t stored = from.index[sample];
+        const uint8_t* pixels_in = from.images + size_t(stored) * image_size;
+        float* xs = from.x + size_t(sample) * image_size;
+        for (int e = int(threadIdx.x); e < image_size; e += step) {
+            const float v = float(pixels_in[e]) * (1.0f / 255.0f);  // as gather
+            image[e] = operand(v, g.tf32);
+            if (keep) xs[e] = v;  // (the backward rounds what it reads)
+        }
+        if (keep && threadIdx.x == 0) from.labels_out[sample] = from.labels[stored];
+    } else {
+        const float* xs = x + size_t(sample) * image_size;
+        for (int e = int(threadIdx.x); e < image_size; e += step) image[e] = operand(xs[e], g.tf32);
+    }
+}
+
 // K: the filters' size when it is 3 x 3, whose taps then unroll; 0: g's.
 // From version 5, with `from` (GatherSource: its x is then x), the first
 // layer's kernel gathers each sample's image from the dataset as it stages
@@ -1497,22 +1590,8 @@ __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, floa
     __shared__ __align__(16) float filters[direct_max_taps][direct_group];  // filters[q][u]: channel first + u
     __shared__ float planes[pooled ? direct_group * direct_max_plane : 1];
     const int sample = blockIdx.x, first = blockIdx.y * direct_group;
-    const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow, image_size = g.c * g.h * g.w;
-    if (from.x) {
-        const uint32_t stored = from.index[sample];
-        const uint8_t* pixels_in = from.images + size_t(stored) * image_size;
-        float* xs = from.x + size_t(sample) * image_size;
-        const bool keep = blockIdx.y == 0;
-        for (int e = threadIdx.x; e < image_size; e += launch::threads) {
-            const float v = float(pixels_in[e]) * (1.0f / 255.0f);  // as gather
-            image[e] = operand(v, g.tf32);
-            if (keep) xs[e] = v;  // (the backward rounds what it reads)
-        }
-        if (keep && threadIdx.x == 0) from.labels_out[sample] = from.labels[stored];
-    } else {
-        const float* xs = x + size_t(sample) * image_size;
-        for (int e = threadIdx.x; e < image_size; e += launch::threads) image[e] = operand(xs[e], g.tf32);
-    }
+    const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow;
+    stage_image(image, sample, x, g, from, blockIdx.y == 0);
     for (int q = threadIdx.x; q < taps; q += launch::threads) {
 #pragma unroll
         for (int u = 0; u < direct_group; ++u)
@@ -1560,6 +1639,85 @@ __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, floa
     }
 }
 
+// Version 11 of the forward pass, for LeNet's conv1 and the pooling after
+// it (20 filters of 3 x 3 on one 28 x 28 channel, stride 1, no padding; 2 x
+// 2 windows, stride 2, that tile the 26 x 26 output). Version 2's kernel
+// takes a block a sample and 4 channels: 1,280 blocks, 1.62 waves of an
+// H100 at batch 256, each staging the sample's image again and summing 36
+// products a pixel. Here a block takes a sample and all 20 channels, and a
+// thread one pooling window: it reads the window's 4 x 4 patch of the image
+// into registers once, sums its 4 outputs for the 20 channels (720 FFMA,
+// each filter tap one broadcast read of 5 x 16 bytes for all 4), stores
+// them, and pools them itself: no plane in shared memory, no second
+// barrier. Each output's sum is version 2's, in its order, bit for bit.
+constexpr int window_channels = 20, window_threads = 192;
+
+bool window_forward_fits(const ConvShape& s, const PoolGeometry& pg) {
+    return conv2d_forward_version >= 11 && direct_forward_fits(s) && s.c == 1 && s.oc == window_channels &&
+           s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 0 && pg.k == 2 && pg.stride == 2 &&
+           pg.oh * 2 == s.oh() && pg.ow * 2 == s.ow() && pg.oh * pg.ow <= window_threads;
+}
+
+template <PoolKind kind>
+__global__ void __launch_bounds__(window_threads) window_forward(float* y, float* pooled_y, const float* x,
+                                                                 const float* w, const float* b, Geometry g,
+                                                                 PoolGeometry pg, GatherSource from) {
+    constexpr int taps = 9;
+    __shared__ float image[direct_max_image];
+    __shared__ __align__(16) float filters[taps][window_channels];  // filters[q][u]: channel u's tap q
+    const int sample = int(blockIdx.x), t = int(threadIdx.x);
+    stage_image(image, sample, x, g, from, true);
+    for (int e = t; e < taps * window_channels; e += window_threads) {
+        const int u = e / taps, q = e - u * taps;
+        filters[q][u] = operand(w[e], g.tf32);
+    }
+    __syncthreads();
+    const int windows = pg.oh * pg.ow;
+    if (t >= windows) return;
+    const int wy = t / pg.ow, wx = t - wy * pg.ow, oy = 2 * wy, ox = 2 * wx;
+    float patch[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) patch[r][c] = image[(oy + r) * g.w + ox + c];
+    float acc[4][window_channels] = {};  // acc[2 * dy + dx][u]: output (oy + dy, ox + dx) of channel u
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky)
+#pragma unroll
+        for (int kx = 0; kx < 3; ++kx) {
+            float f[window_channels];
+#pragma unroll
+            for (int u = 0; u < window_channels; u += 4) tiled::read4(f + u, &filters[ky * 3 + kx][u]);
+#pragma unroll
+            for (int d = 0; d < 4; ++d) {
+                const float v = patch[d / 2 + ky][d % 2 + kx];
+#pragma unroll
+                for (int u = 0; u < window_channels; ++u) acc[d][u] = fmaf(f[u], v, acc[d][u]);
+            }
+        }
+    const int pixels = g.oh * g.ow;
+#pragma unroll
+    for (int u = 0; u < window_channels; ++u) {
+        float window[4];
+        float* out = y + (size_t(sample) * window_channels + u) * pixels + oy * g.ow + ox;
+#pragma unroll
+        for (int d = 0; d < 4; ++d) {
+            float v = acc[d][u] + b[u];
+            v = v > 0.0f ? v : 0.0f;
+            window[d] = v;
+            out[(d / 2) * g.ow + d % 2] = v;
+        }
+        pooled_y[(size_t(sample) * window_channels + u) * windows + t] = pooled_window<kind>(window, 2, 2);
+    }
+}
+
+template <PoolKind kind>
+void launch_window_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
+                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from) {
+    launch::kernel("window_forward", window_forward<kind>, unsigned(s.n), window_threads, stream, y, pooled_y, x, w,
+                   b, Geometry(s), pg, from);
+}
+
 // The small filter bank's weight gradient (version 3): the blocks' partial
 // sums into scratch, then finish_small; in version 5, with the workspace's
 // tickets, added by the last block instead. dy read through `Dy`.
@@ -1567,6 +1725,13 @@ template <class Dy>
 void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const ConvShape& s, Workspace ws,
                               cudaStream_t stream) {
     const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
+    if constexpr (std::is_same_v<Dy, OutputGradThroughAvgPoolApart>)
+        if (bank_windows_fit(s, dy)) {
+            const dim3 grid(unsigned(bank_groups(s)), unsigned(bank_slices(s)));
+            const auto kernel = s.math == Math::tf32 ? bank_weight_grad_windows<true> : bank_weight_grad_windows<false>;
+            return launch::kernel("bank_weight_grad_windows", kernel, grid, launch::threads, stream, ws.scratch, dy,
+                                  x, Geometry(s), dw, db, ws.tickets);
+        }
     if (bank_weight_grad(s)) {
         const dim3 grid(unsigned(bank_groups(s)), unsigned(bank_slices(s)));
         const auto kernel = s.math == Math::tf32 ? bank_weight_grad_sums<Dy, true> : bank_weight_grad_sums<Dy, false>;
@@ -1598,6 +1763,8 @@ void check_pooling(const ConvShape& s, const PoolShape& ps, const char* launcher
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 void launch_direct_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                            const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from = {}) {
+    if constexpr (relu && pooled)
+        if (window_forward_fits(s, pg)) return launch_window_forward<kind>(y, pooled_y, x, w, b, s, pg, stream, from);
     const dim3 grid(unsigned(s.n), unsigned((s.oc + direct_group - 1) / direct_group));
     if (s.kh == 3 && s.kw == 3)
         launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 3>, grid, launch::threads, stream, y,

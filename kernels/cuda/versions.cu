@@ -48,6 +48,10 @@ const char* const conv2d_forward_versions[] = {
     "shared-memory loads, against version 8's 45 for 6), the filters staged transposed so that 2 channels' tap is "
     "one load, and each chunk's loads issued into registers before the chunk before it is summed "
     "(rows_forward_tiled); version 8's sums in its order, bit for bit",
+    "version 10; LeNet's conv1 with its pooling (20 filters of 3x3 on one channel, 2x2 windows that tile the "
+    "output) by a block a sample of 192 threads, each summing one pooling window's 4 outputs for all 20 channels "
+    "from a 4x4 patch of the image in registers and pooling them itself (window_forward): the image staged once a "
+    "sample instead of 5 times, 256 blocks instead of 1,280; version 2's sums in its order, bit for bit",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -104,6 +108,10 @@ const char* const conv2d_backward_weight_versions[] = {
     "version 9's sums in its order, bit for bit, with the next sample's x and dy loaded into registers (x 16 "
     "bytes a load) before the current one is summed, and stored into shared memory after "
     "(weight_grad_rows_prefetched): the copy's latency behind the sums",
+    "version 11; LeNet's conv1 through its average pooling (3x3 filters on one channel, 2x2 windows that tile the "
+    "output) a pooling window at a time (bank_weight_grad_windows): its 4 pixels share a 4x4 patch of the input "
+    "and a channel's pooled gradient, 36 loads for 144 multiply-adds where version 7 took 17 for 36; the same blocks, "
+    "tree and last block, each thread's pixels added in another order",
 };
 
 const char* const dense_versions[] = {

@@ -1475,10 +1475,13 @@ bool bank_windows_fit(const ConvShape& s, const OutputGradThroughAvgPoolApart& d
            dy.stride == 2 && dy.ph * 2 == s.oh() && dy.pw * 2 == s.ow();
 }
 
+// (Its name on the line of __launch_bounds__: written on the next line,
+// nvcc 13's host stub for the kernel did not compile.)
 template <bool tf32>
-__global__ void __launch_bounds__(launch::threads, 2)
-    bank_weight_grad_windows(float* partial, OutputGradThroughAvgPoolApart dy, const float* x, Geometry g, float* dw,
-                             float* db, unsigned* ticket) {
+__global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_windows(float* partial,
+                                                                               OutputGradThroughAvgPoolApart dy,
+                                                                               const float* x, Geometry g, float* dw,
+                                                                               float* db, unsigned* ticket) {
     __shared__ float tree[bank_sums][launch::threads];
     const int first = int(blockIdx.x) * bank_group, slice = int(blockIdx.y), slices = int(gridDim.y);
     const int windows = dy.ph * dy.pw, channels = min(bank_group, g.oc - first);

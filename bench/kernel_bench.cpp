@@ -207,16 +207,19 @@ struct ConvCase {
 // A convolution after a pooling of a ReLU'd convolution (LeNet's conv2 after
 // conv1), as the model runs both backwards at once:
 // "conv2d_backward_data_weight_pool", the second's input gradient and from it
-// the first's weight gradient (backward-data version 3: no gather kernel). FP32
-// (with --tf32 the first conv's weight gradient is a product: the two calls).
+// the first's weight gradient (backward-data version 3: no gather kernel),
+// through a max pooling; "conv2d_backward_data_weight_pool avg" through an
+// average pooling, LeNet's own (conv2d_backward_weight 12 reads conv1's
+// gradient through it a window at a time). FP32 (with --tf32 the first
+// conv's weight gradient is a product: the two calls).
 struct ConvPoolConvCase {
     ConvShape s, next;
     PoolShape ps;
     std::vector<float> x = random_floats(s.in_size(), 1), y = relu(random_floats(s.out_size(), 7)),
-                       pooled = pool(y), next_w = random_floats(next.weight_size(), 2),
-                       next_dy = random_floats(next.out_size(), 4), dw0 = random_floats(s.weight_size(), 5),
-                       db0 = random_floats(size_t(s.oc), 6);
-    Gpu gx{x}, gy{y}, gpooled{pooled}, gnext_w{next_w}, gnext_dy{next_dy},
+                       pooled = pool(y, PoolKind::max), pooled_avg = pool(y, PoolKind::avg),
+                       next_w = random_floats(next.weight_size(), 2), next_dy = random_floats(next.out_size(), 4),
+                       dw0 = random_floats(s.weight_size(), 5), db0 = random_floats(size_t(s.oc), 6);
+    Gpu gx{x}, gy{y}, gpooled{pooled}, gpooled_avg{pooled_avg}, gnext_w{next_w}, gnext_dy{next_dy},
         scratch{std::max(cuda::conv2d_scratch_floats(s), cuda::conv2d_scratch_floats(next))};
     Gpu d_pooled{ps.out_size()}, dy{s.out_size()}, dw{dw0}, db{db0};
     Tickets tickets;
@@ -227,27 +230,32 @@ struct ConvPoolConvCase {
         cpu::relu_forward(v.data(), v.data(), v.size());
         return v;
     }
-    std::vector<float> pool(const std::vector<float>& v) const {
+    std::vector<float> pool(const std::vector<float>& v, PoolKind kind) const {
         std::vector<float> out(ps.out_size());
-        cpu::pool2d_forward(out.data(), v.data(), PoolKind::max, ps);
+        cpu::pool2d_forward(out.data(), v.data(), kind, ps);
         return out;
     }
+    static PoolKind kind_of(const std::string& run) { return run.ends_with(" avg") ? PoolKind::avg : PoolKind::max; }
     // The two products: next's input gradient, the first's weight gradient.
     double flops(const std::string&) const {
         return 2.0 * next.oc * next.col_rows() * double(next.n) * next.col_cols() +
                2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols();
     }
     long depth(const std::string&) const { return std::max<long>(next.oc, cuda::conv2d_weight_grad_depth(s)); }
-    void run(const std::string&, cudaStream_t stream) {
+    void run(const std::string& run, cudaStream_t stream) {
+        const PoolKind kind = kind_of(run);
         cuda::conv2d_backward_data_weight_pool(d_pooled.p, gnext_dy.p, gnext_w.p, next, dw.p, db.p, dy.p, gx.p, gy.p,
-                                               gpooled.p, s, PoolKind::max, ps, {scratch.p, tickets.p}, stream);
+                                               kind == PoolKind::avg ? gpooled_avg.p : gpooled.p, s, kind, ps,
+                                               {scratch.p, tickets.p}, stream);
     }
     double check(const std::string& run) {
         std::vector<float> cpu_scratch(std::max(cpu::conv2d_scratch_floats(s), cpu::conv2d_scratch_floats(next)));
         std::vector<float> want_pooled(ps.out_size()), want_dy(s.out_size()), want_dw = dw0, want_db = db0;
+        const PoolKind kind = kind_of(run);
         cpu::conv2d_backward_data_weight_pool(want_pooled.data(), next_dy.data(), next_w.data(), next, want_dw.data(),
-                                              want_db.data(), want_dy.data(), x.data(), y.data(), pooled.data(), s,
-                                              PoolKind::max, ps, cpu_scratch.data());
+                                              want_db.data(), want_dy.data(), x.data(), y.data(),
+                                              (kind == PoolKind::avg ? pooled_avg : pooled).data(), s, kind, ps,
+                                              cpu_scratch.data());
         dw.put(dw0);
         db.put(db0);
         scratch.poison();
@@ -571,8 +579,12 @@ int main(int argc, char** argv) {
             for (const Model::ConvPoolConv& pair : model_of(kind).conv_pool_convs(batch)) {
                 ConvPoolConvCase c(pair);
                 bench(c, kind, describe(pair.next) + " + before", [](const std::string& launcher) {
-                    return launcher == "conv2d_backward_data" ? std::vector<std::string>{"conv2d_backward_data_weight_pool"}
-                                                              : std::vector<std::string>{};
+                    if (launcher == "conv2d_backward_data")
+                        return std::vector<std::string>{"conv2d_backward_data_weight_pool",
+                                                        "conv2d_backward_data_weight_pool avg"};
+                    if (launcher == "conv2d_backward_weight")
+                        return std::vector<std::string>{"conv2d_backward_data_weight_pool avg"};
+                    return std::vector<std::string>{};
                 });
             }
         const auto dense = model_of(kind).dense_shapes(batch, math);

@@ -765,7 +765,7 @@ PY
             && ((kernels_other < kernels_default)) && cmp -s "$tmp/default.params" "$tmp/other.params" \
             && echo "ok: DPTRAIN_KERNEL_VERSIONS=gemm_split=2,conv2d_backward_data=3: $kernels_other kernels against $kernels_default with conv2d_backward_data 2, the same bits" \
             || fail "DPTRAIN_KERNEL_VERSIONS: $kernels_other kernels against $kernels_default, params $(cmp "$tmp/default.params" "$tmp/other.params" && echo same || echo differ): $(head -3 "$tmp/out")"
-        DPTRAIN_KERNEL_VERSIONS=dense=9 expect_error "DPTRAIN_KERNEL_VERSIONS: 'dense=9' is not LAUNCHER=VERSION of a launcher that has versions (gemm 1-" \
+        DPTRAIN_KERNEL_VERSIONS=dense=99 expect_error "DPTRAIN_KERNEL_VERSIONS: 'dense=99' is not LAUNCHER=VERSION of a launcher that has versions (gemm 1-" \
             --gpus 1 --epochs 0 --limit-test 64
         # The GPUs a build runs on (-Dgpu_archs, here the default): machine
         # code for 7.5, 8.0 and 9.0, which an 8.6 runs as 8.0's, and PTX for

@@ -43,20 +43,24 @@ tiled=$(grep -E '^\| [a-z_]+\.cu \| `[a-z_]+_(tiled|tiled_wide|prefetched)[<`]' 
 [[ $(wc -l <<<"$tiled") -ge 3 ]] || { echo "FAIL: the tiled and prefetching rows kernels are missing from the table"; exit 1; }
 off=$(awk -F'|' '$(NF-3) + 0 < 85 || $(NF-1) + 0 < 6' <<<"$tiled")
 [[ -z $off ]] || { echo "FAIL: a tiled or prefetching rows kernel has under 85% FFMA in its main loop or under 6 loads before a store:"; echo "$off"; exit 1; }
-# dense 9's step: the last layer and the loss in dense_loss_wide, dense1's two
-# gradients in one launch and their splits in one more, conv2's pooling
-# gradient on the way (no pool_backward, no softmax_xent): at most 12 kernels.
-DPTRAIN_KERNEL_VERSIONS=dense=9 "$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" \
+# The step with the versions not yet trained with: dense 9 (the last layer
+# and the loss in dense_loss_wide, dense1's two gradients in one launch and
+# their splits in one more, conv2's pooling gradient on the way: no
+# pool_backward, no softmax_xent) and conv1 a pooling window a thread
+# (conv2d_forward 11, conv2d_backward_weight 12): each kernel found among
+# nvcc's, and at most 12 kernels.
+versions=dense=9,conv2d_forward=11,conv2d_backward_weight=12
+DPTRAIN_KERNEL_VERSIONS=$versions "$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" \
     --batch 64 --check "${objects[@]}" >"$tmp/dense9" 2>"$tmp/err" \
-    || { echo "FAIL: kernel_figures.py --check with dense 9: $(cat "$tmp/err")"; exit 1; }
+    || { echo "FAIL: kernel_figures.py --check with $versions: $(cat "$tmp/err")"; exit 1; }
 step9=$(sed -n '/^## One training step/,$p' "$tmp/dense9")
 kernels9=$(grep -oE '^- [0-9]+ kernels' <<<"$step9" | grep -oE '[0-9]+')
-for k in dense_loss_wide finish_pair_splits; do
-    [[ $(grep -c "| \`$k" <<<"$step9") -eq 1 ]] || { echo "FAIL: dense 9's step does not launch $k once"; echo "$step9"; exit 1; }
+for k in dense_loss_wide finish_pair_splits window_forward bank_weight_grad_windows; do
+    [[ $(grep -c "| \`$k" <<<"$step9") -eq 1 ]] || { echo "FAIL: the step with $versions does not launch $k once"; echo "$step9"; exit 1; }
 done
-! grep -qE "pool_backward|softmax_xent" <<<"$step9" || { echo "FAIL: dense 9's step launches a pooling or loss kernel"; exit 1; }
-[[ -n $kernels9 && $kernels9 -le 12 ]] || { echo "FAIL: dense 9's step launches ${kernels9:-?} kernels, more than 12"; exit 1; }
+! grep -qE "pool_backward|softmax_xent" <<<"$step9" || { echo "FAIL: the step with $versions launches a pooling or loss kernel"; exit 1; }
+[[ -n $kernels9 && $kernels9 -le 12 ]] || { echo "FAIL: the step with $versions launches ${kernels9:-?} kernels, more than 12"; exit 1; }
 echo "ok: every kernel of the step found; $(grep -E '^- [0-9]+ kernels' "$tmp/out")"
-echo "ok: with dense 9, $kernels9 kernels a step, dense_loss_wide and finish_pair_splits among them"
+echo "ok: with $versions, $kernels9 kernels a step, dense_loss_wide, finish_pair_splits, window_forward and bank_weight_grad_windows among them"
 echo "ok: $(wc -l <<<"$batched") kernels stage in batches, each with 8 or more loads before a store"
 echo "ok: $(wc -l <<<"$tiled") tiled or prefetching rows kernels, each with 85% or more FFMA in its main loop and 6 or more loads before a store"

@@ -51,16 +51,17 @@ off=$(awk -F'|' '$(NF-3) + 0 < 85 || $(NF-1) + 0 < 6' <<<"$tiled")
 # nvcc's, and at most 12 kernels.
 versions=dense=9,conv2d_forward=11,conv2d_backward_weight=12
 DPTRAIN_KERNEL_VERSIONS=$versions "$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" \
-    --batch 64 --check "${objects[@]}" >"$tmp/dense9" 2>"$tmp/err" \
+    --batch 64 --check "${objects[@]}" >"$tmp/newer" 2>"$tmp/err" \
     || { echo "FAIL: kernel_figures.py --check with $versions: $(cat "$tmp/err")"; exit 1; }
-step9=$(sed -n '/^## One training step/,$p' "$tmp/dense9")
-kernels9=$(grep -oE '^- [0-9]+ kernels' <<<"$step9" | grep -oE '[0-9]+')
+step_newer=$(sed -n '/^## One training step/,$p' "$tmp/newer")
+kernels_newer=$(grep -oE '^- [0-9]+ kernels' <<<"$step_newer" | grep -oE '[0-9]+')
 for k in dense_loss_wide finish_pair_splits window_forward bank_weight_grad_windows; do
-    [[ $(grep -c "| \`$k" <<<"$step9") -eq 1 ]] || { echo "FAIL: the step with $versions does not launch $k once"; echo "$step9"; exit 1; }
+    [[ $(grep -c "| \`$k" <<<"$step_newer") -eq 1 ]] \
+        || { echo "FAIL: the step with $versions does not launch $k once"; echo "$step_newer"; exit 1; }
 done
-! grep -qE "pool_backward|softmax_xent" <<<"$step9" || { echo "FAIL: the step with $versions launches a pooling or loss kernel"; exit 1; }
-[[ -n $kernels9 && $kernels9 -le 12 ]] || { echo "FAIL: the step with $versions launches ${kernels9:-?} kernels, more than 12"; exit 1; }
+! grep -qE "pool_backward|softmax_xent" <<<"$step_newer" || { echo "FAIL: the step with $versions launches a pooling or loss kernel"; exit 1; }
+[[ -n $kernels_newer && $kernels_newer -le 12 ]] || { echo "FAIL: the step with $versions launches ${kernels_newer:-?} kernels, more than 12"; exit 1; }
 echo "ok: every kernel of the step found; $(grep -E '^- [0-9]+ kernels' "$tmp/out")"
-echo "ok: with $versions, $kernels9 kernels a step, dense_loss_wide, finish_pair_splits, window_forward and bank_weight_grad_windows among them"
+echo "ok: with $versions, $kernels_newer kernels a step, dense_loss_wide, finish_pair_splits, window_forward and bank_weight_grad_windows among them"
 echo "ok: $(wc -l <<<"$batched") kernels stage in batches, each with 8 or more loads before a store"
 echo "ok: $(wc -l <<<"$tiled") tiled or prefetching rows kernels, each with 85% or more FFMA in its main loop and 6 or more loads before a store"

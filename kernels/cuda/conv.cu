@@ -1095,10 +1095,13 @@ struct OutputGradThroughAvgPoolApart {
     __device__ static Loaded load(const At& at, int o) {
         return {at.y[size_t(o) * at.y_plane], at.d[size_t(o) * at.d_plane]};
     }
-    __device__ float value(const At& at, Loaded v) const {
+    __device__ float value(const At& at, Loaded v) const { return at.covered ? covered_value(v) : 0.0f; }
+    // A pixel that a window holds: ReLU's mask, then the window's share.
+    __device__ float covered_value(Loaded v) const {
         const float inv_area = 1.0f / float(k * k);
-        return at.covered && v.y > 0.0f ? 0.0f + v.d * inv_area : 0.0f;  // ReLU's mask, then the window's share
-    }    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
+        return v.y > 0.0f ? 0.0f + v.d * inv_area : 0.0f;
+    }
+    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
         const At at = where(sample, p, g);
         return value(at, load(at, o));
     }
@@ -1506,12 +1509,11 @@ __global__ void __launch_bounds__(launch::threads, 2) bank_weight_grad_windows(f
 #pragma unroll
             for (int p = 0; p < 4; ++p) v[u][p] = {y[(p / 2) * g.ow + p % 2], d};
         }
-        const OutputGradThroughAvgPoolApart::At covered{nullptr, nullptr, 0, 0, true};
 #pragma unroll
         for (int u = 0; u < bank_group; ++u)
 #pragma unroll
             for (int p = 0; p < 4; ++p) {
-                const float d = u < channels ? dy.value(covered, v[u][p]) : 0.0f;
+                const float d = u < channels ? dy.covered_value(v[u][p]) : 0.0f;
                 const float dr = operand(d, tf32);
 #pragma unroll
                 for (int q = 0; q < bank_taps; ++q) acc[u][q] = fmaf(dr, patch[p / 2 + q / 3][p % 2 + q % 3], acc[u][q]);
@@ -1728,15 +1730,15 @@ template <class Dy>
 void launch_small_weight_grad(float* dw, float* db, Dy dy, const float* x, const ConvShape& s, Workspace ws,
                               cudaStream_t stream) {
     const int blocks = small_weight_grad_blocks(s), weights = int(s.weight_size()), outputs = weights + s.oc;
-    if constexpr (std::is_same_v<Dy, OutputGradThroughAvgPoolApart>)
-        if (bank_windows_fit(s, dy)) {
-            const dim3 grid(unsigned(bank_groups(s)), unsigned(bank_slices(s)));
-            const auto kernel = s.math == Math::tf32 ? bank_weight_grad_windows<true> : bank_weight_grad_windows<false>;
-            return launch::kernel("bank_weight_grad_windows", kernel, grid, launch::threads, stream, ws.scratch, dy,
-                                  x, Geometry(s), dw, db, ws.tickets);
-        }
     if (bank_weight_grad(s)) {
         const dim3 grid(unsigned(bank_groups(s)), unsigned(bank_slices(s)));
+        if constexpr (std::is_same_v<Dy, OutputGradThroughAvgPoolApart>)
+            if (bank_windows_fit(s, dy)) {
+                const auto kernel =
+                    s.math == Math::tf32 ? bank_weight_grad_windows<true> : bank_weight_grad_windows<false>;
+                return launch::kernel("bank_weight_grad_windows", kernel, grid, launch::threads, stream, ws.scratch,
+                                      dy, x, Geometry(s), dw, db, ws.tickets);
+            }
         const auto kernel = s.math == Math::tf32 ? bank_weight_grad_sums<Dy, true> : bank_weight_grad_sums<Dy, false>;
         return launch::kernel("bank_weight_grad_sums", kernel, grid, launch::threads, stream, ws.scratch, dy, x,
                               Geometry(s), dw, db, ws.tickets);

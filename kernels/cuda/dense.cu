@@ -327,9 +327,7 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
         if (dense_version >= 7 && splits > 1) {
             wg.bias_kernel(stream);
             wg.run(ws, stream, math);
-            tiled::gemm(n, in, out, pd.a, pd.b, tiled::StoreSplit{ws.scratch, size_t(n) * in, in}, stream, splits,
-                        math);
-            return tiled::add_splits(pd.out, ws.scratch, splits, n, in, stream);
+            return tiled::gemm_splits_then_finish(pd.m, pd.n, pd.k, pd.a, pd.b, pd.out, ws, splits, stream, math);
         }
     }
     dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);

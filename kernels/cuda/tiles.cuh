@@ -580,19 +580,29 @@ struct StoreSplitAndFinish {
 };
 
 // C (m, n) through `out` = A (m, k) . B (k, n) in `splits` parts along k,
-// their partial sums in ws.scratch (splits * m * n floats).
+// their partial sums in ws.scratch (splits * m * n floats), added by
+// finish_splits (version 1 of "gemm_split"). Only finish_splits is compiled
+// with `out`: the product stores its partial sums.
+template <class A, class B, class Out>
+void gemm_splits_then_finish(int m, int n, int k, A a, B b, Out out, Workspace ws, int splits, cudaStream_t stream,
+                             Math math = Math::fp32) {
+    gemm(m, n, k, a, b, StoreSplit{ws.scratch, size_t(m) * n, n}, stream, splits, math);
+    add_splits(out, ws.scratch, splits, m, n, stream);
+}
+
+// The same, the partial sums added by the product's own blocks where
+// version 2 of "gemm_split" and the workspace's tickets allow.
 template <class A, class B, class Out>
 void gemm_splits(int m, int n, int k, A a, B b, Out out, Workspace ws, int splits, cudaStream_t stream,
                  Math math = Math::fp32) {
-    const StoreSplit partial{ws.scratch, size_t(m) * n, n};
     // (No tile is smaller than 32 x 64, so this many tickets suffice.)
     const long most_tiles = long(ceil_div(m, 32)) * ceil_div(n, 64);
     if (gemm_split_version >= 2 && ws.tickets && most_tiles <= workspace_tickets) {
+        const StoreSplit partial{ws.scratch, size_t(m) * n, n};
         gemm(m, n, k, a, b, StoreSplitAndFinish<Out>{partial, out, ws.tickets, m}, stream, splits, math);
         return;
     }
-    gemm(m, n, k, a, b, partial, stream, splits, math);
-    add_splits(out, ws.scratch, splits, m, n, stream);
+    gemm_splits_then_finish(m, n, k, a, b, out, ws, splits, stream, math);
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), split along k where that

@@ -677,47 +677,50 @@ void test_dense_pool() {
             Tickets tickets;
             const cuda::Workspace ws{scratch.p, tickets.p};
             for (int v = 1; v <= cuda::version_count("dense"); ++v)
-            for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
-                cuda::select_version("dense", v);
-                cuda::select_version("gemm_split", sv);
-                const std::string version = std::string(name) + " (version " + std::to_string(v) + ", gemm_split " +
-                                            std::to_string(sv) + ")";
-                // The two launchers, then the fused one.
-                gy.poison();
-                dx.poison();
-                dw.upload(dw0);
-                db.upload(db0);
-                cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw_.p, n, in, out, ws, nullptr);
-                cuda::pool2d_backward_relu(gy.p, dx.p, gy_.p, gx.p, kind, ps, nullptr);
-                const auto two_gy = gy.download(), two_dw = dw.download(), two_db = db.download();
-                gy.poison();
-                dx.poison();
-                dw.upload(dw0);
-                db.upload(db0);
-                cuda::dense_backward_pool(gy.p, dx.p, dw.p, db.p, gdy.p, gx.p, gw_.p, n, in, out, gy_.p, kind, ps, ws,
-                                          nullptr);
-                const auto got_gy = gy.download();
-                compare("dense_backward_pool grad y " + version, got_gy, want_gy, gemm_tol);
-                compare("dense_backward_pool dw " + version, dw.download(), want_dw, gemm_tol);
-                compare("dense_backward_pool db " + version, db.download(), want_db, gemm_tol);
-                compare("dense_backward_pool grad y = the two launchers' " + version, got_gy, two_gy, 0.0);
-                compare("dense_backward_pool dw = the two launchers' " + version, dw.download(), two_dw, 0.0);
-                compare("dense_backward_pool db = the two launchers' " + version, db.download(), two_db, 0.0);
-                const auto got_dx = dx.download();
-                // (One launch needs version 2 of the GEMM core; on version
-                // 1 the pooling keeps its kernel, through dx.)
-                const bool apart = ps.k <= ps.stride;
-                const bool paired = v >= 5 && (sv >= 2 || v >= 9) && cuda::gemm_version >= 2;
-                const bool finished = v >= 7 && !paired && cuda::tiled::splits_to_fill(n, in, out) > 1;
-                if (apart && (paired || finished)) {
-                    const auto kept = std::count_if(got_dx.begin(), got_dx.end(), [](float f) { return std::isnan(f); });
-                    report(size_t(kept) == got_dx.size(), "dense_backward_pool " + version + ": one product, dx left alone",
-                           std::to_string(kept) + " of " + std::to_string(got_dx.size()) + " values of dx as they were");
-                } else {
-                    compare("dense_backward_pool dx on the way " + version, got_dx, want_dx, gemm_tol);
+                for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
+                    cuda::select_version("dense", v);
+                    cuda::select_version("gemm_split", sv);
+                    const std::string version = std::string(name) + " (version " + std::to_string(v) + ", gemm_split " +
+                                                std::to_string(sv) + ")";
+                    // The two launchers, then the fused one.
+                    gy.poison();
+                    dx.poison();
+                    dw.upload(dw0);
+                    db.upload(db0);
+                    cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw_.p, n, in, out, ws, nullptr);
+                    cuda::pool2d_backward_relu(gy.p, dx.p, gy_.p, gx.p, kind, ps, nullptr);
+                    const auto two_gy = gy.download(), two_dw = dw.download(), two_db = db.download();
+                    gy.poison();
+                    dx.poison();
+                    dw.upload(dw0);
+                    db.upload(db0);
+                    cuda::dense_backward_pool(gy.p, dx.p, dw.p, db.p, gdy.p, gx.p, gw_.p, n, in, out, gy_.p, kind, ps,
+                                              ws, nullptr);
+                    const auto got_gy = gy.download();
+                    compare("dense_backward_pool grad y " + version, got_gy, want_gy, gemm_tol);
+                    compare("dense_backward_pool dw " + version, dw.download(), want_dw, gemm_tol);
+                    compare("dense_backward_pool db " + version, db.download(), want_db, gemm_tol);
+                    compare("dense_backward_pool grad y = the two launchers' " + version, got_gy, two_gy, 0.0);
+                    compare("dense_backward_pool dw = the two launchers' " + version, dw.download(), two_dw, 0.0);
+                    compare("dense_backward_pool db = the two launchers' " + version, db.download(), two_db, 0.0);
+                    const auto got_dx = dx.download();
+                    // (One launch needs version 2 of the GEMM core; on version
+                    // 1 the pooling keeps its kernel, through dx.)
+                    const bool apart = ps.k <= ps.stride;
+                    const bool paired = v >= 5 && (sv >= 2 || v >= 9) && cuda::gemm_version >= 2;
+                    const bool finished = v >= 7 && !paired && cuda::tiled::splits_to_fill(n, in, out) > 1;
+                    if (apart && (paired || finished)) {
+                        const auto kept =
+                            std::count_if(got_dx.begin(), got_dx.end(), [](float f) { return std::isnan(f); });
+                        report(size_t(kept) == got_dx.size(),
+                               "dense_backward_pool " + version + ": one product, dx left alone",
+                               std::to_string(kept) + " of " + std::to_string(got_dx.size()) +
+                                   " values of dx as they were");
+                    } else {
+                        compare("dense_backward_pool dx on the way " + version, got_dx, want_dx, gemm_tol);
+                    }
+                    check_tickets(tickets, "dense_backward_pool " + version);
                 }
-                check_tickets(tickets, "dense_backward_pool " + version);
-            }
         }
 }
 
@@ -822,89 +825,93 @@ void test_conv_gathered() {
 // and version 8's (dense_loss_wide), whose logits, dlogits, dx and loss are
 // version 6's bit for bit (its dw and db are summed in larger groups).
 void test_dense_loss() {
+    std::map<std::string, std::vector<float>> version6;  // what version 6 gave, by shape and name
+    std::map<std::string, double> version6_loss;
     for (const int v : {6, 8}) {
-    cuda::select_version("dense", v);
-    const std::string version = " (dense " + std::to_string(v) + ")";
-    static std::map<std::string, std::vector<float>> version6;  // what version 6 gave, by name
-    static std::map<std::string, double> version6_loss;
-    struct Case { int n, in, classes; };
-    for (const Case z : {Case{256, 128, 10}, Case{100, 128, 10}, Case{37, 50, 7}, Case{300, 1024, 32}, Case{1, 3, 2}})
-        for (const bool relu : {false, true}) {
-            char name[100];
-            std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d%s%s", z.n, z.in,
-                          z.classes, relu ? " (ReLU before)" : "", version.c_str());
-            const std::string shape = std::to_string(z.n) + "/" + std::to_string(z.in) + "/" +
-                                      std::to_string(z.classes) + "/" + std::to_string(relu);
-            std::vector<float> x = random(size_t(z.n) * z.in, 60);
-            if (relu)  // a ReLU's output: a third of it zero
-                for (float& v : x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
-            const auto w = random(size_t(z.classes) * z.in, 61), b = random(size_t(z.classes), 62);
-            const auto dw0 = random(w.size(), 63), db0 = random(b.size(), 64);
-            std::vector<int32_t> labels(size_t(z.n));
-            Rng rng(65, 65);
-            for (auto& l : labels) l = int32_t(rng.below(uint64_t(z.classes)));
+        cuda::select_version("dense", v);
+        const std::string version = " (dense " + std::to_string(v) + ")";
+        struct Case { int n, in, classes; };
+        for (const Case z :
+             {Case{256, 128, 10}, Case{100, 128, 10}, Case{37, 50, 7}, Case{300, 1024, 32}, Case{1, 3, 2}})
+            for (const bool relu : {false, true}) {
+                char name[100];
+                std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d%s%s", z.n, z.in,
+                              z.classes, relu ? " (ReLU before)" : "", version.c_str());
+                const std::string shape = std::to_string(z.n) + "/" + std::to_string(z.in) + "/" +
+                                          std::to_string(z.classes) + "/" + std::to_string(relu);
+                std::vector<float> x = random(size_t(z.n) * z.in, 60);
+                if (relu)  // a ReLU's output: a third of it zero
+                    for (float& v : x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
+                const auto w = random(size_t(z.classes) * z.in, 61), b = random(size_t(z.classes), 62);
+                const auto dw0 = random(w.size(), 63), db0 = random(b.size(), 64);
+                std::vector<int32_t> labels(size_t(z.n));
+                Rng rng(65, 65);
+                for (auto& l : labels) l = int32_t(rng.below(uint64_t(z.classes)));
 
-            std::vector<float> want_z(size_t(z.n) * z.classes), want_g(want_z.size()), want_dx(x.size());
-            std::vector<float> want_dw = dw0, want_db = db0;
-            cpu::dense_forward(want_z.data(), x.data(), w.data(), b.data(), z.n, z.in, z.classes);
-            const double want_loss = cpu::softmax_cross_entropy(want_g.data(), want_z.data(), labels.data(), z.n,
-                                                                z.classes);
-            if (relu)
-                cpu::dense_backward_relu(want_dx.data(), want_dw.data(), want_db.data(), want_g.data(), x.data(),
-                                         w.data(), z.n, z.in, z.classes);
-            else
-                cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), want_g.data(), x.data(), w.data(),
-                                    z.n, z.in, z.classes);
+                std::vector<float> want_z(size_t(z.n) * z.classes), want_g(want_z.size()), want_dx(x.size());
+                std::vector<float> want_dw = dw0, want_db = db0;
+                cpu::dense_forward(want_z.data(), x.data(), w.data(), b.data(), z.n, z.in, z.classes);
+                const double want_loss = cpu::softmax_cross_entropy(want_g.data(), want_z.data(), labels.data(), z.n,
+                                                                    z.classes);
+                if (relu)
+                    cpu::dense_backward_relu(want_dx.data(), want_dw.data(), want_db.data(), want_g.data(), x.data(),
+                                             w.data(), z.n, z.in, z.classes);
+                else
+                    cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), want_g.data(), x.data(),
+                                        w.data(), z.n, z.in, z.classes);
 
-            Buffer<float> gx(x), gw(w), gb(b), logits(want_z.size()), dlogits(want_z.size()), dx(x.size()),
-                dw(dw0), db(db0);
-            Buffer<int32_t> glabels(labels);
-            Buffer<double> loss(std::vector<double>{0.5});  // the kernel adds to what is there
-            Buffer<float> scratch(cuda::dense_scratch_floats(z.n, z.in, z.classes));
-            Tickets tickets;
-            std::vector<std::vector<float>> first;
-            double first_loss = 0;
-            for (int run = 0; run < 2; ++run) {
-                for (Buffer<float>* p : {&logits, &dlogits, &dx, &scratch}) p->poison();
-                dw.upload(dw0);
-                db.upload(db0);
-                loss.upload({0.5});
-                cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, loss.p, glabels.p, dx.p, dw.p, db.p, gx.p, gw.p,
-                                                  gb.p, z.n, z.in, z.classes, relu, {scratch.p, tickets.p}, nullptr);
-                const std::vector<std::vector<float>> got = {logits.download(), dlogits.download(), dx.download(),
-                                                             dw.download(), db.download()};
-                const double got_loss = loss.download()[0] - 0.5;
-                if (run == 1) {
-                    const char* names[] = {"logits", "dlogits", "dx", "dw", "db"};
-                    for (size_t k = 0; k < got.size(); ++k)
-                        compare(std::string(name) + ": " + names[k] + " again, the same bits", got[k], first[k], 0.0);
-                    report(got_loss == first_loss, std::string(name) + ": the loss again, the same bits");
-                    break;
+                Buffer<float> gx(x), gw(w), gb(b), logits(want_z.size()), dlogits(want_z.size()), dx(x.size()),
+                    dw(dw0), db(db0);
+                Buffer<int32_t> glabels(labels);
+                Buffer<double> loss(std::vector<double>{0.5});  // the kernel adds to what is there
+                Buffer<float> scratch(cuda::dense_scratch_floats(z.n, z.in, z.classes));
+                Tickets tickets;
+                std::vector<std::vector<float>> first;
+                double first_loss = 0;
+                for (int run = 0; run < 2; ++run) {
+                    for (Buffer<float>* p : {&logits, &dlogits, &dx, &scratch}) p->poison();
+                    dw.upload(dw0);
+                    db.upload(db0);
+                    loss.upload({0.5});
+                    cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, loss.p, glabels.p, dx.p, dw.p, db.p, gx.p,
+                                                      gw.p, gb.p, z.n, z.in, z.classes, relu, {scratch.p, tickets.p},
+                                                      nullptr);
+                    const std::vector<std::vector<float>> got = {logits.download(), dlogits.download(), dx.download(),
+                                                                 dw.download(), db.download()};
+                    const double got_loss = loss.download()[0] - 0.5;
+                    if (run == 1) {
+                        const char* names[] = {"logits", "dlogits", "dx", "dw", "db"};
+                        for (size_t k = 0; k < got.size(); ++k)
+                            compare(std::string(name) + ": " + names[k] + " again, the same bits", got[k], first[k],
+                                    0.0);
+                        report(got_loss == first_loss, std::string(name) + ": the loss again, the same bits");
+                        break;
+                    }
+                    first = got, first_loss = got_loss;
+                    compare(std::string(name) + ": logits", got[0], want_z, gemm_tol);
+                    compare(std::string(name) + ": dlogits", got[1], want_g, gemm_tol);
+                    compare(std::string(name) + ": dx", got[2], want_dx, gemm_tol);
+                    compare(std::string(name) + ": dw", got[3], want_dw, gemm_tol);
+                    compare(std::string(name) + ": db", got[4], want_db, gemm_tol);
+                    if (relu) {
+                        size_t leaked = 0;
+                        for (size_t i = 0; i < x.size(); ++i) leaked += x[i] == 0.0f && got[2][i] != 0.0f;
+                        report(leaked == 0, std::string(name) + ": dx is 0 where the ReLU's output is",
+                               std::to_string(leaked) + " not");
+                    }
+                    report(std::abs(got_loss - want_loss) <= gemm_tol * std::max(1.0, std::abs(want_loss)),
+                           std::string(name) + ": loss", std::to_string(got_loss) + " vs " + std::to_string(want_loss));
+                    check_tickets(tickets, name);
+                    const char* same[] = {"logits", "dlogits", "dx"};
+                    for (size_t k = 0; k < 3; ++k) {
+                        if (v == 6) version6[shape + same[k]] = got[k];
+                        else compare(std::string(name) + ": " + same[k] + " = version 6's", got[k],
+                                     version6[shape + same[k]], 0.0);
+                    }
+                    if (v == 6) version6_loss[shape] = got_loss;
+                    else report(got_loss == version6_loss[shape], std::string(name) + ": the loss = version 6's");
                 }
-                first = got, first_loss = got_loss;
-                compare(std::string(name) + ": logits", got[0], want_z, gemm_tol);
-                compare(std::string(name) + ": dlogits", got[1], want_g, gemm_tol);
-                compare(std::string(name) + ": dx", got[2], want_dx, gemm_tol);
-                compare(std::string(name) + ": dw", got[3], want_dw, gemm_tol);
-                compare(std::string(name) + ": db", got[4], want_db, gemm_tol);
-                if (relu) {
-                    size_t leaked = 0;
-                    for (size_t i = 0; i < x.size(); ++i) leaked += x[i] == 0.0f && got[2][i] != 0.0f;
-                    report(leaked == 0, std::string(name) + ": dx is 0 where the ReLU's output is",
-                           std::to_string(leaked) + " not");
-                }
-                report(std::abs(got_loss - want_loss) <= gemm_tol * std::max(1.0, std::abs(want_loss)),
-                       std::string(name) + ": loss", std::to_string(got_loss) + " vs " + std::to_string(want_loss));
-                check_tickets(tickets, name);
-                const char* same[] = {"logits", "dlogits", "dx"};
-                for (size_t k = 0; k < 3; ++k) {
-                    if (v == 6) version6[shape + same[k]] = got[k];
-                    else compare(std::string(name) + ": " + same[k] + " = version 6's", got[k], version6[shape + same[k]], 0.0);
-                }
-                if (v == 6) version6_loss[shape] = got_loss;
-                else report(got_loss == version6_loss[shape], std::string(name) + ": the loss = version 6's");
             }
-        }
     }
     cuda::select_default_versions();
     // Beyond what its kernel holds: refused at the launch, not run wrong.

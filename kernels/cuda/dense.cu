@@ -203,10 +203,15 @@ size_t dense_loss_scratch_floats(int n, int in, int classes) {
 // The products' scratch, the most any of them needs: the forward's, or the
 // backward's two (the weight gradient's with version 3's column of ones)
 // at once, as version 4 runs them.
+// With version 10, a layer whose forward the loss after it finishes
+// (dense_forward_relu_for_loss) keeps its splits there while the loss's
+// scratch follows them: room for a loss of the most classes the loss
+// kernel takes.
 size_t dense_scratch_floats(int n, int in, int out, Math) {
     return std::max({tiled::split_scratch_floats(n, out, in),
                      tiled::split_scratch_floats(out, in + 1, n) + tiled::split_scratch_floats(n, in, out),
-                     dense_loss_scratch_floats(n, in, out)});
+                     dense_loss_scratch_floats(n, in, out),
+                     tiled::split_scratch_floats(n, out, in) + dense_loss_scratch_floats(n, out, dense_loss_classes_most)});
 }
 
 void dense_forward(float* y, const float* x, const float* w, const float* b, int n, int in, int out, Workspace ws,
@@ -217,6 +222,19 @@ void dense_forward(float* y, const float* x, const float* w, const float* b, int
 void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n, int in, int out,
                         Workspace ws, cudaStream_t stream, Math math) {
     forward<true>(y, x, w, b, n, in, out, ws, stream, math);
+}
+
+UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const float* w, const float* b, int n, int in,
+                                            int out, Workspace ws, cudaStream_t stream, Math math) {
+    const int splits = n > 0 && out > 0 ? tiled::splits_to_fill(n, out, in) : 1;
+    if (dense_version < 10 || math != Math::fp32 || splits < 2 || !dense_loss_fits(n, out, 1)) {
+        forward<true>(y, x, w, b, n, in, out, ws, stream, math);
+        return {};
+    }
+    // y (n, out) = x (n, in) . w^T (in, out), its splits' partial sums left in scratch
+    tiled::gemm(n, out, in, RowMajor{x, in}, Transposed{w, in}, tiled::StoreSplit{ws.scratch, size_t(n) * out, out},
+                stream, splits, math);
+    return {y, ws.scratch, b, splits, n, out};
 }
 
 namespace {
@@ -366,7 +384,30 @@ struct DenseLoss {
     float* losses;      // scratch: n
     float* group_sums;  // scratch: groups x classes x (in + 1)
     unsigned* tickets;  // groups + 1
+    UnfinishedDense before;  // (version 10) x's layer, where it is left for this kernel to finish
 };
+
+// Sample i's x into xs: loaded, or (d.before) finished as finish_splits
+// with StoreBiased<true> would finish it, its splits added in split order,
+// then the bias and the ReLU, and stored in x on the way (the last blocks'
+// sums read it there).
+__device__ void dense_loss_input(const DenseLoss& d, int i, float* xs) {
+    const UnfinishedDense& u = d.before;
+    if (!u.y) {
+        const float* x = d.x + size_t(i) * d.in;
+        for (int j = int(threadIdx.x); j < d.in; j += launch::threads) xs[j] = x[j];
+        return;
+    }
+    const size_t size = size_t(u.n) * u.out, row = size_t(i) * u.out;
+    for (int j = int(threadIdx.x); j < u.out; j += launch::threads) {
+        float v = 0.0f;
+        for (int z = 0; z < u.splits; ++z) v += u.partial[size_t(z) * size + row + j];
+        v += u.b[j];
+        v = v > 0.0f ? v : 0.0f;
+        xs[j] = v;
+        u.y[row + j] = v;
+    }
+}
 
 // Steps 1 to 3, the same in both kernels: the sample's logits, softmax,
 // loss and dlogits, and its dx. xs holds the sample's input, z and g its
@@ -374,8 +415,7 @@ struct DenseLoss {
 __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[32], float* z, float* g) {
     constexpr int warps = launch::threads / 32;
     const int i = int(blockIdx.x), t = int(threadIdx.x), lane = t % 32, warp = t / 32;
-    const float* x = d.x + size_t(i) * d.in;
-    for (int j = t; j < d.in; j += launch::threads) xs[j] = x[j];
+    dense_loss_input(d, i, xs);
     __syncthreads();
     for (int c = warp; c < d.classes; c += warps) {
         const float* wc = d.w + size_t(c) * d.in;
@@ -444,7 +484,7 @@ __global__ void dense_loss(DenseLoss d) {
         float s = 0.0f;
         for (int r = first; r < first + rows; ++r) {
             const float gr = __ldcg(d.dlogits + size_t(r) * d.classes + c);
-            s = fmaf(gr, j < d.in ? d.x[size_t(r) * d.in + j] : 1.0f, s);
+            s = fmaf(gr, j < d.in ? __ldcg(d.x + size_t(r) * d.in + j) : 1.0f, s);
         }
         sums[e] = s;
     }
@@ -494,7 +534,7 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) 
         float xr[group_rows];
 #pragma unroll
         for (int r = 0; r < group_rows; ++r)
-            xr[r] = r >= rows ? 0.0f : j < d.in ? d.x[size_t(first + r) * d.in + j] : 1.0f;
+            xr[r] = r >= rows ? 0.0f : j < d.in ? __ldcg(d.x + size_t(first + r) * d.in + j) : 1.0f;
         for (int c = 0; c < d.classes; ++c) {
             float s = 0.0f;
 #pragma unroll
@@ -548,13 +588,18 @@ bool dense_loss_runs(int n, int in, int classes, Math math) {
 
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
-                                 int classes, bool relu_before, Workspace ws, cudaStream_t stream) {
+                                 int classes, bool relu_before, Workspace ws, cudaStream_t stream,
+                                 const UnfinishedDense& before) {
     if (!dense_loss_fits(n, in, classes) || !ws.tickets)
         throw std::invalid_argument("dense_softmax_cross_entropy: " + std::to_string(n) + " samples of " +
                                     std::to_string(in) + " inputs and " + std::to_string(classes) +
                                     " classes, or no tickets: beyond what its kernel holds");
-    const DenseLoss d{logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before,
-                      ws.scratch, ws.scratch + n, ws.tickets};
+    if (before.y && (before.y != x || before.n != n || before.out != in || before.partial != ws.scratch))
+        throw std::invalid_argument("dense_softmax_cross_entropy: the unfinished layer before is not the one whose "
+                                    "output is x, or its partial sums are not at the start of the scratch");
+    float* scratch = ws.scratch + before.floats();  // (0 floats when x is ready)
+    const DenseLoss d{logits, dlogits,     loss_sum, labels,      dx,         dw,    db, x, w, b, n, in,
+                      classes, relu_before, scratch,  scratch + n, ws.tickets, before};
     if (dense_version >= 8) launch::kernel("dense_loss_wide", dense_loss_wide, unsigned(n), launch::threads, stream, d);
     else launch::kernel("dense_loss", dense_loss, unsigned(n), launch::threads, stream, d);
 }

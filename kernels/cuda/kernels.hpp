@@ -159,9 +159,30 @@ constexpr int dense_loss_group = 16, dense_loss_wide_group = 32, dense_loss_clas
               dense_loss_in_most = 1024;
 bool dense_loss_fits(int n, int in, int classes);
 bool dense_loss_runs(int n, int in, int classes, Math math);
+// A dense layer's forward with its ReLU, y = max(x . w^T + b, 0), whose
+// product split along k has stored its splits' partial sums but not added
+// them: the loss kernel that reads y adds them, the bias and the ReLU as
+// finish_splits would, and stores y on the way (dense version 10). y null:
+// nothing is left to finish.
+struct UnfinishedDense {
+    float* y = nullptr;             // (n, out)
+    const float* partial = nullptr;  // (splits, n, out), in the workspace's scratch
+    const float* b = nullptr;
+    int splits = 0, n = 0, out = 0;
+    size_t floats() const { return size_t(splits) * size_t(n) * size_t(out); }
+};
+// dense_forward_relu, but where version 10 splits the product and the loss
+// can take over (FP32, out within dense_loss_in_most), only the product:
+// the rest is returned, for dense_softmax_cross_entropy. Otherwise the whole
+// forward, and an empty UnfinishedDense.
+UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const float* w, const float* b, int n, int in,
+                                            int out, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
+// before: the layer whose y is x, left unfinished (its partial sums stay
+// in ws.scratch, and the loss's scratch follows them); empty: x is ready.
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
-                                 int classes, bool relu_before, Workspace ws, cudaStream_t stream);
+                                 int classes, bool relu_before, Workspace ws, cudaStream_t stream,
+                                 const UnfinishedDense& before = {});
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -275,8 +296,17 @@ struct KernelSet {
                        int out, float* scratch, Math math) const {
         cuda::dense_forward(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
+    // The input of the last layer where it runs with the loss, while a
+    // training pass's forward runs (GpuDevice::forward_backward): the dense
+    // layer that writes it may leave its finish to the loss (unfinished).
+    const float* loss_input = nullptr;
+    UnfinishedDense unfinished;
     void dense_forward_relu(float* y, const float* x, const float* w, const float* b, int n,
-                            int in, int out, float* scratch, Math math) const {
+                            int in, int out, float* scratch, Math math) {
+        if (y == loss_input) {
+            unfinished = cuda::dense_forward_relu_for_loss(y, x, w, b, n, in, out, workspace(scratch), stream, math);
+            return;
+        }
         cuda::dense_forward_relu(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
@@ -300,9 +330,10 @@ struct KernelSet {
     }
     void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels,
                                      float* dx, float* dw, float* db, const float* x, const float* w, const float* b,
-                                     int n, int in, int classes, bool relu_before, float* scratch) const {
+                                     int n, int in, int classes, bool relu_before, float* scratch) {
+        const UnfinishedDense before = unfinished.y == x ? std::exchange(unfinished, {}) : UnfinishedDense{};
         cuda::dense_softmax_cross_entropy(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes,
-                                          relu_before, workspace(scratch), stream);
+                                          relu_before, workspace(scratch), stream, before);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

@@ -134,6 +134,9 @@ const char* const dense_versions[] = {
     "groups of 32 samples, and the groups' sums 8 at a time; the same logits, loss and dx, bit for bit",
     "version 8; with gemm_split 1 too, the weight and data gradients' products in one launch (gemm_pair), their "
     "splits added by one kernel after it (finish_pair_splits): 2 kernels where version 8 launched 4, the same bits",
+    "version 9; where the layer before the last is a dense one with its ReLU whose product is split (gemm_split 1), "
+    "its splits' partial sums are added, with its bias and ReLU, by the last layer's kernel as each block loads its "
+    "sample (dense_loss_wide), which stores them on the way: no finish_splits kernel, the same bits",
 };
 // How --tf32 (Math::tf32) runs the convolutions: which kernels take TF32
 // operands.

@@ -401,6 +401,7 @@ class GpuDevice final : public Device {
         };
         if (loaded_ > 0) {
             const TrainPass pass{setup_.pool, setup_.bn, batch};
+            kernels_.loss_input = model_.loss_input_from_dense(kernels_, act_, loaded_);
             model_.train(kernels_, act_, params_, grads_, pass, loaded_, act_.x, act_.logits(), stage,
                          [&](const LastDense* last) {
                 if (last)  // the last layer with the loss, in one launch
@@ -414,8 +415,10 @@ class GpuDevice final : public Device {
                 past_loss_ = true;
                 if (trace_origin_) phase_mark(0, Phase::backward);  // traced: backward is a span of its own
             }, hand_over);
+            kernels_.loss_input = nullptr;
         }
         assert(!kernels_.gather.x && "the first convolution gathers the batch");
+        assert(!kernels_.unfinished.y && "the loss finishes the dense layer it reads");
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     // A check asked for just before the update runs in the update's pass

@@ -248,6 +248,13 @@ class Model {
     template <class K, class Loss, class Done = NothingDone>
     void train(K& k, const Activations& a, const float* params, float* grads, const TrainPass& pass, int n,
                const float* x, float* logits, int stage, Loss&& loss, Done&& done = {}) const;
+    // The last layer's input where kernel set k runs that layer with the
+    // loss and the input is written by a dense layer with its ReLU that runs
+    // just before (nothing but the fused ReLU and flattens between): that
+    // layer may leave the end of its forward to the loss's kernel
+    // (cuda::KernelSet::loss_input). Else null.
+    template <class K>
+    const float* loss_input_from_dense(const K& k, const Activations& a, int n) const;
     // After the allreduce: every batch norm's running statistics move by the
     // step's, summed in their gradient slots over `batch` samples.
     template <class K>
@@ -440,6 +447,21 @@ std::optional<LastDense> Model::last_dense(const K& k, const Activations& a, con
     return LastDense{a.out[size_t(p.input)], tensor_at(params, p.weight), tensor_at(params, p.bias),
                      a.grad[size_t(p.input)], tensor_at(grads, p.weight), tensor_at(grads, p.bias),
                      int(p.in.size()), p.layer.out, p.relu_before, a.scratch};
+}
+
+template <class K>
+const float* Model::loss_input_from_dense(const K& k, const Activations& a, int n) const {
+    const Planned& last = plan_.back();
+    if (plan_.size() < 2 || last.layer.kind != LayerKind::dense || last.relu_after || last.pool_before >= 0 ||
+        last.input < 0 || !k.fuses_loss(n, int(last.in.size()), last.layer.out))
+        return nullptr;
+    size_t i = plan_.size() - 2;
+    while (i > 0 && (plan_[i].layer.kind == LayerKind::flatten ||
+                     (plan_[i].layer.kind == LayerKind::relu && plan_[i].fused)))
+        --i;
+    const Planned& p = plan_[i];
+    return p.layer.kind == LayerKind::dense && p.relu_after && p.buffer == last.input ? a.out[size_t(p.buffer)]
+                                                                                      : nullptr;
 }
 
 template <class K>

@@ -928,6 +928,92 @@ void test_dense_loss() {
            "dense_softmax_cross_entropy refuses more inputs or classes than it holds");
 }
 
+// A dense layer with its ReLU, then the last layer with the loss, as
+// training runs them (KernelSet: loss_input): with version 10 the first
+// layer's forward leaves its splits' partial sums to the loss's kernel
+// (dense_forward_relu_for_loss), which adds them, the bias and the ReLU as
+// it loads each sample. Against version 9, which runs the two whole: every
+// output the same bits (the first layer's y, the logits, dlogits, dx, dw,
+// db and the loss), and against the CPU. LeNet's head at batch 256 and at a
+// last part of 100 samples (split 16 ways); 40 samples of 24 inputs, too
+// short to split, and 1,100 outputs, more than the loss takes: run whole,
+// nothing left. And a loss handed a layer that is not its input refuses it.
+void test_dense_head() {
+    struct Case { int n, in, hidden, classes; bool left; };
+    for (const Case z : {Case{256, 800, 128, 10, true}, Case{100, 800, 128, 10, true}, Case{40, 24, 64, 10, false},
+                         Case{3, 64, cuda::dense_loss_in_most + 76, 5, false}}) {
+        char name[100];
+        std::snprintf(name, sizeof name, "dense head n%d in%d hidden%d classes%d", z.n, z.in, z.hidden, z.classes);
+        const auto x = random(size_t(z.n) * z.in, 70), w1 = random(size_t(z.hidden) * z.in, 71);
+        const auto b1 = random(size_t(z.hidden), 72), w2 = random(size_t(z.classes) * z.hidden, 73);
+        const auto b2 = random(size_t(z.classes), 74), dw0 = random(w2.size(), 75), db0 = random(b2.size(), 76);
+        std::vector<int32_t> labels(size_t(z.n));
+        Rng rng(77, 77);
+        for (auto& l : labels) l = int32_t(rng.below(uint64_t(z.classes)));
+        std::vector<float> want_y(size_t(z.n) * z.hidden);
+        cpu::dense_forward(want_y.data(), x.data(), w1.data(), b1.data(), z.n, z.in, z.hidden);
+        cpu::relu_forward(want_y.data(), want_y.data(), want_y.size());
+
+        Buffer<float> gx(x), gw1(w1), gb1(b1), gw2(w2), gb2(b2), y(want_y.size()), logits(size_t(z.n) * z.classes),
+            dlogits(logits.n), dy(want_y.size()), dw(dw0), db(db0);
+        Buffer<int32_t> glabels(labels);
+        Buffer<double> loss(std::vector<double>{0.0});
+        Buffer<float> scratch(std::max(cuda::dense_scratch_floats(z.n, z.in, z.hidden),
+                                       cuda::dense_scratch_floats(z.n, z.hidden, z.classes)));
+        Tickets tickets;
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        std::vector<std::vector<float>> version9;
+        double version9_loss = 0;
+        for (const int v : {9, 10}) {
+            cuda::select_version("dense", v);
+            const std::string version = std::string(name) + " (dense " + std::to_string(v) + ")";
+            for (Buffer<float>* p : {&y, &logits, &dlogits, &dy, &scratch}) p->poison();
+            dw.upload(dw0);
+            db.upload(db0);
+            loss.upload({0.0});
+            const cuda::UnfinishedDense left =
+                cuda::dense_forward_relu_for_loss(y.p, gx.p, gw1.p, gb1.p, z.n, z.in, z.hidden, ws, nullptr);
+            report((left.y != nullptr) == (v == 10 && z.left),
+                   version + (v == 10 && z.left ? ": the forward leaves its splits to the loss"
+                                                : ": the forward runs whole"));
+            if (z.hidden > cuda::dense_loss_in_most) {  // beyond the loss kernel: the forward alone
+                compare(version + ": y", y.download(), want_y, gemm_tol);
+                continue;
+            }
+            cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, loss.p, glabels.p, dy.p, dw.p, db.p, y.p, gw2.p,
+                                              gb2.p, z.n, z.hidden, z.classes, true, ws, nullptr, left);
+            const std::vector<std::vector<float>> got = {y.download(),  logits.download(), dlogits.download(),
+                                                         dy.download(), dw.download(),     db.download()};
+            const double got_loss = loss.download()[0];
+            check_tickets(tickets, version);
+            compare(version + ": y", got[0], want_y, gemm_tol);
+            if (v == 9) {
+                version9 = got, version9_loss = got_loss;
+                continue;
+            }
+            const char* names[] = {"y", "logits", "dlogits", "dx", "dw", "db"};
+            for (size_t k = 0; k < got.size(); ++k)
+                compare(version + ": " + names[k] + " = version 9's", got[k], version9[k], 0.0);
+            report(got_loss == version9_loss, version + ": the loss = version 9's");
+        }
+    }
+    // A loss handed the unfinished layer of another buffer: refused at the
+    // launch, where it would have read splits that are not its input's.
+    cuda::select_version("dense", 10);
+    bool refused = false;
+    try {
+        Tickets tickets;  // (without, it would be refused for that)
+        float other = 0;
+        const cuda::UnfinishedDense left{&other, nullptr, nullptr, 16, 4, 128};
+        cuda::dense_softmax_cross_entropy(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                          nullptr, nullptr, 4, 128, 10, true, {nullptr, tickets.p}, nullptr, left);
+    } catch (const std::invalid_argument&) {
+        refused = true;
+    }
+    cuda::select_default_versions();
+    report(refused, "dense_softmax_cross_entropy refuses an unfinished layer that is not its input");
+}
+
 // LeNet's conv1 with --tf32 as training calls it: the forward with the
 // ReLU and the pooling after it, gathered from the dataset where the
 // version gathers (`gathers`: tf32 version 2, on the direct kernel), and
@@ -1872,6 +1958,7 @@ int main(int argc, char** argv) {
             for (int v = 1; v <= cuda::version_count("gemm"); ++v) test_layers_on_core(v);
             test_versions_same_bits();
             test_dense_loss();
+            test_dense_head();
             test_conv_gathered();
             test_tf32();
             test_pool();

@@ -6,7 +6,8 @@
 // convolutions also with the pooling after them, conv2d_forward_relu_pool;
 // dense layers after a pooling also through it, dense_backward_pool; the
 // convolution after a pooling with the weight gradient of the one before,
-// conv2d_backward_data_weight_pool). For each launcher, layer and version it first
+// conv2d_backward_data_weight_pool; a dense layer and the last one after it
+// with the loss, dense_head). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -264,6 +265,26 @@ struct ConvPoolConvCase {
     }
 };
 
+// A loss's labels (sample i: class i * 7 mod classes) on the GPU, and its
+// sum: what the dense cases that run the loss hand it.
+struct LossTargets {
+    std::vector<int32_t> labels;
+    int32_t* glabels = nullptr;
+    double* loss = nullptr;
+    LossTargets(int n, int classes) : labels(size_t(n)) {
+        for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 7) % size_t(classes));
+        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&glabels), labels.size() * sizeof(int32_t) + 1));
+        CUDA_CHECK(cudaMemcpy(glabels, labels.data(), labels.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss), sizeof(double)));
+    }
+    ~LossTargets() {
+        cudaFree(glabels);
+        cudaFree(loss);
+    }
+    LossTargets(const LossTargets&) = delete;
+    LossTargets& operator=(const LossTargets&) = delete;
+};
+
 // One dense layer's products, forward (with ReLU) or backward, likewise;
 // where a pooling of a ReLU's output comes before the layer (shape `ps`),
 // also "dense_backward_pool" and "dense_backward_pool max": the backward
@@ -286,23 +307,9 @@ struct DenseCase {
     Gpu y{size_t(s.n) * s.out}, dx{size_t(s.n) * s.in}, dw{dw0}, db{db0};
     Gpu gy_before{y_before}, grad_before{y_before.size()}, dlogits{size_t(s.n) * s.out};
     Tickets tickets;
-    std::vector<int32_t> labels = [&] {  // dense_loss's
-        std::vector<int32_t> l(size_t(s.n));
-        for (size_t i = 0; i < l.size(); ++i) l[i] = int32_t((i * 7) % size_t(s.out));
-        return l;
-    }();
-    int32_t* glabels = nullptr;
-    double* loss = nullptr;
+    LossTargets targets{s.n, s.out};  // dense_loss's
 
-    DenseCase(const DenseShape& shape, const std::optional<PoolShape>& pool) : s(shape), ps(pool) {
-        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&glabels), labels.size() * sizeof(int32_t) + 1));
-        CUDA_CHECK(cudaMemcpy(glabels, labels.data(), labels.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&loss), sizeof(double)));
-    }
-    ~DenseCase() {
-        cudaFree(glabels);
-        cudaFree(loss);
-    }
+    DenseCase(const DenseShape& shape, const std::optional<PoolShape>& pool) : s(shape), ps(pool) {}
 
     static std::vector<float> relu(std::vector<float> y) {
         cpu::relu_forward(y.data(), y.data(), y.size());
@@ -327,11 +334,11 @@ struct DenseCase {
     void run(const std::string& run, cudaStream_t stream) {
         const cuda::Workspace ws{scratch.p, tickets.p};
         if (run == "dense_loss" && cuda::dense_loss_runs(s.n, s.in, s.out, s.math)) {
-            cuda::dense_softmax_cross_entropy(y.p, dlogits.p, loss, glabels, dx.p, dw.p, db.p, gx.p, gw.p, gb.p, s.n,
-                                              s.in, s.out, false, ws, stream);
+            cuda::dense_softmax_cross_entropy(y.p, dlogits.p, targets.loss, targets.glabels, dx.p, dw.p, db.p, gx.p,
+                                              gw.p, gb.p, s.n, s.in, s.out, false, ws, stream);
         } else if (run == "dense_loss") {
             cuda::dense_forward(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
-            cuda::softmax_cross_entropy(dlogits.p, loss, y.p, glabels, s.n, s.out, stream);
+            cuda::softmax_cross_entropy(dlogits.p, targets.loss, y.p, targets.glabels, s.n, s.out, stream);
             cuda::dense_backward(dx.p, dw.p, db.p, dlogits.p, gx.p, gw.p, s.n, s.in, s.out, ws, stream, s.math);
         } else if (run == "dense_forward")
             cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream, s.math);
@@ -359,7 +366,7 @@ struct DenseCase {
             std::vector<float> z(size_t(s.n) * s.out), g(z.size()), want_dx(size_t(s.n) * s.in), want_dw = dw0,
                                                                                    want_db = db0;
             cpu::dense_forward(z.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, cpu_scratch.data(), s.math);
-            cpu::softmax_cross_entropy(g.data(), z.data(), labels.data(), s.n, s.out);
+            cpu::softmax_cross_entropy(g.data(), z.data(), targets.labels.data(), s.n, s.out);
             cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), g.data(), x.data(), w.data(), s.n,
                                 s.in, s.out, cpu_scratch.data(), s.math);
             dw.put(dw0);
@@ -388,6 +395,72 @@ struct DenseCase {
         }
         this->run(run, nullptr);
         return std::max({error(dx.get(), want_dx), error(dw.get(), want_dw), error(db.get(), want_db)});
+    }
+};
+
+// A dense layer with its ReLU and the model's last layer after it (LeNet's
+// dense1 and dense2): "dense_head", the first's forward, then the last
+// layer's forward, the loss and that layer's backward, as a training step
+// runs them: from dense version 6 the last layer with the loss in one
+// launch (dense_softmax_cross_entropy), and from version 10 the first's
+// forward splits left to that launch (dense_forward_relu_for_loss); before
+// version 6, five calls.
+struct DenseHeadCase {
+    DenseShape s, last;
+    std::vector<float> x = random_floats(size_t(s.n) * s.in, 11), w = random_floats(size_t(s.out) * s.in, 12),
+                       b = random_floats(size_t(s.out), 13), w2 = random_floats(size_t(last.out) * last.in, 14),
+                       b2 = random_floats(size_t(last.out), 15), dw0 = random_floats(w2.size(), 16),
+                       db0 = random_floats(b2.size(), 17);
+    Gpu gx{x}, gw{w}, gb{b}, gw2{w2}, gb2{b2}, h{size_t(s.n) * s.out}, logits{size_t(s.n) * last.out},
+        dlogits{logits.n}, dh{h.n}, dw{dw0}, db{db0};
+    Gpu scratch{std::max(cuda::dense_scratch_floats(s.n, s.in, s.out, s.math),
+                         cuda::dense_scratch_floats(last.n, last.in, last.out, last.math))};
+    Tickets tickets;
+    LossTargets targets{s.n, last.out};
+
+    DenseHeadCase(const DenseShape& first, const DenseShape& last_layer) : s(first), last(last_layer) {}
+
+    // The first layer's product, then the last layer's three.
+    double flops(const std::string&) const {
+        return 2.0 * s.n * s.in * s.out + 6.0 * double(last.n) * last.in * last.out;
+    }
+    long depth(const std::string&) const { return std::max({long(s.in), long(s.n), long(last.in)}); }
+    void run(const std::string&, cudaStream_t stream) {
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        if (cuda::dense_loss_runs(last.n, last.in, last.out, last.math)) {
+            const cuda::UnfinishedDense left =
+                cuda::dense_forward_relu_for_loss(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
+            cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
+                                              h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left);
+            return;
+        }
+        cuda::dense_forward_relu(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
+        cuda::dense_forward(logits.p, h.p, gw2.p, gb2.p, last.n, last.in, last.out, ws, stream, last.math);
+        cuda::softmax_cross_entropy(dlogits.p, targets.loss, logits.p, targets.glabels, last.n, last.out, stream);
+        cuda::dense_backward_relu(dh.p, dw.p, db.p, dlogits.p, h.p, gw2.p, last.n, last.in, last.out, ws, stream,
+                                  last.math);
+    }
+    // The first layer's output against the CPU's; the logits and the last
+    // layer's gradients against the CPU's from the GPU's output of the
+    // first (so that each check is one product deep, as the others are).
+    double check(const std::string& run) {
+        std::vector<float> cpu_scratch(std::max(cpu::dense_scratch_floats(s.n, s.in, s.out, s.math),
+                                                cpu::dense_scratch_floats(last.n, last.in, last.out, last.math)));
+        dw.put(dw0);
+        db.put(db0);
+        for (Gpu* p : {&h, &logits, &dh, &scratch}) p->poison();
+        this->run(run, nullptr);
+        const std::vector<float> got_h = h.get();
+        std::vector<float> want_h(h.n), z(logits.n), g(z.size()), want_dh(h.n), want_dw = dw0, want_db = db0;
+        cpu::dense_forward_relu(want_h.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, cpu_scratch.data(),
+                                s.math);
+        cpu::dense_forward(z.data(), got_h.data(), w2.data(), b2.data(), last.n, last.in, last.out,
+                           cpu_scratch.data(), last.math);
+        cpu::softmax_cross_entropy(g.data(), z.data(), targets.labels.data(), last.n, last.out);
+        cpu::dense_backward_relu(want_dh.data(), want_dw.data(), want_db.data(), g.data(), got_h.data(), w2.data(),
+                                 last.n, last.in, last.out, cpu_scratch.data(), last.math);
+        return std::max({error(got_h, want_h), error(logits.get(), z), error(dh.get(), want_dh),
+                         error(dw.get(), want_dw), error(db.get(), want_db)});
     }
 };
 
@@ -601,6 +674,13 @@ int main(int argc, char** argv) {
                 // The last layer with the loss (version 6 and later: one launch).
                 if (launcher == "dense" && !pools[i] && i + 1 == dense.size()) runs.push_back("dense_loss");
                 return runs;
+            });
+        }
+        // The last two dense layers together, where the last has no pooling before it.
+        if (dense.size() >= 2 && !pools.back()) {
+            DenseHeadCase c(dense[dense.size() - 2], dense.back());
+            bench(c, kind, describe(dense[dense.size() - 2]) + " + last", [](const std::string& launcher) {
+                return launcher == "dense" ? std::vector<std::string>{"dense_head"} : std::vector<std::string>{};
             });
         }
     }

@@ -765,19 +765,24 @@ PY
             && ((kernels_other < kernels_default)) && cmp -s "$tmp/default.params" "$tmp/other.params" \
             && echo "ok: DPTRAIN_KERNEL_VERSIONS=gemm_split=2,conv2d_backward_data=3: $kernels_other kernels against $kernels_default with conv2d_backward_data 2, the same bits" \
             || fail "DPTRAIN_KERNEL_VERSIONS: $kernels_other kernels against $kernels_default, params $(cmp "$tmp/default.params" "$tmp/other.params" && echo same || echo differ): $(head -3 "$tmp/out")"
-        # dense 10 leaves dense1's forward splits to the fused loss's kernel,
-        # through the model (KernelSet::loss_input): on 2 GPUs, with a last
-        # step of 4 samples a device, one kernel fewer a step than dense 9
-        # and the same bits.
+        # dense 10 leaves dense1's forward splits to the fused loss's kernel
+        # (KernelSet::loss_input), conv2d_backward_weight 13 conv2's weight
+        # gradient's slices to its input gradient's kernel
+        # (leaves_weight_slices), each through the model: on 2 GPUs, with a
+        # last step of 4 samples a device, each one kernel fewer a step than
+        # dense 9 and weight 12, and the same bits.
         v=(--gpus 2 --epochs 1 --limit-train 200 --limit-test 64 --batch 64 --seed 3)
-        DPTRAIN_KERNEL_VERSIONS=dense=9 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/dense9.log \
-            "$dptrain" "${v[@]}" --save "$tmp/dense9.params" >"$tmp/out" 2>&1 || fail "the run with dense 9: $(cat "$tmp/out")"
-        DPTRAIN_KERNEL_VERSIONS=dense=10 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/dense10.log \
-            "$dptrain" "${v[@]}" --save "$tmp/dense10.params" >"$tmp/out" 2>&1 || fail "the run with dense 10: $(cat "$tmp/out")"
-        kernels_9=$(grep -c $'\tkernel ' "$tmp/dense9.log") kernels_10=$(grep -c $'\tkernel ' "$tmp/dense10.log")
-        ((kernels_10 == kernels_9 - 8)) && cmp -s "$tmp/dense9.params" "$tmp/dense10.params" \
-            && echo "ok: dense 10 on 2 GPUs: $kernels_10 kernels against dense 9's $kernels_9 (4 steps, 2 devices), the same bits" \
-            || fail "dense 10: $kernels_10 kernels against dense 9's $kernels_9, params $(cmp "$tmp/dense9.params" "$tmp/dense10.params" && echo same || echo differ)"
+        DPTRAIN_KERNEL_VERSIONS=dense=9,conv2d_backward_weight=12 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/before.log \
+            "$dptrain" "${v[@]}" --save "$tmp/before.params" >"$tmp/out" 2>&1 || fail "the run with dense 9: $(cat "$tmp/out")"
+        for after in dense=10,conv2d_backward_weight=12 dense=9,conv2d_backward_weight=13; do
+            DPTRAIN_KERNEL_VERSIONS=$after DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/after.log \
+                "$dptrain" "${v[@]}" --save "$tmp/after.params" >"$tmp/out" 2>&1 || fail "the run with $after: $(cat "$tmp/out")"
+            kernels_before=$(grep -c $'\tkernel ' "$tmp/before.log") kernels_after=$(grep -c $'\tkernel ' "$tmp/after.log")
+            rm -f "$tmp/after.log"
+            ((kernels_after == kernels_before - 8)) && cmp -s "$tmp/before.params" "$tmp/after.params" \
+                && echo "ok: $after on 2 GPUs: $kernels_after kernels against $kernels_before (4 steps, 2 devices), the same bits" \
+                || fail "$after: $kernels_after kernels against $kernels_before, params $(cmp "$tmp/before.params" "$tmp/after.params" && echo same || echo differ)"
+        done
         DPTRAIN_KERNEL_VERSIONS=dense=99 expect_error "DPTRAIN_KERNEL_VERSIONS: 'dense=99' is not LAUNCHER=VERSION of a launcher that has versions (gemm 1-" \
             --gpus 1 --epochs 0 --limit-test 64
         # The GPUs a build runs on (-Dgpu_archs, here the default): machine

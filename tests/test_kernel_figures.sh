@@ -47,23 +47,25 @@ off=$(awk -F'|' '$(NF-3) + 0 < 85 || $(NF-1) + 0 < 6' <<<"$tiled")
 # and the loss in dense_loss_wide, which also adds dense1's forward splits;
 # dense1's two gradients in one launch and their splits in one more,
 # conv2's pooling gradient on the way: no pool_backward, no softmax_xent,
-# no finish_splits for dense1's forward) and conv1 a pooling window a
-# thread (conv2d_forward 11, conv2d_backward_weight 12): each kernel found
-# among nvcc's, and at most 11 kernels.
-versions=dense=10,conv2d_forward=11,conv2d_backward_weight=12
+# no finish_splits for dense1's forward), conv1 a pooling window a thread
+# (conv2d_forward 11, conv2d_backward_weight 12) and conv2's weight
+# gradient's slices added by its input gradient's kernel
+# (conv2d_backward_weight 13): each kernel found among nvcc's, no
+# finish_splits left, and at most 10 kernels.
+versions=dense=10,conv2d_forward=11,conv2d_backward_weight=13
 DPTRAIN_KERNEL_VERSIONS=$versions "$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" \
     --batch 64 --check "${objects[@]}" >"$tmp/newer" 2>"$tmp/err" \
     || { echo "FAIL: kernel_figures.py --check with $versions: $(cat "$tmp/err")"; exit 1; }
 step_newer=$(sed -n '/^## One training step/,$p' "$tmp/newer")
 kernels_newer=$(grep -oE '^- [0-9]+ kernels' <<<"$step_newer" | grep -oE '[0-9]+')
-for k in dense_loss_wide finish_pair_splits window_forward bank_weight_grad_windows; do
+for k in dense_loss_wide finish_pair_splits window_forward bank_weight_grad_windows input_grad_rows_tiled_finishing; do
     [[ $(grep -c "| \`$k" <<<"$step_newer") -eq 1 ]] \
         || { echo "FAIL: the step with $versions does not launch $k once"; echo "$step_newer"; exit 1; }
 done
 ! grep -qE "pool_backward|softmax_xent" <<<"$step_newer" || { echo "FAIL: the step with $versions launches a pooling or loss kernel"; exit 1; }
-! grep -q "finish_splits<StoreBiased" <<<"$step_newer" || { echo "FAIL: the step with $versions finishes dense1's forward in a kernel of its own"; exit 1; }
-[[ -n $kernels_newer && $kernels_newer -le 11 ]] || { echo "FAIL: the step with $versions launches ${kernels_newer:-?} kernels, more than 11"; exit 1; }
+! grep -q "| \`finish_splits" <<<"$step_newer" || { echo "FAIL: the step with $versions adds a split product's sums in a kernel of their own"; exit 1; }
+[[ -n $kernels_newer && $kernels_newer -le 10 ]] || { echo "FAIL: the step with $versions launches ${kernels_newer:-?} kernels, more than 10"; exit 1; }
 echo "ok: every kernel of the step found; $(grep -E '^- [0-9]+ kernels' "$tmp/out")"
-echo "ok: with $versions, $kernels_newer kernels a step, dense_loss_wide, finish_pair_splits, window_forward and bank_weight_grad_windows among them"
+echo "ok: with $versions, $kernels_newer kernels a step, no finish_splits, dense_loss_wide, finish_pair_splits, window_forward, bank_weight_grad_windows and input_grad_rows_tiled_finishing among them"
 echo "ok: $(wc -l <<<"$batched") kernels stage in batches, each with 8 or more loads before a store"
 echo "ok: $(wc -l <<<"$tiled") tiled or prefetching rows kernels, each with 85% or more FFMA in its main loop and 6 or more loads before a store"

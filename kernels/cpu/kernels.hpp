@@ -207,6 +207,9 @@ struct KernelSet {
     Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)
     // The last layer and the loss stay two calls here (model.hpp: LastDense).
     static constexpr bool fuses_loss(int, int, int) { return false; }
+    // And a layer's weight gradient is finished by its own call (model.hpp: backward_layer).
+    static constexpr bool leaves_weight_slices(const ConvShape&, const float*, const float*) { return false; }
+    static constexpr auto conv2d_backward_weight_unfinished = &cpu::conv2d_backward_weight;
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;
     static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;

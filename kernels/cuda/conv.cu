@@ -920,6 +920,32 @@ struct StoreWeightsAndBias {
         else db[o] += v;
     }
 };
+// A weight gradient's slices added into [dw | db] in slice order, as
+// finish_splits adds them: a kernel of its own (add_weight_slices), or
+// (version 13 of the weight gradient) the layer's input gradient's kernel
+// before its own sums (input_grad_rows_tiled_finishing).
+__device__ inline void finish_weight_slices(const UnfinishedWeightGrad& u) {
+    const StoreWeightsAndBias out{u.dw, u.db, u.taps};
+    const size_t size = size_t(u.oc) * (u.taps + 1);
+    for (const size_t e : launch::grid_stride(size)) tiled::finish_split_sum(out, u.scratch, u.slices, size, u.taps + 1, e);
+}
+void add_weight_slices(const UnfinishedWeightGrad& u, cudaStream_t stream) {
+    tiled::add_splits(StoreWeightsAndBias{u.dw, u.db, u.taps}, u.scratch, u.slices, u.oc, u.taps + 1, stream);
+}
+// Version 9's input gradient kernel (input_grad_rows_tiled_wide) whose
+// blocks first add a weight gradient's slices (version 13 of the weight
+// gradient): the two gradients of LeNet's conv2 without finish_splits
+// between them. The slices' sums are finish_splits', bit for bit; the
+// input gradient's sums are untouched by them (none of its scratch, no
+// shared memory, before its first barrier).
+__global__ void __launch_bounds__(tiled_input_grad_threads)
+    input_grad_rows_tiled_finishing(float* dx, const float* dy, const float* w, Geometry g,
+                                    UnfinishedWeightGrad weight) {
+    finish_weight_slices(weight);
+    __shared__ __align__(16) float staged[TiledInputGrad<10>::sw_floats + TiledInputGrad<10>::sdy_floats];
+    input_grad_rows_tiled_sums<10>(staged, dx, dy, w, g);
+}
+
 struct StorePartial {  // split z of (m, n) partial sums, or dw += value when unsplit
     float* out;
     size_t size;  // m * n
@@ -2335,9 +2361,14 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 }
 
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, const UnfinishedWeightGrad& weight) {
     const Geometry g(s);
-    if (input_grad_rows_tiled_fits(s, w))
+    const bool tiled = input_grad_rows_tiled_fits(s, w);
+    if (weight.dw && tiled && conv2d_backward_data_version >= 9)
+        return launch::kernel("input_grad_rows_tiled_finishing", input_grad_rows_tiled_finishing, unsigned(s.n),
+                              unsigned(tiled_input_grad_threads), stream, dx, dy, w, g, weight);
+    if (weight.dw) add_weight_slices(weight, stream);  // (before any kernel below reuses the scratch)
+    if (tiled)
         return conv2d_backward_data_version >= 9
                    ? launch::kernel("input_grad_rows_tiled_wide", input_grad_rows_tiled_wide, unsigned(s.n),
                                     unsigned(tiled_input_grad_threads), stream, dx, dy, w, g)
@@ -2662,19 +2693,36 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
     }
     return l;
 }
+// The rows kernel's slices of s's weight gradient into scratch, not added.
+UnfinishedWeightGrad weight_rows_slices(const WeightRowsLaunch& l, float* dw, float* db, const float* dy,
+                                        const float* x, const ConvShape& s, float* scratch, cudaStream_t stream) {
+    launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)), unsigned(l.threads),
+                   stream, scratch, dy, x, Geometry(s), l.per_slice);
+    return {dw, db, scratch, l.slices, s.oc, s.col_rows()};
+}
 }  // namespace
+
+bool conv2d_backward_weight_leaves_slices(const ConvShape& s, const float* x, const float* w) {
+    return conv2d_backward_weight_version >= 13 && !small_weight_grad(s) && weight_grad_rows_kernel(s, x).kernel &&
+           conv2d_backward_data_version >= 9 && input_grad_rows_tiled_fits(s, w);
+}
+
+UnfinishedWeightGrad conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x,
+                                                       const ConvShape& s, Workspace ws, cudaStream_t stream) {
+    if (conv2d_backward_weight_version >= 13 && !small_weight_grad(s))
+        if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel)
+            return weight_rows_slices(l, dw, db, dy, x, s, ws.scratch, stream);
+    conv2d_backward_weight(dw, db, dy, x, s, ws, stream);
+    return {};
+}
 
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                             Workspace ws, cudaStream_t stream) {
     float* scratch = ws.scratch;
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
     const Geometry g(s);
-    if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel) {
-        launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)),
-                       unsigned(l.threads), stream, scratch, dy, x, g, l.per_slice);
-        return tiled::add_splits(StoreWeightsAndBias{dw, db, s.col_rows()}, scratch, l.slices, s.oc,
-                                 s.col_rows() + 1, stream);
-    }
+    if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel)
+        return add_weight_slices(weight_rows_slices(l, dw, db, dy, x, s, scratch, stream), stream);
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};
@@ -2735,12 +2783,14 @@ void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d
 void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
                                       const ConvShape& next, float* dw, float* db, float* dy, const float* x,
                                       const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                      const PoolShape& ps, Workspace ws, cudaStream_t stream) {
+                                      const PoolShape& ps, Workspace ws, cudaStream_t stream,
+                                      const UnfinishedWeightGrad& next_weight) {
     check_pooling(s, ps, "conv2d_backward_data_weight_pool");
     if (!gathers_into_weight_pool(next, s, ps)) {
-        conv2d_backward_data(d_pooled, next_dy, next_w, next, ws.scratch, stream);
+        conv2d_backward_data(d_pooled, next_dy, next_w, next, ws.scratch, stream, next_weight);
         return conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, ws, stream);
     }
+    if (next_weight.dw) add_weight_slices(next_weight, stream);  // (before the columns take the scratch)
     input_grad_columns(ws.scratch, next_dy, next_w, next, stream);
     const Workspace after_columns{ws.scratch + input_grad_columns_floats(next), ws.tickets};
     const Geometry g(next);

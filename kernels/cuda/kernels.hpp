@@ -74,12 +74,38 @@ bool conv2d_forward_gathers(const ConvShape& s);
 void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
                                        const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,
                                        cudaStream_t stream);
-// dx (n, c, h, w), overwritten.
+// A weight gradient summed by slices of the batch whose slices are not yet
+// added (conv2d_backward_weight_unfinished): [dw | db] (oc, taps + 1) +=
+// the sum of `slices` partial sums in scratch, in slice order. dw null:
+// nothing left.
+struct UnfinishedWeightGrad {
+    float* dw = nullptr;
+    float* db = nullptr;
+    const float* scratch = nullptr;
+    int slices = 0, oc = 0, taps = 0;
+};
+// dx (n, c, h, w), overwritten. `weight`: a weight gradient left unfinished
+// just before (its slices in the scratch this call is handed): added first,
+// as finish_splits adds them, by the input gradient's own kernel where that
+// is the tiled rows kernel (LeNet's conv2), else by finish_splits.
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
-                          const ConvShape& s, float* scratch, cudaStream_t stream);
+                          const ConvShape& s, float* scratch, cudaStream_t stream,
+                          const UnfinishedWeightGrad& weight = {});
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, Workspace ws, cudaStream_t stream);
+// Whether conv2d_backward_weight_unfinished leaves s's slices to the input
+// gradient's kernel (version 13 of the weight gradient: LeNet's conv2, whose
+// input gradient runs on the tiled rows kernel, conv2d_backward_data 9; x
+// and w: the layer's input and weights, as the kernels take them).
+bool conv2d_backward_weight_leaves_slices(const ConvShape& s, const float* x, const float* w);
+// conv2d_backward_weight, but where conv2d_backward_weight_leaves_slices,
+// only the slices' kernel: the rest is returned, for the layer's input
+// gradient to add (conv2d_backward_data, conv2d_backward_data_weight_pool),
+// which must run next, on the same scratch. Elsewhere the whole gradient,
+// and an empty UnfinishedWeightGrad.
+UnfinishedWeightGrad conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x,
+                                                       const ConvShape& s, Workspace ws, cudaStream_t stream);
 // The weight gradient of a convolution whose output y, after its ReLU, was
 // pooled (conv2d_forward_relu_pool), from the pooling's output gradient:
 // dy = pool2d_backward_relu(d_pooled), then conv2d_backward_weight. Where the
@@ -99,7 +125,8 @@ void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d
 void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
                                       const ConvShape& next, float* dw, float* db, float* dy, const float* x,
                                       const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                      const PoolShape& ps, Workspace ws, cudaStream_t stream);
+                                      const PoolShape& ps, Workspace ws, cudaStream_t stream,
+                                      const UnfinishedWeightGrad& next_weight = {});
 
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
                     cudaStream_t stream);
@@ -258,13 +285,22 @@ struct KernelSet {
         }
         cuda::conv2d_forward_relu_pool(y, pooled, x, w, b, s, kind, ps, scratch, stream);
     }
-    void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s,
-                              float* scratch) const {
-        cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream);
+    // A layer's weight gradient left for its input gradient's call to finish
+    // (model.hpp: backward_layer, where leaves_weight_slices says so).
+    UnfinishedWeightGrad unfinished_weight;
+    void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
+        cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream, std::exchange(unfinished_weight, {}));
     }
     void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                 const ConvShape& s, float* scratch) const {
         cuda::conv2d_backward_weight(dw, db, dy, x, s, workspace(scratch), stream);
+    }
+    bool leaves_weight_slices(const ConvShape& s, const float* x, const float* w) const {
+        return cuda::conv2d_backward_weight_leaves_slices(s, x, w);
+    }
+    void conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
+                                           float* scratch) {
+        unfinished_weight = cuda::conv2d_backward_weight_unfinished(dw, db, dy, x, s, workspace(scratch), stream);
     }
     void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
@@ -274,9 +310,9 @@ struct KernelSet {
     void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
                                           const ConvShape& next, float* dw, float* db, float* dy, const float* x,
                                           const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                          const PoolShape& ps, float* scratch) const {
+                                          const PoolShape& ps, float* scratch) {
         cuda::conv2d_backward_data_weight_pool(d_pooled, next_dy, next_w, next, dw, db, dy, x, y, pooled, s, kind, ps,
-                                               workspace(scratch), stream);
+                                               workspace(scratch), stream, std::exchange(unfinished_weight, {}));
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);

@@ -112,6 +112,9 @@ const char* const conv2d_backward_weight_versions[] = {
     "output) a pooling window at a time (bank_weight_grad_windows): its 4 pixels share a 4x4 patch of the input "
     "and a channel's pooled gradient, 36 loads for 144 multiply-adds where version 7 took 17 for 36; the same blocks, "
     "tree and last block, each thread's pixels added in another order",
+    "version 12; where the layer's input gradient runs on the tiled rows kernel (LeNet's conv2, conv2d_backward_data "
+    "9), that kernel's blocks add the weight gradient's slices, as finish_splits does, before their own sums "
+    "(conv2d_backward, input_grad_rows_tiled_finishing): no finish_splits kernel, the same bits",
 };
 
 const char* const dense_versions[] = {

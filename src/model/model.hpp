@@ -366,6 +366,10 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
     switch (p.layer.kind) {
         case LayerKind::conv: {
             const ConvShape s = conv_shape(i, n, k.math);
+            // Left to the input gradient's call, which adds its slices (a
+            // kernel set's choice: on a GPU, LeNet's conv2), the weight
+            // gradient is done after that call.
+            bool weight_left = false;
             if (p.weight_grad_by_next) {  // computed by the conv after the pooling (weight_grad_of)
             } else if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
                 const Planned& pooling = plan_[size_t(p.pool_after)];
@@ -373,10 +377,15 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
                                               a.grad[size_t(pooling.buffer)], in, a.out[size_t(p.buffer)],
                                               a.out[size_t(pooling.buffer)], s, pooling.layer.pool_kind.value_or(pool),
                                               pool_shape(size_t(p.pool_after), n), a.scratch);
+            } else if (d_in && k.leaves_weight_slices(s, in, tensor_at(params, p.weight))) {
+                k.conv2d_backward_weight_unfinished(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s,
+                                                    a.scratch);
+                weight_left = true;
             } else {
                 k.conv2d_backward_weight(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s, a.scratch);
             }
-            done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
+            if (!weight_left)
+                done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
             if (!d_in) break;
             if (p.weight_grad_of >= 0) {  // the gradient of the pooling's output, and the conv before's weights from it
                 const size_t first = size_t(p.weight_grad_of), pi = size_t(plan_[first].pool_after);
@@ -392,6 +401,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
                 k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
                 k.sum_into(d_in, a.spare, 1, s.in_size());
             }
+            if (weight_left) done(tensors_[size_t(p.weight)].offset);
             break;
         }
         case LayerKind::dense:

@@ -24,6 +24,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -475,6 +476,80 @@ void test_conv_pool_conv() {
                 }
             }
         }
+}
+
+// Version 13 of the weight gradient: LeNet's conv2 leaves its slices'
+// sums to the layer's input gradient's call (conv2d_backward_weight_unfinished),
+// as training runs it on a GPU. Against version 12's two whole calls, the
+// same bits: conv2's dx, dw and db through conv2d_backward_data, on the
+// tiled kernel that adds the slices itself (data version 9) and on one that
+// leaves them to finish_splits (8); and through
+// conv2d_backward_data_weight_pool with conv1's weight gradient (the call
+// LeNet's model makes), where data version 9 adds them in its kernel and 3
+// before its columns take the scratch. Version 12 against the CPU. Batches
+// of 7, 64 and 256.
+void test_conv_weight_left() {
+    for (const int n : {7, 64, 256}) {
+        const auto shapes = lenet::model().conv_shapes(n);
+        const ConvShape &s1 = shapes[0], &s = shapes[1];
+        const PoolShape ps{s1.n, s1.oc, s1.oh(), s1.ow(), 2, 2};
+        const auto x = random(s.in_size(), 80), w = random(s.weight_size(), 81), dy = random(s.out_size(), 82);
+        const auto dw0 = random(s.weight_size(), 83), db0 = random(size_t(s.oc), 84);
+        const auto x1 = random(s1.in_size(), 85), dw1_0 = random(s1.weight_size(), 86), db1_0 = random(size_t(s1.oc), 87);
+        std::vector<float> y1 = random(s1.out_size(), 88), pooled1(ps.out_size());
+        cpu::relu_forward(y1.data(), y1.data(), y1.size());
+        cpu::pool2d_forward(pooled1.data(), y1.data(), PoolKind::avg, ps);
+        std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s)), want_dx(s.in_size()), want_dw = dw0,
+                                                                        want_db = db0;
+        cpu::conv2d_backward_weight(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+        cpu::conv2d_backward_data(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
+
+        Buffer<float> gx(x), gw(w), gdy(dy), dx(s.in_size()), dw(dw0), db(db0), gx1(x1), gy1(y1), gpooled1(pooled1),
+            dy1(s1.out_size()), dw1(dw1_0), db1(db1_0),
+            scratch(std::max(cuda::conv2d_scratch_floats(s), cuda::conv2d_scratch_floats(s1)));
+        Tickets tickets;
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        // conv2's weight gradient, then its input gradient by `call`; what they wrote.
+        const auto run = [&](int weight_version, int data_version, bool with_pool) {
+            cuda::select_version("conv2d_backward_weight", weight_version);
+            cuda::select_version("conv2d_backward_data", data_version);
+            for (Buffer<float>* p : {&dx, &scratch, &dy1}) p->poison();
+            dw.upload(dw0), db.upload(db0), dw1.upload(dw1_0), db1.upload(db1_0);
+            const cuda::UnfinishedWeightGrad left =
+                cuda::conv2d_backward_weight_unfinished(dw.p, db.p, gdy.p, gx.p, s, ws, nullptr);
+            const bool leaves = cuda::conv2d_backward_weight_leaves_slices(s, gx.p, gw.p);
+            if (with_pool)
+                cuda::conv2d_backward_data_weight_pool(dx.p, gdy.p, gw.p, s, dw1.p, db1.p, dy1.p, gx1.p, gy1.p,
+                                                       gpooled1.p, s1, PoolKind::avg, ps, ws, nullptr, left);
+            else
+                cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, nullptr, left);
+            std::vector<std::vector<float>> got = {dx.download(), dw.download(), db.download()};
+            if (with_pool) got.insert(got.end(), {dw1.download(), db1.download()});
+            cuda::select_default_versions();
+            return std::tuple{got, left.dw != nullptr, leaves};
+        };
+        const char* names[] = {"dx", "dw", "db", "conv1's dw", "conv1's db"};
+        for (const bool with_pool : {false, true})
+            for (const int data : with_pool ? std::vector<int>{3, 9} : std::vector<int>{8, 9}) {
+                char name[120];
+                std::snprintf(name, sizeof name, "conv2 n%d, %s (data version %d)", n,
+                              with_pool ? "conv2d_backward_data_weight_pool" : "conv2d_backward_data", data);
+                const auto [before, before_left, before_leaves] = run(12, data, with_pool);
+                const auto [after, after_left, after_leaves] = run(13, data, with_pool);
+                report(!before_left && !before_leaves, std::string(name) + ": weight version 12 leaves nothing");
+                report(after_left && after_leaves == (data >= 9),
+                       std::string(name) + ": weight version 13 leaves its slices" +
+                           (data >= 9 ? ", to the input gradient's kernel" : ", to finish_splits"));
+                if (!with_pool) {
+                    compare(std::string(name) + ": dx (version 12)", before[0], want_dx, gemm_tol);
+                    compare(std::string(name) + ": dw (version 12)", before[1], want_dw, gemm_tol);
+                    compare(std::string(name) + ": db (version 12)", before[2], want_db, gemm_tol);
+                }
+                for (size_t k = with_pool && data == 3 ? 1 : 0; k < after.size(); ++k)  // (3 leaves dx alone)
+                    compare(std::string(name) + ": " + names[k] + ", version 13 = version 12", after[k], before[k], 0.0);
+                check_tickets(tickets, name);
+            }
+    }
 }
 
 // fastdiv.cuh's division by multiplication against the division, on the
@@ -1959,6 +2034,7 @@ int main(int argc, char** argv) {
             test_versions_same_bits();
             test_dense_loss();
             test_dense_head();
+            test_conv_weight_left();
             test_conv_gathered();
             test_tf32();
             test_pool();

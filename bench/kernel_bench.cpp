@@ -6,8 +6,9 @@
 // convolutions also with the pooling after them, conv2d_forward_relu_pool;
 // dense layers after a pooling also through it, dense_backward_pool; the
 // convolution after a pooling with the weight gradient of the one before,
-// conv2d_backward_data_weight_pool; a dense layer and the last one after it
-// with the loss, dense_head). For each launcher, layer and version it first
+// conv2d_backward_data_weight_pool; LeNet's convolutions' weight and input
+// gradients one after the other, conv2d_backward_weight_data; a dense layer
+// and the last one after it with the loss, dense_head). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -147,8 +148,13 @@ struct ConvCase {
 
     explicit ConvCase(const ConvShape& shape) : s(shape) {}
 
-    // Multiply-adds count two; the same for the three launchers.
-    double flops(const std::string&) const { return 2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols(); }
+    // Multiply-adds count two; the same for the three launchers (twice that
+    // for "conv2d_backward_weight_data": the weight gradient, then the input
+    // gradient, as LeNet's model calls them, from weight version 13 the
+    // first's slices added by the second's kernel).
+    double flops(const std::string& run) const {
+        return (run == "conv2d_backward_weight_data" ? 4.0 : 2.0) * s.oc * s.col_rows() * double(s.n) * s.col_cols();
+    }
     // The longest sum of one product, as the selected version runs it:
     // backward-data's version 1 sums the spread gradient's taps, later ones
     // the channels before a gather.
@@ -156,6 +162,8 @@ struct ConvCase {
         if (launcher == "conv2d_backward_data")
             return cuda::conv2d_backward_data_version == 1 ? long(s.oc) * s.kh * s.kw : s.oc;
         if (launcher == "conv2d_backward_weight") return cuda::conv2d_weight_grad_depth(s);
+        if (launcher == "conv2d_backward_weight_data")
+            return std::max(depth("conv2d_backward_data"), depth("conv2d_backward_weight"));
         return s.col_rows();
     }
 
@@ -164,7 +172,11 @@ struct ConvCase {
         else if (launcher == "conv2d_forward_relu_pool")
             cuda::conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
         else if (launcher == "conv2d_backward_data") cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream);
-        else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
+        else if (launcher == "conv2d_backward_weight_data") {
+            const cuda::UnfinishedWeightGrad left =
+                cuda::conv2d_backward_weight_unfinished(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
+            cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream, left);
+        } else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
     }
 
     // The worst error of one run against the CPU twin (outputs poisoned
@@ -186,12 +198,12 @@ struct ConvCase {
             const double y_error = error(y.get(), want);
             return launcher == "conv2d_forward" ? y_error : std::max(y_error, error(pooled.get(), want_pooled));
         }
+        std::vector<float> want_dx(s.in_size());
+        cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), fp, cpu_scratch.data());
+        dx.poison();
         if (launcher == "conv2d_backward_data") {
-            std::vector<float> want(s.in_size());
-            cpu::conv2d_backward_data_gemm(want.data(), dy.data(), w.data(), fp, cpu_scratch.data());
-            dx.poison();
             run(launcher, nullptr);
-            return error(dx.get(), want);
+            return error(dx.get(), want_dx);
         }
         std::vector<float> want_dw = dw0, want_db = db0, unused = dw0;  // backward-weight adds to what is there
         cpu::conv2d_backward_weight_gemm(want_dw.data(), unused.data(), dy.data(), x.data(), fp, cpu_scratch.data());
@@ -201,7 +213,9 @@ struct ConvCase {
         db.put(db0);
         scratch.poison();
         run(launcher, nullptr);
-        return std::max(error(dw.get(), want_dw), error(db.get(), want_db));
+        const double weight_error = std::max(error(dw.get(), want_dw), error(db.get(), want_db));
+        return launcher == "conv2d_backward_weight_data" ? std::max(weight_error, error(dx.get(), want_dx))
+                                                         : weight_error;
     }
 };
 
@@ -644,6 +658,8 @@ int main(int argc, char** argv) {
                 }
                 if (launcher == "conv2d_forward" && kind == ModelKind::lenet)
                     return std::vector<std::string>{launcher, "conv2d_forward_relu_pool"};
+                if (launcher == "conv2d_backward_weight" && kind == ModelKind::lenet)
+                    return std::vector<std::string>{launcher, "conv2d_backward_weight_data"};
                 if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};
                 return std::vector<std::string>{};
             });

@@ -9,7 +9,9 @@
 # load and graph recording).
 #   usage: bench/kernel_versions.sh [DPTRAIN] [MODEL] [REPEATS] [EPOCHS]
 #   After the one-launcher variants comes every launcher at its latest
-#   version (the fewest kernels a step), where that is not the default.
+#   version (the fewest kernels a step), where that is not the default; then
+#   the same with gemm_split at its default, whose kernel adds each split
+#   product's sums (gemm_split 2's last blocks add a whole tile's alone).
 #   MORE="a=1,b=2 c=3" adds variants that change several launchers at once;
 #   ONLY="a=1 ..." times those variants alone (and the defaults).
 #   Other dptrain options through DPTRAIN_ARGS (default: --batch 256 --lr 0.3
@@ -44,6 +46,8 @@ latest=$("$kernel_bench" --list | awk '
     { last = $1; at_latest = $2 == "(trained" }
     END { if (name != "" && !at_latest) out = out (out == "" ? "" : ",") name "=" last; print out }')
 [[ $latest == *,* ]] && variants+=("$latest")  # (one launcher alone is a variant above already)
+all_but_split=$(tr ',' '\n' <<<"$latest" | grep -v '^gemm_split=' | paste -sd, -)
+[[ $all_but_split != "$latest" && $all_but_split == *,* ]] && variants+=("$all_but_split")
 read -r -a more <<<"${MORE:-}"
 variants+=("${more[@]}")
 [[ -n ${ONLY:-} ]] && read -r -a variants <<<"$ONLY"

@@ -13,7 +13,8 @@
 #   the same with gemm_split at its default, whose kernel adds each split
 #   product's sums (gemm_split 2's last blocks add a whole tile's alone).
 #   MORE="a=1,b=2 c=3" adds variants that change several launchers at once;
-#   ONLY="a=1 ..." times those variants alone (and the defaults).
+#   ONLY="a=1 ..." times those variants alone (and the defaults); LIST=1
+#   prints the variants, one a line, and times none.
 #   Other dptrain options through DPTRAIN_ARGS (default: --batch 256 --lr 0.3
 #   for lenet, --batch 256 --lr 0.1 for resnet18; e.g. add --tf32).
 set -euo pipefail
@@ -52,6 +53,10 @@ read -r -a more <<<"${MORE:-}"
 variants+=("${more[@]}")
 [[ -n ${ONLY:-} ]] && read -r -a variants <<<"$ONLY"
 [[ ${variants[0]} == default ]] || variants=(default "${variants[@]}")
+if [[ -n ${LIST:-} ]]; then
+    printf '%s\n' "${variants[@]}"
+    exit 0
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -847,6 +847,11 @@ bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
            s.kh == K && s.kw == K && s.h == H && s.w == H && s.c <= CP && s.c % 4 == 0 &&
            reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
+// Whether s's input gradient runs on a kernel that adds a weight
+// gradient's slices itself (version 9's, as input_grad_rows_tiled_finishing).
+bool input_grad_finishes_slices(const ConvShape& s, const float* w) {
+    return conv2d_backward_data_version >= 9 && input_grad_rows_tiled_fits(s, w);
+}
 
 struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
     const float* x;
@@ -2363,12 +2368,11 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream, const UnfinishedWeightGrad& weight) {
     const Geometry g(s);
-    const bool tiled = input_grad_rows_tiled_fits(s, w);
-    if (weight.dw && tiled && conv2d_backward_data_version >= 9)
+    if (weight.dw && input_grad_finishes_slices(s, w))
         return launch::kernel("input_grad_rows_tiled_finishing", input_grad_rows_tiled_finishing, unsigned(s.n),
                               unsigned(tiled_input_grad_threads), stream, dx, dy, w, g, weight);
     if (weight.dw) add_weight_slices(weight, stream);  // (before any kernel below reuses the scratch)
-    if (tiled)
+    if (input_grad_rows_tiled_fits(s, w))
         return conv2d_backward_data_version >= 9
                    ? launch::kernel("input_grad_rows_tiled_wide", input_grad_rows_tiled_wide, unsigned(s.n),
                                     unsigned(tiled_input_grad_threads), stream, dx, dy, w, g)
@@ -2693,6 +2697,12 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
     }
     return l;
 }
+// Version 13's slices kernel for s: the rows kernel (null where version 13
+// leaves nothing, or runs whole: not the rows kernel).
+WeightRowsLaunch weight_slices_left(const ConvShape& s, const float* x) {
+    if (conv2d_backward_weight_version < 13 || small_weight_grad(s)) return {};
+    return weight_grad_rows_kernel(s, x);
+}
 // The rows kernel's slices of s's weight gradient into scratch, not added.
 UnfinishedWeightGrad weight_rows_slices(const WeightRowsLaunch& l, float* dw, float* db, const float* dy,
                                         const float* x, const ConvShape& s, float* scratch, cudaStream_t stream) {
@@ -2703,15 +2713,13 @@ UnfinishedWeightGrad weight_rows_slices(const WeightRowsLaunch& l, float* dw, fl
 }  // namespace
 
 bool conv2d_backward_weight_leaves_slices(const ConvShape& s, const float* x, const float* w) {
-    return conv2d_backward_weight_version >= 13 && !small_weight_grad(s) && weight_grad_rows_kernel(s, x).kernel &&
-           conv2d_backward_data_version >= 9 && input_grad_rows_tiled_fits(s, w);
+    return weight_slices_left(s, x).kernel && input_grad_finishes_slices(s, w);
 }
 
 UnfinishedWeightGrad conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x,
                                                        const ConvShape& s, Workspace ws, cudaStream_t stream) {
-    if (conv2d_backward_weight_version >= 13 && !small_weight_grad(s))
-        if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel)
-            return weight_rows_slices(l, dw, db, dy, x, s, ws.scratch, stream);
+    if (const WeightRowsLaunch l = weight_slices_left(s, x); l.kernel)
+        return weight_rows_slices(l, dw, db, dy, x, s, ws.scratch, stream);
     conv2d_backward_weight(dw, db, dy, x, s, ws, stream);
     return {};
 }

@@ -88,11 +88,11 @@ struct StoreBiased {  // y (n, out) = value + b, then ReLU
     float* y;
     const float* b;
     int out;
-    __device__ void operator()(int, int i, int o, float v) const {
-        v += b[o];
-        if (relu) v = v > 0.0f ? v : 0.0f;
-        y[size_t(i) * out + o] = v;
+    __device__ static float biased(float v, float bias) {
+        v += bias;
+        return relu && !(v > 0.0f) ? 0.0f : v;
     }
+    __device__ void operator()(int, int i, int o, float v) const { y[size_t(i) * out + o] = biased(v, b[o]); }
 };
 // dw (out, in) += column j < in of the product; db (out) += its column in,
 // the sums of dy against the column of ones (RowsAndOnes).
@@ -388,8 +388,8 @@ struct DenseLoss {
 };
 
 // Sample i's x into xs: loaded, or (d.before) finished as finish_splits
-// with StoreBiased<true> would finish it, its splits added in split order,
-// then the bias and the ReLU, and stored in x on the way (the last blocks'
+// with StoreBiased<true> finishes it (its splits added in split order,
+// then the bias and the ReLU) and stored in x on the way (the last blocks'
 // sums read it there).
 __device__ void dense_loss_input(const DenseLoss& d, int i, float* xs) {
     const UnfinishedDense& u = d.before;
@@ -400,10 +400,7 @@ __device__ void dense_loss_input(const DenseLoss& d, int i, float* xs) {
     }
     const size_t size = size_t(u.n) * u.out, row = size_t(i) * u.out;
     for (int j = int(threadIdx.x); j < u.out; j += launch::threads) {
-        float v = 0.0f;
-        for (int z = 0; z < u.splits; ++z) v += u.partial[size_t(z) * size + row + j];
-        v += u.b[j];
-        v = v > 0.0f ? v : 0.0f;
+        const float v = StoreBiased<true>::biased(tiled::split_sum(u.partial, u.splits, size, row + j), u.b[j]);
         xs[j] = v;
         u.y[row + j] = v;
     }

@@ -525,13 +525,17 @@ struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
     __device__ void operator()(int z, int i, int j, float v) const { scratch[size_t(z) * size + size_t(i) * n + j] = v; }
 };
 
-// Result e of C (m, n), of size m * n: its splits' partial sums added in
-// split order, handed to `out`.
-template <class Out>
-__device__ void finish_split_sum(const Out& out, const float* scratch, int splits, size_t size, int n, size_t e) {
+// Result e of a product of size m * n: its splits' partial sums added in
+// split order.
+__device__ inline float split_sum(const float* scratch, int splits, size_t size, size_t e) {
     float sum = 0.0f;
     for (int z = 0; z < splits; ++z) sum += scratch[size_t(z) * size + e];
-    out(0, int(e / unsigned(n)), int(e % unsigned(n)), sum);
+    return sum;
+}
+// The same of C (m, n), handed to `out`.
+template <class Out>
+__device__ void finish_split_sum(const Out& out, const float* scratch, int splits, size_t size, int n, size_t e) {
+    out(0, int(e / unsigned(n)), int(e % unsigned(n)), split_sum(scratch, splits, size, e));
 }
 
 template <class Out>

@@ -8,7 +8,8 @@
 // convolution after a pooling with the weight gradient of the one before,
 // conv2d_backward_data_weight_pool; LeNet's convolutions' weight and input
 // gradients one after the other, conv2d_backward_weight_data; a dense layer
-// and the last one after it with the loss, dense_head). For each launcher, layer and version it first
+// and the last one after it with the loss, dense_head; ResNet-18's batch norm
+// layers' sums, batch_norm). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -478,6 +479,64 @@ struct DenseHeadCase {
     }
 };
 
+// A batch norm layer's per-channel sums (ResNet-18's): "batch_norm_stats",
+// the statistics (a value's square and two additions: 3 FLOP a value), and
+// "batch_norm_backward_sums", the backward's two sums (with x normalised on
+// the way: 5), each checked against the CPU twin; dgamma and dbeta start
+// from values of their own, as the gradients accumulate.
+struct NormCase {
+    NormShape s;
+    std::vector<float> x = shifted(random_floats(s.size(), 21)), dy = random_floats(s.size(), 22),
+                       dg0 = random_floats(size_t(s.c), 23), db0 = random_floats(size_t(s.c), 24),
+                       saved = saved_of(s, x);
+    Gpu gx{x}, gdy{dy}, gsaved{saved}, out{2 * size_t(s.c)}, dgamma{dg0}, dbeta{db0},
+        scratch{cuda::batch_norm_scratch_floats(s)};
+    Tickets tickets;
+
+    explicit NormCase(const NormShape& shape) : s(shape) {}
+
+    static std::vector<float> shifted(std::vector<float> v) {  // a mean away from 0
+        for (float& f : v) f = 2.0f * f + 0.5f;
+        return v;
+    }
+    // Each channel's mean and 1/std, as the forward leaves them.
+    static std::vector<float> saved_of(const NormShape& s, const std::vector<float>& x) {
+        std::vector<float> stats(2 * size_t(s.c)), saved(stats.size()), y(x.size()), ones(size_t(s.c), 1.0f),
+            zeros(size_t(s.c), 0.0f);
+        cpu::batch_norm_stats(stats.data(), x.data(), s);
+        cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), s.per_channel(), ones.data(),
+                                zeros.data(), 1e-5f, s);
+        return saved;
+    }
+    double flops(const std::string& run) const {
+        return (run == "batch_norm_stats" ? 3.0 : 5.0) * double(s.size());
+    }
+    long depth(const std::string&) const { return long(s.n) * s.hw; }
+    void run(const std::string& run, cudaStream_t stream) {
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        if (run == "batch_norm_stats") cuda::batch_norm_stats(out.p, gx.p, s, ws, stream);
+        else cuda::batch_norm_backward_sums(out.p, dgamma.p, dbeta.p, gdy.p, gx.p, gsaved.p, s, ws, stream);
+    }
+    double check(const std::string& run) {
+        std::vector<float> want(out.n), want_dg = dg0, want_db = db0;
+        out.poison();
+        scratch.poison();
+        if (run == "batch_norm_stats") {
+            cpu::batch_norm_stats(want.data(), x.data(), s);
+            this->run(run, nullptr);
+            return error(out.get(), want);
+        }
+        cpu::batch_norm_backward_sums(want.data(), want_dg.data(), want_db.data(), dy.data(), x.data(), saved.data(), s);
+        dgamma.put(dg0);
+        dbeta.put(db0);
+        this->run(run, nullptr);
+        return std::max({error(out.get(), want), error(dgamma.get(), want_dg), error(dbeta.get(), want_db)});
+    }
+};
+std::string describe(const NormShape& s) {
+    return "norm c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
+}
+
 // Median milliseconds of one launch.
 template <class Case>
 double time_ms(Case& c, const std::string& launcher, int repeats) {
@@ -697,6 +756,16 @@ int main(int argc, char** argv) {
             DenseHeadCase c(dense[dense.size() - 2], dense.back());
             bench(c, kind, describe(dense[dense.size() - 2]) + " + last", [](const std::string& launcher) {
                 return launcher == "dense" ? std::vector<std::string>{"dense_head"} : std::vector<std::string>{};
+            });
+        }
+        std::set<std::string> norms_seen;
+        for (const NormShape& s : model_of(kind).norm_shapes(batch)) {
+            if (!norms_seen.insert(describe(s)).second) continue;
+            NormCase c(s);
+            bench(c, kind, describe(s), [](const std::string& launcher) {
+                return launcher == "batch_norm"
+                           ? std::vector<std::string>{"batch_norm_stats", "batch_norm_backward_sums"}
+                           : std::vector<std::string>{};
             });
         }
     }

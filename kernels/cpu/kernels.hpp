@@ -231,9 +231,16 @@ struct KernelSet {
     static constexpr auto relu_backward = &cpu::relu_backward;
     static constexpr auto sum_into = &cpu::sum_into;
     static constexpr auto copy = &cpu::copy;
-    static constexpr auto batch_norm_stats = &cpu::batch_norm_stats;
+    // The sums need no scratch here (the GPU's may: kernels/cuda/norm.cu).
+    static constexpr size_t batch_norm_scratch_floats(const NormShape&) { return 0; }
+    static void batch_norm_stats(float* stats, const float* x, const NormShape& s, float*) {
+        cpu::batch_norm_stats(stats, x, s);
+    }
     static constexpr auto batch_norm_forward = &cpu::batch_norm_forward;
-    static constexpr auto batch_norm_backward_sums = &cpu::batch_norm_backward_sums;
+    static void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                                         const float* saved, const NormShape& s, float*) {
+        cpu::batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s);
+    }
     static constexpr auto batch_norm_backward_data = &cpu::batch_norm_backward_data;
     static constexpr auto batch_norm_inference = &cpu::batch_norm_inference;
     static constexpr auto batch_norm_update_running = &cpu::batch_norm_update_running;

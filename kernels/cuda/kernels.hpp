@@ -244,12 +244,16 @@ void sgd_update_checked(float* params, const float* grads, float scale, size_t c
 void wait_for_host(const unsigned long long* counter, unsigned long long target, cudaStream_t stream);
 
 // Batch normalisation, the halves of the CPU's (kernels/cpu/kernels.hpp):
-// per-channel sums in double, one block a channel.
-void batch_norm_stats(float* stats, const float* x, const NormShape& s, cudaStream_t stream);
+// per-channel sums in double in a fixed order (norm.cu). The sums may cut a
+// channel into slices across blocks (batch_norm version 2), which takes the
+// workspace: batch_norm_scratch_floats of scratch and a ticket a channel;
+// without tickets, a block a channel.
+size_t batch_norm_scratch_floats(const NormShape& s);
+void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream);
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream);
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                              const float* saved, const NormShape& s, cudaStream_t stream);
+                              const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream);
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
                               double count, const float* gamma, const NormShape& s, cudaStream_t stream);
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
@@ -379,16 +383,17 @@ struct KernelSet {
         cuda::sum_into(acc, staged, parts, count, stream);
     }
     void copy(float* dst, const float* src, size_t count) const { cuda::copy(dst, src, count, stream); }
-    void batch_norm_stats(float* stats, const float* x, const NormShape& s) const {
-        cuda::batch_norm_stats(stats, x, s, stream);
+    static size_t batch_norm_scratch_floats(const NormShape& s) { return cuda::batch_norm_scratch_floats(s); }
+    void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) const {
+        cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream);
     }
     void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count,
                             const float* gamma, const float* beta, float eps, const NormShape& s) const {
         cuda::batch_norm_forward(y, saved, x, stats, count, gamma, beta, eps, s, stream);
     }
     void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                                  const float* saved, const NormShape& s) const {
-        cuda::batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s, stream);
+                                  const float* saved, const NormShape& s, float* scratch) const {
+        cuda::batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s, workspace(scratch), stream);
     }
     void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved,
                                   const float* sums, double count, const float* gamma, const NormShape& s) const {

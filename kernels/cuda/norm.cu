@@ -1,8 +1,20 @@
 // Batch normalisation on the GPU. CPU twin: kernels/cpu/norm.cpp (the same
 // halves; kernels/cpu/kernels.hpp says what each computes). The per-channel
-// sums are one block a channel, accumulated in double in a fixed order, so
-// a run gives the same bits every time; the element-wise halves take each
-// channel's mean and 1/std from `saved`.
+// sums accumulate in double in a fixed order, so a run gives the same bits
+// every time; the element-wise halves take each channel's mean and 1/std
+// from `saved`.
+//
+// The sums (the statistics, and the backward's two): version 1 runs a block
+// a channel. Version 2 (versions.hpp: "batch_norm") cuts each channel's
+// values into slices, enough that the channels' slices make about
+// target_blocks blocks, each slice summed as version 1 sums a channel; the
+// slices' sums go to scratch in double, and the last block of a channel to
+// store its own (an integer ticket a channel) adds them in slice order,
+// through the same fixed tree. ResNet-18's first layer (one channel,
+// 200,704 values at batch 256) is then 256 blocks of 784 values where it
+// was one block; its 64-channel layers 4 blocks a channel. Version 3 also
+// leaves the channels' means and 1/std to the forward's normalising kernel,
+// each block working them out from the sums (no saved_kernel).
 //
 // Indices are ints split by multiplication (fastdiv.cuh); a layer of 2^31
 // values or more is refused. 64-bit division, which size_t indices cost, is
@@ -12,7 +24,10 @@
 #include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "versions.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -40,92 +55,184 @@ struct Channels {
     }
 };
 
-// Thread t of block ch visits the channel's values t, t + 256, ...: loaded
+// Thread t of a block visits its run's values t, t + 256, ...: loaded
 // `ahead` at a time, so that their loads are in flight together, then added
-// in that same order (the bits do not depend on `ahead`).
+// in that same order (the bits do not depend on `ahead`). Run [first, last)
+// of channel ch's values; `two(k)` gives the two values that value k adds to
+// the two sums. The sums are valid in thread 0.
 constexpr int ahead = 8;
 
-__global__ void stats_kernel(float* stats, const float* x, Channels g) {
-    const int ch = blockIdx.x, step = int(blockDim.x);
-    const int values = g.s.n * g.s.hw;
-    double sum = 0, squares = 0;
-    int k = int(threadIdx.x);
-    for (; k + (ahead - 1) * step < values; k += ahead * step) {
-        float v[ahead];
+struct TwoSums {
+    double first = 0, second = 0;
+};
+
+template <class Two>
+__device__ TwoSums run_sums(int first, int last, Two two) {
+    const int step = int(blockDim.x);
+    TwoSums s;
+    int k = first + int(threadIdx.x);
+    for (; k + (ahead - 1) * step < last; k += ahead * step) {
+        TwoSums v[ahead];
 #pragma unroll
-        for (int u = 0; u < ahead; ++u) v[u] = x[g.value_index(ch, k + u * step)];
+        for (int u = 0; u < ahead; ++u) v[u] = two(k + u * step);
 #pragma unroll
         for (int u = 0; u < ahead; ++u) {
-            sum += double(v[u]);
-            squares += double(v[u]) * double(v[u]);
+            s.first += v[u].first;
+            s.second += v[u].second;
         }
     }
-    for (; k < values; k += step) {
-        const double v = x[g.value_index(ch, k)];
-        sum += v;
-        squares += v * v;
+    for (; k < last; k += step) {
+        const TwoSums v = two(k);
+        s.first += v.first;
+        s.second += v.second;
     }
-    sum = launch::block_sum(sum);
+    s.first = launch::block_sum(s.first);
     __syncthreads();  // block_sum's shared memory is used again
-    squares = launch::block_sum(squares);
-    if (threadIdx.x == 0) {
-        stats[ch] = float(sum);
-        stats[g.s.c + ch] = float(squares);
+    s.second = launch::block_sum(s.second);
+    return s;
+}
+
+// Slices of each channel's values (version 2): at least 1, at most one a
+// thread of the block that adds them, and none shorter than
+// slice_min_values. A function of the shape alone, so every GPU sums in the
+// same order.
+constexpr int slice_min_values = 512, target_blocks = 256;
+int slices_of(const NormShape& s) {
+    const long values = long(s.n) * s.hw;
+    const long wanted = (target_blocks + s.c - 1) / std::max(s.c, 1);
+    return int(std::clamp<long>(std::min(wanted, values / slice_min_values), 1, launch::threads));
+}
+
+// Where a launch of the sums keeps its slices' partial sums: `slices` a
+// channel, two doubles each, 8-byte aligned in the float scratch.
+struct Slices {
+    int count = 1, length = 0;  // slices a channel; values a slice (the last may have fewer)
+    double* partial = nullptr;  // (channel, slice, 2)
+    unsigned* tickets = nullptr;  // one a channel
+};
+
+Slices slices_for(const NormShape& s, Workspace ws) {
+    Slices sl;
+    const int values = s.n * s.hw;
+    if (batch_norm_version >= 2 && ws.tickets && ws.scratch) sl.count = slices_of(s);
+    sl.length = (values + sl.count - 1) / sl.count;
+    if (sl.count > 1) {
+        const auto at = reinterpret_cast<std::uintptr_t>(ws.scratch);
+        sl.partial = reinterpret_cast<double*>((at + 7) / 8 * 8);
+        sl.tickets = ws.tickets;
     }
+    return sl;
+}
+
+// Block (ch, slice)'s sums of its run: with one slice they are the
+// channel's (true); otherwise stored to scratch, and true in the last block
+// of the channel to store its own, which then holds the slices' sums added
+// in slice order (thread t loads slice t's; block_sum's fixed tree).
+__device__ bool channel_sums(TwoSums& s, const Slices& sl, int ch, int slice) {
+    if (sl.count == 1) return true;
+    if (threadIdx.x == 0) {
+        sl.partial[2 * (size_t(ch) * sl.count + slice)] = s.first;
+        sl.partial[2 * (size_t(ch) * sl.count + slice) + 1] = s.second;
+    }
+    if (!launch::last_to_arrive(&sl.tickets[ch], unsigned(sl.count))) return false;
+    TwoSums mine;
+    if (int(threadIdx.x) < sl.count) {
+        mine.first = __ldcg(&sl.partial[2 * (size_t(ch) * sl.count + threadIdx.x)]);
+        mine.second = __ldcg(&sl.partial[2 * (size_t(ch) * sl.count + threadIdx.x) + 1]);
+    }
+    __syncthreads();  // run_sums' block_sum shared memory is used again
+    s.first = launch::block_sum(mine.first);
+    __syncthreads();
+    s.second = launch::block_sum(mine.second);
+    return true;
+}
+
+// Block (ch, slice) of the grid (channels, slices).
+__global__ void stats_kernel(float* stats, const float* x, Channels g, Slices sl) {
+    const int ch = int(blockIdx.x), slice = int(blockIdx.y);
+    const int values = g.s.n * g.s.hw, first = slice * sl.length;
+    TwoSums s = run_sums(first, min(values, first + sl.length), [&](int k) {
+        const double v = x[g.value_index(ch, k)];
+        return TwoSums{v, v * v};
+    });
+    if (!channel_sums(s, sl, ch, slice)) return;
+    if (threadIdx.x == 0) {
+        stats[ch] = float(s.first);
+        stats[g.s.c + ch] = float(s.second);
+    }
+}
+
+// Channel ch's mean and 1/std from the sums over `count` values.
+struct MeanInvStd {
+    float mean, inv_std;
+};
+__device__ MeanInvStd mean_inv_std(const float* stats, double count, float eps, int c, int ch) {
+    const double mean = stats[ch] / count;
+    const double var = fmax(0.0, stats[c + ch] / count - mean * mean);
+    return {float(mean), float(1.0 / sqrt(var + eps))};
 }
 
 __global__ void saved_kernel(float* saved, const float* stats, double count, float eps, int c) {
     for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
-        const double mean = stats[ch] / count;
-        const double var = fmax(0.0, stats[c + ch] / count - mean * mean);
-        saved[ch] = float(mean);
-        saved[c + ch] = float(1.0 / sqrt(var + eps));
+        const MeanInvStd v = mean_inv_std(stats, count, eps, c, ch);
+        saved[ch] = v.mean;
+        saved[c + ch] = v.inv_std;
     }
+}
+
+__device__ float normalized(float x, float m, float inv_std, float gamma, float beta) {
+    return gamma * inv_std * (x - m) + beta;
 }
 
 __global__ void normalize_kernel(float* y, const float* x, const float* saved, const float* gamma, const float* beta,
                                  Channels g, int total) {
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        const float m = saved[ch], inv_std = saved[g.s.c + ch];
-        y[i] = gamma[ch] * inv_std * (x[i] - m) + beta[ch];
+        y[i] = normalized(x[i], saved[ch], saved[g.s.c + ch], gamma[ch], beta[ch]);
+    }
+}
+
+// Version 3: each block works out every channel's mean and 1/std from the
+// sums itself, into shared memory (block 0 also stores them for the
+// backward), and then normalises its values: saved_kernel's arithmetic and
+// normalize_kernel's, in one launch.
+constexpr int saving_most_channels = 1024;
+__global__ void normalize_saving_kernel(float* y, float* saved, const float* x, const float* stats, double count,
+                                        float eps, const float* gamma, const float* beta, Channels g, int total) {
+    __shared__ float block_saved[2 * saving_most_channels];
+    const int c = g.s.c;
+    for (int ch = int(threadIdx.x); ch < c; ch += int(blockDim.x)) {
+        const MeanInvStd v = mean_inv_std(stats, count, eps, c, ch);
+        block_saved[ch] = v.mean;
+        block_saved[c + ch] = v.inv_std;
+        if (blockIdx.x == 0) {
+            saved[ch] = v.mean;
+            saved[c + ch] = v.inv_std;
+        }
+    }
+    __syncthreads();
+    for (const int i : launch::grid_stride(total)) {
+        const int ch = g.channel_of(i);
+        y[i] = normalized(x[i], block_saved[ch], block_saved[c + ch], gamma[ch], beta[ch]);
     }
 }
 
 __global__ void backward_sums_kernel(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                                     const float* saved, Channels g) {
-    const int ch = blockIdx.x, step = int(blockDim.x);
+                                     const float* saved, Channels g, Slices sl) {
+    const int ch = int(blockIdx.x), slice = int(blockIdx.y);
     const float m = saved[ch], inv_std = saved[g.s.c + ch];
-    const int values = g.s.n * g.s.hw;
-    double sum_dy = 0, sum_dy_xhat = 0;
-    int k = int(threadIdx.x);
-    for (; k + (ahead - 1) * step < values; k += ahead * step) {
-        float d[ahead], v[ahead];
-#pragma unroll
-        for (int u = 0; u < ahead; ++u) {
-            const int j = g.value_index(ch, k + u * step);
-            d[u] = dy[j];
-            v[u] = x[j];
-        }
-#pragma unroll
-        for (int u = 0; u < ahead; ++u) {
-            sum_dy += d[u];
-            sum_dy_xhat += double(d[u]) * double((v[u] - m) * inv_std);
-        }
-    }
-    for (; k < values; k += step) {
+    const int values = g.s.n * g.s.hw, first = slice * sl.length;
+    TwoSums s = run_sums(first, min(values, first + sl.length), [&](int k) {
         const int j = g.value_index(ch, k);
-        sum_dy += dy[j];
-        sum_dy_xhat += double(dy[j]) * double((x[j] - m) * inv_std);
-    }
-    sum_dy = launch::block_sum(sum_dy);
-    __syncthreads();
-    sum_dy_xhat = launch::block_sum(sum_dy_xhat);
+        const float d = dy[j];
+        return TwoSums{double(d), double(d) * double((x[j] - m) * inv_std)};
+    });
+    if (!channel_sums(s, sl, ch, slice)) return;
     if (threadIdx.x == 0) {
-        sums[ch] = float(sum_dy);
-        sums[g.s.c + ch] = float(sum_dy_xhat);
-        dbeta[ch] += float(sum_dy);
-        dgamma[ch] += float(sum_dy_xhat);
+        sums[ch] = float(s.first);
+        sums[g.s.c + ch] = float(s.second);
+        dbeta[ch] += float(s.first);
+        dgamma[ch] += float(s.second);
     }
 }
 
@@ -157,14 +264,26 @@ __global__ void running_kernel(float* running, const float* stats, double count,
 
 }  // namespace
 
-void batch_norm_stats(float* stats, const float* x, const NormShape& s, cudaStream_t stream) {
+size_t batch_norm_scratch_floats(const NormShape& s) {
+    // Two doubles a slice, and a float to align them (slices_for).
+    return s.c > 0 ? 4 * size_t(s.c) * size_t(slices_of(s)) + 1 : 0;
+}
+
+void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream) {
     if (s.c == 0) return;
-    launch::kernel("stats_kernel", stats_kernel, s.c, launch::threads, stream, stats, x, Channels(s));
+    const Slices sl = slices_for(s, ws);
+    launch::kernel("stats_kernel", stats_kernel, dim3(unsigned(s.c), unsigned(sl.count)), launch::threads, stream,
+                   stats, x, Channels(s), sl);
 }
 
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream) {
     if (s.c == 0) return;
+    if (batch_norm_version >= 3 && s.size() > 0 && s.c <= saving_most_channels) {
+        launch::kernel("normalize_saving_kernel", normalize_saving_kernel, launch::grid_for(s.size()), launch::threads,
+                       stream, y, saved, x, stats, count, eps, gamma, beta, Channels(s), int(s.size()));
+        return;
+    }
     launch::kernel("saved_kernel", saved_kernel, 1, launch::threads, stream, saved, stats, count, eps, s.c);
     if (s.size() == 0) return;
     launch::kernel("normalize_kernel", normalize_kernel, launch::grid_for(s.size()), launch::threads, stream,
@@ -172,10 +291,11 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
 }
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                              const float* saved, const NormShape& s, cudaStream_t stream) {
+                              const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream) {
     if (s.c == 0) return;
-    launch::kernel("backward_sums_kernel", backward_sums_kernel, s.c, launch::threads, stream,
-        sums, dgamma, dbeta, dy, x, saved, Channels(s));
+    const Slices sl = slices_for(s, ws);
+    launch::kernel("backward_sums_kernel", backward_sums_kernel, dim3(unsigned(s.c), unsigned(sl.count)),
+                   launch::threads, stream, sums, dgamma, dbeta, dy, x, saved, Channels(s), sl);
 }
 
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,

@@ -156,6 +156,19 @@ const char* const tf32_versions[] = {
     "on the tensor cores' tiles",
 };
 
+// Batch normalisation's per-channel sums (the statistics and the backward's
+// two), which ResNet-18 runs.
+const char* const batch_norm_versions[] = {
+    "a block a channel, its values summed in double in a fixed order (ResNet-18's first layer, one channel, on one "
+    "block)",
+    "each channel's values in slices, enough for about 256 blocks (at least 512 values a slice), each summed as "
+    "version 1 sums a channel, and the slices' sums added in slice order by the last block of the channel to store "
+    "its own (an integer ticket a channel)",
+    "version 2, and the forward's normalisation works out the channels' means and 1/std from the sums itself, each "
+    "block into shared memory (at most 1,024 channels; block 0 stores them for the backward): no kernel of their own "
+    "(saved_kernel), the same bits",
+};
+
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
 // with each launcher set back a version at a time and then together
 // (bench/kernel_versions.sh; the tables are in docs/performance.md). On an
@@ -238,12 +251,13 @@ const char* const tf32_versions[] = {
 // 63.4 ms; kernel_bench 0.0498 ms against 0.0539); the morning's defaults
 // (forward 8, backward-data 5, weight 9) 1.16x (67.5 ms; --tf32 1.05x).
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 10, conv2d_backward_data_default = 9,
-              conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2;
+              conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2, batch_norm_default = 1;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&
               conv2d_backward_weight_default <= int(std::size(conv2d_backward_weight_versions)) &&
-              dense_default <= int(std::size(dense_versions)) && tf32_default <= int(std::size(tf32_versions)));
+              dense_default <= int(std::size(dense_versions)) && tf32_default <= int(std::size(tf32_versions)) &&
+              batch_norm_default <= int(std::size(batch_norm_versions)));
 
 }  // namespace
 
@@ -254,6 +268,7 @@ int conv2d_backward_data_version = conv2d_backward_data_default;
 int conv2d_backward_weight_version = conv2d_backward_weight_default;
 int dense_version = dense_default;
 int tf32_version = tf32_default;
+int batch_norm_version = batch_norm_default;
 
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
@@ -269,6 +284,8 @@ const std::vector<LauncherVersions>& launcher_versions() {
          conv2d_backward_weight_default, &conv2d_backward_weight_version},
         {"dense", {std::begin(dense_versions), std::end(dense_versions)}, dense_default, &dense_version},
         {"tf32", {std::begin(tf32_versions), std::end(tf32_versions)}, tf32_default, &tf32_version},
+        {"batch_norm", {std::begin(batch_norm_versions), std::end(batch_norm_versions)}, batch_norm_default,
+         &batch_norm_version},
     };
     return all;
 }

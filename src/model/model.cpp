@@ -232,6 +232,12 @@ std::vector<DenseShape> Model::dense_shapes(int n, Math math) const {
     return shapes;
 }
 
+std::vector<NormShape> Model::norm_shapes(int n) const {
+    std::vector<NormShape> shapes;
+    for (size_t i : norms_) shapes.push_back(norm_shape(i, n));
+    return shapes;
+}
+
 std::vector<std::optional<PoolShape>> Model::dense_pools(int n) const {
     std::vector<std::optional<PoolShape>> pools;
     for (const Planned& p : plan_)

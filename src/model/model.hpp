@@ -202,6 +202,7 @@ class Model {
     NormShape norm_shape(size_t layer, int n) const;
     std::vector<ConvShape> conv_shapes(int n, Math math = Math::fp32) const;
     std::vector<DenseShape> dense_shapes(int n, Math math = Math::fp32) const;
+    std::vector<NormShape> norm_shapes(int n) const;  // the batch norm layers'
     // For each dense layer, in dense_shapes' order, the pooling whose
     // backward its own does (dense_backward_pool), or none.
     std::vector<std::optional<PoolShape>> dense_pools(int n) const;
@@ -219,14 +220,16 @@ class Model {
     // for a device whose kernel may gather the input as it reads it.
     std::optional<ConvShape> first_conv_pooled(int n, Math math = Math::fp32) const;
 
-    // Scratch floats kernel set K needs for every conv and dense layer at
-    // this capacity, in arithmetic `math`.
+    // Scratch floats kernel set K needs for every conv, dense and batch norm
+    // layer at this capacity, in arithmetic `math` (a smaller part takes no
+    // more).
     template <class K>
     size_t scratch_floats(int capacity, Math math = Math::fp32) const {
         size_t most = 0;
         for (const ConvShape& s : conv_shapes(capacity, math)) most = std::max(most, K::conv2d_scratch_floats(s));
         for (const DenseShape& s : dense_shapes(capacity, math))
             most = std::max(most, K::dense_scratch_floats(s.n, s.in, s.out, s.math));
+        for (const NormShape& s : norm_shapes(capacity)) most = std::max(most, K::batch_norm_scratch_floats(s));
         return most;
     }
     // Floats of one allocation holding the activations (labels counted as floats).
@@ -507,7 +510,7 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         }
         const NormShape s = norm_shape(i, n);
         float* stats = tensor_at(grads, p.running);  // this part's sums, then (sync) the batch's
-        if (passed == stage) k.batch_norm_stats(stats, input_of(p, a, x), s);
+        if (passed == stage) k.batch_norm_stats(stats, input_of(p, a, x), s, a.scratch);
         if (reached_end_of_stage()) return;
         if (passed == stage)
             k.batch_norm_forward(output_of(p, a, logits), a.saved[size_t(p.norm)], input_of(p, a, x), stats,
@@ -530,7 +533,7 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         float* sums = grads + p.sums;  // this part's, then (sync) the batch's
         if (passed == stage) {
             k.batch_norm_backward_sums(sums, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                                       a.saved[size_t(p.norm)], s);
+                                       a.saved[size_t(p.norm)], s, a.scratch);
             done(tensors_[size_t(p.weight)].offset);
         }
         if (reached_end_of_stage()) return;

@@ -1325,11 +1325,19 @@ void test_versions_same_bits() {
 }
 
 // Batch norm's halves against the CPU's, for LeNet-sized and ResNet-sized
-// channels (26x26 maps, 64 channels). The per-channel sums are in double on
-// both sides (in another order), so the statistics agree to float rounding;
-// every output is within 1e-5 of its scale.
+// channels (26x26 maps, 64 channels; ResNet-18's first layer, one channel
+// of 28x28 maps at batch 256), with each version of the sums. The
+// per-channel sums are in double on both sides (in another order), so the
+// statistics agree to float rounding; every output is within 1e-5 of its
+// scale. Version 2 cuts a channel into slices (one slice below 1,024 values:
+// n3 c5 hw7, n2 c256 hw9, n7 c3 hw100), whose sums it adds in slice order:
+// where a channel is one slice, version 1's bits; and its tickets are back at
+// 0 after each call. Version 3's forward works out the means and 1/std in
+// the normalising kernel: version 2's bits.
 void test_batch_norm() {
-    for (const NormShape s : {NormShape{3, 5, 7}, NormShape{8, 64, 26 * 26}, NormShape{2, 256, 9}}) {
+    const NormShape shapes[] = {{3, 5, 7},   {8, 64, 26 * 26}, {2, 256, 9}, {7, 3, 100},
+                                {5, 2, 1000}, {256, 1, 28 * 28}};
+    for (const NormShape s : shapes) {
         const std::string name = "batch_norm n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
         const size_t c = size_t(s.c);
         std::vector<float> x = random(s.size(), 61);
@@ -1346,25 +1354,62 @@ void test_batch_norm() {
         cpu::batch_norm_inference(ye.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s);
         cpu::batch_norm_update_running(after.data(), stats.data(), s.per_channel(), 0.9f, s.c);
 
-        Buffer<float> dx_in(x), ddy(dy), dgm(gamma), dbt(beta), drun(running), dstats(2 * c), dsaved(2 * c), dyo(s.size()),
-            dsums(2 * c), ddx(s.size()), dye(s.size()), ddg(std::vector<float>(c, 0.25f)), ddb(std::vector<float>(c, -0.25f));
-        dyo.poison();
-        ddx.poison();
-        cuda::batch_norm_stats(dstats.p, dx_in.p, s, nullptr);
-        cuda::batch_norm_forward(dyo.p, dsaved.p, dx_in.p, dstats.p, s.per_channel(), dgm.p, dbt.p, 1e-5f, s, nullptr);
-        cuda::batch_norm_backward_sums(dsums.p, ddg.p, ddb.p, ddy.p, dx_in.p, dsaved.p, s, nullptr);
-        cuda::batch_norm_backward_data(ddx.p, ddy.p, dx_in.p, dsaved.p, dsums.p, s.per_channel(), dgm.p, s, nullptr);
-        cuda::batch_norm_inference(dye.p, dx_in.p, drun.p, dgm.p, dbt.p, 1e-5f, s, nullptr);
-        cuda::batch_norm_update_running(drun.p, dstats.p, s.per_channel(), 0.9f, s.c, nullptr);
-        compare(name + ": stats", dstats.download(), stats, 1e-6);
-        compare(name + ": saved mean and 1/std", dsaved.download(), saved, 1e-5);
-        compare(name + ": forward", dyo.download(), y, 1e-5);
-        compare(name + ": backward sums", dsums.download(), sums, 1e-5);
-        compare(name + ": dgamma (accumulated)", ddg.download(), dgamma, 1e-5);
-        compare(name + ": dbeta (accumulated)", ddb.download(), dbeta, 1e-5);
-        compare(name + ": backward data", ddx.download(), dx, 1e-5);
-        compare(name + ": inference", dye.download(), ye, 1e-5);
-        compare(name + ": running statistics", drun.download(), after, 1e-6);
+        std::vector<float> first_stats, first_sums, first_dgamma;  // version 1's
+        std::vector<float> sliced_y, sliced_saved;                   // version 2's
+        for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
+            cuda::select_version("batch_norm", v);
+            const std::string label = name + " (batch_norm " + std::to_string(v) + ")";
+            Buffer<float> dx_in(x), ddy(dy), dgm(gamma), dbt(beta), drun(running), dstats(2 * c), dsaved(2 * c),
+                dyo(s.size()), dsums(2 * c), ddx(s.size()), dye(s.size()), ddg(std::vector<float>(c, 0.25f)),
+                ddb(std::vector<float>(c, -0.25f)), scratch(cuda::batch_norm_scratch_floats(s) + 1);
+            Tickets tickets;
+            dyo.poison();
+            ddx.poison();
+            dstats.poison();
+            dsums.poison();
+            dsaved.poison();
+            // The scratch one float off 8-byte alignment: the sums align their doubles themselves.
+            const cuda::Workspace ws{scratch.p + 1, tickets.p};
+            cuda::batch_norm_stats(dstats.p, dx_in.p, s, ws, nullptr);
+            cuda::batch_norm_forward(dyo.p, dsaved.p, dx_in.p, dstats.p, s.per_channel(), dgm.p, dbt.p, 1e-5f, s, nullptr);
+            cuda::batch_norm_backward_sums(dsums.p, ddg.p, ddb.p, ddy.p, dx_in.p, dsaved.p, s, ws, nullptr);
+            cuda::batch_norm_backward_data(ddx.p, ddy.p, dx_in.p, dsaved.p, dsums.p, s.per_channel(), dgm.p, s, nullptr);
+            cuda::batch_norm_inference(dye.p, dx_in.p, drun.p, dgm.p, dbt.p, 1e-5f, s, nullptr);
+            cuda::batch_norm_update_running(drun.p, dstats.p, s.per_channel(), 0.9f, s.c, nullptr);
+            compare(label + ": stats", dstats.download(), stats, 1e-6);
+            compare(label + ": saved mean and 1/std", dsaved.download(), saved, 1e-5);
+            compare(label + ": forward", dyo.download(), y, 1e-5);
+            compare(label + ": backward sums", dsums.download(), sums, 1e-5);
+            compare(label + ": dgamma (accumulated)", ddg.download(), dgamma, 1e-5);
+            compare(label + ": dbeta (accumulated)", ddb.download(), dbeta, 1e-5);
+            compare(label + ": backward data", ddx.download(), dx, 1e-5);
+            compare(label + ": inference", dye.download(), ye, 1e-5);
+            compare(label + ": running statistics", drun.download(), after, 1e-6);
+            check_tickets(tickets, label);
+            if (v == 2) {
+                sliced_y = dyo.download();
+                sliced_saved = dsaved.download();
+            } else if (v == 3) {
+                compare(label + ": forward = version 2's, bit for bit", dyo.download(), sliced_y, 0.0);
+                compare(label + ": saved = version 2's, bit for bit", dsaved.download(), sliced_saved, 0.0);
+            }
+            if (v == 1) {
+                first_stats = dstats.download();
+                first_sums = dsums.download();
+                first_dgamma = ddg.download();
+            } else if (long(s.n) * s.hw < 1024) {
+                compare(label + ": stats = version 1's, bit for bit (one slice)", dstats.download(), first_stats, 0.0);
+                compare(label + ": backward sums = version 1's, bit for bit", dsums.download(), first_sums, 0.0);
+                compare(label + ": dgamma = version 1's, bit for bit", ddg.download(), first_dgamma, 0.0);
+            }
+            // Again, on the same scratch and tickets: the same bits.
+            const std::vector<float> once = dstats.download(), sums_once = dsums.download();
+            cuda::batch_norm_stats(dstats.p, dx_in.p, s, ws, nullptr);
+            cuda::batch_norm_backward_sums(dsums.p, ddg.p, ddb.p, ddy.p, dx_in.p, dsaved.p, s, ws, nullptr);
+            compare(label + ": stats again, the same bits", dstats.download(), once, 0.0);
+            compare(label + ": backward sums again, the same bits", dsums.download(), sums_once, 0.0);
+        }
+        cuda::select_version("batch_norm", 0);
     }
 }
 

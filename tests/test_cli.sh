@@ -719,6 +719,12 @@ PY
     "$dptrain" simulate --gpus 2 --batch 32 --out "$tmp/sim" >"$tmp/out" 2>&1 \
         && [[ $(grep -cE '^ +2 +(naive|ring) ' "$tmp/out") -eq 4 ]] && echo "ok: dptrain simulate --gpus 2 measured a GPU replica" \
         || fail "dptrain simulate --gpus 2: $(cat "$tmp/out")"
+    # A mixed run of ResNet-18: batch norm's running statistics are
+    # parameters, which the CPU device and the GPU must move alike (each
+    # multiply-add one rounding on both).
+    "$dptrain" --model resnet18 --gpus 1 --cpus 1 --limit-train 160 --limit-test 64 --batch 64 --lr 0.05 --epochs 1 \
+        >"$tmp/out" 2>&1 && echo "ok: resnet18 on a GPU and a CPU device: the replicas stay the same bits" \
+        || fail "resnet18 --gpus 1 --cpus 1: $(tail -2 "$tmp/out")"
     if [[ $emulated == yes ]]; then
         # A GPU that fails mid-run, as an illegal address would (made on
         # purpose: GPU 1's first kernel of step 6, in epoch 2 of 4-step

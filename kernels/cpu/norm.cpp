@@ -119,11 +119,15 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
     }
 }
 
+// One rounding a multiply-add, spelled out, as the CUDA twin's: the running
+// statistics are parameters, the same bits on a mixed run's CPU and GPU
+// replicas (this file is compiled with -ffp-contract=fast, the emulated
+// GPU's kernels without contraction, nvcc's with its own).
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c) {
     for (int ch = 0; ch < c; ++ch) {
-        const double mean = stats[ch] / count, var = std::max(0.0, stats[c + ch] / count - mean * mean);
-        running[ch] = momentum * running[ch] + (1 - momentum) * float(mean);
-        running[c + ch] = momentum * running[c + ch] + (1 - momentum) * float(var);
+        const double mean = stats[ch] / count, var = std::max(0.0, std::fma(-mean, mean, stats[c + ch] / count));
+        running[ch] = std::fma(momentum, running[ch], (1 - momentum) * float(mean));
+        running[c + ch] = std::fma(momentum, running[c + ch], (1 - momentum) * float(var));
     }
 }
 

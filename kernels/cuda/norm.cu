@@ -254,11 +254,14 @@ __global__ void inference_kernel(float* y, const float* x, const float* running,
     }
 }
 
+// The running statistics are parameters, which every replica must hold bit
+// for bit, a CPU device's too: each multiply-add is one rounding, spelled
+// out as the CPU twin spells it, whatever either compiler would contract.
 __global__ void running_kernel(float* running, const float* stats, double count, float momentum, int c) {
     for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
-        const double mean = stats[ch] / count, var = fmax(0.0, stats[c + ch] / count - mean * mean);
-        running[ch] = momentum * running[ch] + (1 - momentum) * float(mean);
-        running[c + ch] = momentum * running[c + ch] + (1 - momentum) * float(var);
+        const double mean = stats[ch] / count, var = fmax(0.0, fma(-mean, mean, stats[c + ch] / count));
+        running[ch] = __fmaf_rn(momentum, running[ch], (1 - momentum) * float(mean));
+        running[c + ch] = __fmaf_rn(momentum, running[c + ch], (1 - momentum) * float(var));
     }
 }
 

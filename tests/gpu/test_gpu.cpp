@@ -1385,6 +1385,11 @@ void test_batch_norm() {
             compare(label + ": backward data", ddx.download(), dx, 1e-5);
             compare(label + ": inference", dye.download(), ye, 1e-5);
             compare(label + ": running statistics", drun.download(), after, 1e-6);
+            // From the CPU's statistics, the CPU's bits: a mixed run's
+            // replicas hold the running statistics alike.
+            Buffer<float> cpu_stats(stats), from_cpu(running);
+            cuda::batch_norm_update_running(from_cpu.p, cpu_stats.p, s.per_channel(), 0.9f, s.c, nullptr);
+            compare(label + ": running statistics from the CPU's sums, bit for bit", from_cpu.download(), after, 0.0);
             check_tickets(tickets, label);
             if (v == 2) {
                 sliced_y = dyo.download();

@@ -197,7 +197,7 @@ __global__ void normalize_kernel(float* y, const float* x, const float* saved, c
 // backward), and then normalises its values: saved_kernel's arithmetic and
 // normalize_kernel's, in one launch.
 constexpr int saving_most_channels = 1024;
-__global__ void normalize_saving_kernel(float* y, float* saved, const float* x, const float* stats, double count,
+__global__ void __launch_bounds__(launch::threads, 8) normalize_saving_kernel(float* y, float* saved, const float* x, const float* stats, double count,
                                         float eps, const float* gamma, const float* beta, Channels g, int total) {
     __shared__ float block_saved[2 * saving_most_channels];
     const int c = g.s.c;

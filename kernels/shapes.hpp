@@ -63,4 +63,15 @@ struct NormShape {
     double per_channel() const { return double(n) * hw; }
 };
 
+// One batch norm layer's running statistics, to be moved by its batch's
+// sums (batch_norm_update_running_all: several layers a call, at most
+// running_updates_a_call).
+struct RunningUpdate {
+    float* running;      // (2, c): mean, var
+    const float* stats;  // (2, c): the batch's sums of x and of x^2
+    double count;        // the values each channel's sums are over
+    int c;
+};
+constexpr int running_updates_a_call = 16;
+
 }  // namespace dpt

@@ -322,7 +322,10 @@ def record_step(emulated, model, batch, tf32):
         die(f"{dptrain} not found: build the emulated GPU first "
             f"(DPTRAIN_BUILD_DIR={os.path.relpath(emulated, ROOT)} scripts/build.sh -Demulated_gpu=true -Dtests=disabled)")
     log = os.path.join(WORK, f"launches.{model}.{batch}{'.tf32' if tf32 else ''}.log")
-    steps = 2 if model == "lenet" else 1  # LeNet: the second step, the first being like every other but first
+    # The second step, from after the first one's update: the first step
+    # is like every other but for the work of the update's wake (batch
+    # norm's running statistics, which follow the update), which it lacks.
+    steps = 2
     env = dict(os.environ, DPTRAIN_EMULATED_LAUNCH_LOG=log, DPTRAIN_EMULATED_GPUS="1")
     cmd = [dptrain, "--gpus", "1", "--model", model, "--batch", str(batch), "--limit-train", str(steps * batch),
            "--limit-test", "64", "--epochs", "1"] + (["--tf32"] if tf32 else [])

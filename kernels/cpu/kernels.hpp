@@ -243,7 +243,10 @@ struct KernelSet {
     }
     static constexpr auto batch_norm_backward_data = &cpu::batch_norm_backward_data;
     static constexpr auto batch_norm_inference = &cpu::batch_norm_inference;
-    static constexpr auto batch_norm_update_running = &cpu::batch_norm_update_running;
+    static void batch_norm_update_running_all(const RunningUpdate* layers, int count, float momentum) {
+        for (int l = 0; l < count; ++l)
+            cpu::batch_norm_update_running(layers[l].running, layers[l].stats, layers[l].count, momentum, layers[l].c);
+    }
 };
 
 }  // namespace dpt::cpu

@@ -260,6 +260,9 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
                           float eps, const NormShape& s, cudaStream_t stream);
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
                                cudaStream_t stream);
+// Every layer's running statistics in `layers` (at most running_updates_a_call):
+// a launch each, or from batch_norm version 4 one launch, a block a layer.
+void batch_norm_update_running_all(const RunningUpdate* layers, int count, float momentum, cudaStream_t stream);
 
 // The layer kernels bound to one stream, for the model's passes (src/model/model.hpp).
 struct KernelSet {
@@ -403,9 +406,8 @@ struct KernelSet {
                               const float* beta, float eps, const NormShape& s) const {
         cuda::batch_norm_inference(y, x, running, gamma, beta, eps, s, stream);
     }
-    void batch_norm_update_running(float* running, const float* stats, double count, float momentum,
-                                   int c) const {
-        cuda::batch_norm_update_running(running, stats, count, momentum, c, stream);
+    void batch_norm_update_running_all(const RunningUpdate* layers, int count, float momentum) const {
+        cuda::batch_norm_update_running_all(layers, count, momentum, stream);
     }
 };
 

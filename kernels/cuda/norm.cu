@@ -14,7 +14,9 @@
 // 200,704 values at batch 256) is then 256 blocks of 784 values where it
 // was one block; its 64-channel layers 4 blocks a channel. Version 3 also
 // leaves the channels' means and 1/std to the forward's normalising kernel,
-// each block working them out from the sums (no saved_kernel).
+// each block working them out from the sums (no saved_kernel). Version 4
+// also moves every layer's running statistics in one launch after the
+// update, where each layer took one.
 //
 // Indices are ints split by multiplication (fastdiv.cuh); a layer of 2^31
 // values or more is refused. 64-bit division, which size_t indices cost, is
@@ -257,12 +259,26 @@ __global__ void inference_kernel(float* y, const float* x, const float* running,
 // The running statistics are parameters, which every replica must hold bit
 // for bit, a CPU device's too: each multiply-add is one rounding, spelled
 // out as the CPU twin spells it, whatever either compiler would contract.
-__global__ void running_kernel(float* running, const float* stats, double count, float momentum, int c) {
+__device__ void move_running(float* running, const float* stats, double count, float momentum, int c) {
     for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
         const double mean = stats[ch] / count, var = fmax(0.0, fma(-mean, mean, stats[c + ch] / count));
         running[ch] = __fmaf_rn(momentum, running[ch], (1 - momentum) * float(mean));
         running[c + ch] = __fmaf_rn(momentum, running[c + ch], (1 - momentum) * float(var));
     }
+}
+
+__global__ void running_kernel(float* running, const float* stats, double count, float momentum, int c) {
+    move_running(running, stats, count, momentum, c);
+}
+
+// Version 4: every layer's in one launch, block l layer l's.
+struct RunningLayers {
+    RunningUpdate layer[running_updates_a_call];
+    float momentum;
+};
+__global__ void running_all_kernel(RunningLayers all) {
+    const RunningUpdate& u = all.layer[blockIdx.x];
+    move_running(u.running, u.stats, u.count, all.momentum, u.c);
 }
 
 }  // namespace
@@ -319,6 +335,22 @@ void batch_norm_update_running(float* running, const float* stats, double count,
                                cudaStream_t stream) {
     if (c == 0) return;
     launch::kernel("running_kernel", running_kernel, 1, launch::threads, stream, running, stats, count, momentum, c);
+}
+
+void batch_norm_update_running_all(const RunningUpdate* layers, int count, float momentum, cudaStream_t stream) {
+    if (count > running_updates_a_call)
+        throw std::invalid_argument("batch_norm_update_running_all: " + std::to_string(count) + " layers, at most " +
+                                    std::to_string(running_updates_a_call) + " a call");
+    if (batch_norm_version < 4) {
+        for (int l = 0; l < count; ++l)
+            batch_norm_update_running(layers[l].running, layers[l].stats, layers[l].count, momentum, layers[l].c, stream);
+        return;
+    }
+    if (count <= 0) return;
+    RunningLayers all{};
+    std::copy(layers, layers + count, all.layer);
+    all.momentum = momentum;
+    launch::kernel("running_all_kernel", running_all_kernel, unsigned(count), launch::threads, stream, all);
 }
 
 }  // namespace dpt::cuda

@@ -167,6 +167,8 @@ const char* const batch_norm_versions[] = {
     "version 2, and the forward's normalisation works out the channels' means and 1/std from the sums itself, each "
     "block into shared memory (at most 1,024 channels; block 0 stores them for the backward): no kernel of their own "
     "(saved_kernel), the same bits",
+    "version 3, and every layer's running statistics moved by one launch after the update (running_all_kernel, a "
+    "block a layer) instead of a launch a layer: the same arithmetic, the same bits",
 };
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,

@@ -48,6 +48,7 @@
 // tensors), and its case in forward_layer() and backward_layer() below.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -543,13 +544,22 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
     }
 }
 
+// The layers' updates handed over running_updates_a_call at a time (a GPU
+// may move them all in one launch).
 template <class K>
 void Model::update_running(K& k, float* params, const float* grads, int batch) const {
+    std::array<RunningUpdate, running_updates_a_call> updates;
+    int layers = 0;
     for (size_t i : norms_) {
         const Planned& p = plan_[i];
-        k.batch_norm_update_running(tensor_at(params, p.running), tensor_at(grads, p.running),
-                                    double(batch) * p.in.h * p.in.w, batch_norm_momentum, p.in.c);
+        updates[size_t(layers++)] = {tensor_at(params, p.running), tensor_at(grads, p.running),
+                                     double(batch) * p.in.h * p.in.w, p.in.c};
+        if (layers == running_updates_a_call) {
+            k.batch_norm_update_running_all(updates.data(), layers, batch_norm_momentum);
+            layers = 0;
+        }
     }
+    if (layers > 0) k.batch_norm_update_running_all(updates.data(), layers, batch_norm_momentum);
 }
 
 }  // namespace dpt

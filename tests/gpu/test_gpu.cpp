@@ -23,6 +23,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -1418,6 +1420,52 @@ void test_batch_norm() {
     }
 }
 
+// Several layers' running statistics moved by one call (a launch a layer,
+// or from batch_norm version 4 one launch), each the CPU's bits: channels 1,
+// 64 and 300 (more than a block's threads), statistics from 3 samples of
+// 5 values a channel; more layers than a call takes are refused.
+void test_running_all() {
+    const int channels[] = {1, 64, 300};
+    std::vector<std::vector<float>> running, stats, want;
+    for (int l = 0; l < 3; ++l) {
+        const size_t c = size_t(channels[l]);
+        NormShape s{3, channels[l], 5};
+        std::vector<float> x = random(s.size(), 70 + uint64_t(l)), st(2 * c), r = random(2 * c, 80 + uint64_t(l));
+        cpu::batch_norm_stats(st.data(), x.data(), s);
+        for (size_t k = c; k < 2 * c; ++k) r[k] = 1.0f + std::abs(r[k]);  // variances
+        std::vector<float> moved = r;
+        cpu::batch_norm_update_running(moved.data(), st.data(), s.per_channel(), 0.9f, s.c);
+        running.push_back(r);
+        stats.push_back(st);
+        want.push_back(moved);
+    }
+    for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
+        cuda::select_version("batch_norm", v);
+        std::vector<std::unique_ptr<Buffer<float>>> r, st;
+        std::vector<RunningUpdate> layers;
+        for (int l = 0; l < 3; ++l) {
+            r.push_back(std::make_unique<Buffer<float>>(running[size_t(l)]));
+            st.push_back(std::make_unique<Buffer<float>>(stats[size_t(l)]));
+            layers.push_back({r.back()->p, st.back()->p, 15.0, channels[l]});
+        }
+        cuda::batch_norm_update_running_all(layers.data(), 3, 0.9f, nullptr);
+        for (int l = 0; l < 3; ++l)
+            compare("batch_norm_update_running_all (batch_norm " + std::to_string(v) + "): layer of " +
+                        std::to_string(channels[l]) + " channels = the CPU's, bit for bit",
+                    r[size_t(l)]->download(), want[size_t(l)], 0.0);
+        std::vector<RunningUpdate> many(size_t(running_updates_a_call) + 1, layers[0]);
+        bool refused = false;
+        try {
+            cuda::batch_norm_update_running_all(many.data(), int(many.size()), 0.9f, nullptr);
+        } catch (const std::invalid_argument&) {
+            refused = true;
+        }
+        report(refused, "batch_norm_update_running_all (batch_norm " + std::to_string(v) + "): " +
+                            std::to_string(many.size()) + " layers in one call refused", "");
+    }
+    cuda::select_version("batch_norm", 0);
+}
+
 void test_elementwise() {
     for (size_t count : {size_t(1), size_t(255), size_t(257), size_t(100003)}) {
         const std::string n = " count " + std::to_string(count);
@@ -2089,6 +2137,7 @@ int main(int argc, char** argv) {
             test_tf32();
             test_pool();
             test_batch_norm();
+            test_running_all();
             test_elementwise();
         }
         cuda::select_default_versions();

@@ -10,6 +10,9 @@
 // sums a few thousand of those, so differences stay below ~1e-4. A check of
 // 1e-3 * (1 + |g|) sits above that, and far below the O(1) error that a wrong
 // index, sign or missing term produces with inputs and dy drawn from [-1, 1].
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <catch2/catch.hpp>
@@ -225,6 +228,33 @@ TEST_CASE("batch norm backward matches finite differences (training: batch stati
     check_gradient(dx, finite_difference(loss, x, ix, 0.02f), ix);
     check_gradient(dgamma, finite_difference(loss, gamma, ic, 0.02f), ic);
     check_gradient(dbeta, finite_difference(loss, beta, ic, 0.02f), ic);
+}
+
+// The model hands a ReLU that follows a batch norm layer to the layer: its
+// forward and inference with relu are the plain ones and relu_forward after
+// them, bit for bit (about half the values below 0).
+TEST_CASE("batch norm with its ReLU equals batch norm, then relu_forward", "[kernels][norm]") {
+    const NormShape s{3, 4, 10};
+    const auto x = testing::random_vector(s.size(), 31, -1.0f, 2.0f);
+    const auto gamma = testing::random_vector(size_t(s.c), 32, 0.5f, 1.5f), beta = testing::random_vector(size_t(s.c), 33);
+    auto running = testing::random_vector(size_t(2 * s.c), 34);
+    for (size_t k = size_t(s.c); k < running.size(); ++k) running[k] = 1.0f + std::abs(running[k]);  // variances
+    std::vector<float> stats(size_t(2 * s.c)), saved(stats.size()), saved_relu(stats.size()), y(s.size()),
+        y_relu(s.size()), e(s.size()), e_relu(s.size());
+    cpu::batch_norm_stats(stats.data(), x.data(), s);
+    cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), s.per_channel(), gamma.data(), beta.data(),
+                            1e-5f, s);
+    cpu::batch_norm_forward(y_relu.data(), saved_relu.data(), x.data(), stats.data(), s.per_channel(), gamma.data(),
+                            beta.data(), 1e-5f, s, true);
+    cpu::batch_norm_inference(e.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s);
+    cpu::batch_norm_inference(e_relu.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s, true);
+    const auto negative = std::count_if(y.begin(), y.end(), [](float v) { return v < 0.0f; });
+    CHECK(negative > 10);
+    cpu::relu_forward(y.data(), y.data(), y.size());
+    cpu::relu_forward(e.data(), e.data(), e.size());
+    CHECK(std::memcmp(y.data(), y_relu.data(), y.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(saved.data(), saved_relu.data(), saved.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(e.data(), e_relu.data(), e.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("batch norm over parts with summed statistics equals batch norm over the whole batch", "[kernels][norm]") {

@@ -98,8 +98,9 @@ void round_to_tf32(float* dst, const float* src, size_t count);
 //     sum_dy_xhat / count), overwritten, from sums over the same values as stats.
 // gamma, beta, dgamma, dbeta (c).
 void batch_norm_stats(float* stats, const float* x, const NormShape& s);
+// relu: y = max(y, 0) too, for a ReLU that follows (the model's fusion).
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
-                        const float* beta, float eps, const NormShape& s);
+                        const float* beta, float eps, const NormShape& s, bool relu = false);
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s);
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
@@ -107,7 +108,7 @@ void batch_norm_backward_data(float* dx, const float* dy, const float* x, const 
 // Evaluation: y = gamma * (x - running mean) / sqrt(running var + eps) + beta,
 // with running (2, c) = mean, var.
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
-                          float eps, const NormShape& s);
+                          float eps, const NormShape& s, bool relu = false);
 // running (2, c) = momentum * running + (1 - momentum) * (the batch's mean,
 // biased var), from stats summed over `count` values (gluon's rule and
 // defaults: momentum 0.9, eps 1e-5).

@@ -24,6 +24,9 @@ void for_channel(const NormShape& s, int ch, F&& f) {
     }
 }
 
+// relu_forward's value (elementwise.cpp), for a ReLU fused after the layer.
+inline float relu_of(float v) { return v > 0.0f ? v : 0.0f; }
+
 // Two per-channel sums, value j of a sample's run into partial sum j % 8.
 struct Sums {
     static constexpr int parts = 8;
@@ -74,7 +77,7 @@ void batch_norm_stats(float* stats, const float* x, const NormShape& s) {
 }
 
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
-                        const float* beta, float eps, const NormShape& s) {
+                        const float* beta, float eps, const NormShape& s, bool relu) {
     for (int ch = 0; ch < s.c; ++ch) {
         const double mean = stats[ch] / count;
         const double var = std::max(0.0, stats[s.c + ch] / count - mean * mean);
@@ -82,7 +85,8 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
         saved[ch] = m;
         saved[s.c + ch] = inv_std;
         const float scale = gamma[ch] * inv_std, shift = beta[ch];
-        for_channel(s, ch, [&](size_t j) { y[j] = scale * (x[j] - m) + shift; });
+        if (relu) for_channel(s, ch, [&](size_t j) { y[j] = relu_of(scale * (x[j] - m) + shift); });
+        else for_channel(s, ch, [&](size_t j) { y[j] = scale * (x[j] - m) + shift; });
     }
 }
 
@@ -112,10 +116,11 @@ void batch_norm_backward_data(float* dx, const float* dy, const float* x, const 
 }
 
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
-                          float eps, const NormShape& s) {
+                          float eps, const NormShape& s, bool relu) {
     for (int ch = 0; ch < s.c; ++ch) {
         const float m = running[ch], scale = gamma[ch] / std::sqrt(running[s.c + ch] + eps), shift = beta[ch];
-        for_channel(s, ch, [&](size_t j) { y[j] = scale * (x[j] - m) + shift; });
+        if (relu) for_channel(s, ch, [&](size_t j) { y[j] = relu_of(scale * (x[j] - m) + shift); });
+        else for_channel(s, ch, [&](size_t j) { y[j] = scale * (x[j] - m) + shift; });
     }
 }
 

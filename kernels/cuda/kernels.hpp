@@ -250,14 +250,15 @@ void wait_for_host(const unsigned long long* counter, unsigned long long target,
 // without tickets, a block a channel.
 size_t batch_norm_scratch_floats(const NormShape& s);
 void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream);
+// relu: y = max(y, 0) too (a ReLU after the layer; from version 5 in the same kernel).
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
-                        const float* beta, float eps, const NormShape& s, cudaStream_t stream);
+                        const float* beta, float eps, const NormShape& s, cudaStream_t stream, bool relu = false);
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream);
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
                               double count, const float* gamma, const NormShape& s, cudaStream_t stream);
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
-                          float eps, const NormShape& s, cudaStream_t stream);
+                          float eps, const NormShape& s, cudaStream_t stream, bool relu = false);
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
                                cudaStream_t stream);
 // Every layer's running statistics in `layers` (at most running_updates_a_call):
@@ -391,8 +392,8 @@ struct KernelSet {
         cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream);
     }
     void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count,
-                            const float* gamma, const float* beta, float eps, const NormShape& s) const {
-        cuda::batch_norm_forward(y, saved, x, stats, count, gamma, beta, eps, s, stream);
+                            const float* gamma, const float* beta, float eps, const NormShape& s, bool relu) const {
+        cuda::batch_norm_forward(y, saved, x, stats, count, gamma, beta, eps, s, stream, relu);
     }
     void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                                   const float* saved, const NormShape& s, float* scratch) const {
@@ -403,8 +404,8 @@ struct KernelSet {
         cuda::batch_norm_backward_data(dx, dy, x, saved, sums, count, gamma, s, stream);
     }
     void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma,
-                              const float* beta, float eps, const NormShape& s) const {
-        cuda::batch_norm_inference(y, x, running, gamma, beta, eps, s, stream);
+                              const float* beta, float eps, const NormShape& s, bool relu) const {
+        cuda::batch_norm_inference(y, x, running, gamma, beta, eps, s, stream, relu);
     }
     void batch_norm_update_running_all(const RunningUpdate* layers, int count, float momentum) const {
         cuda::batch_norm_update_running_all(layers, count, momentum, stream);

@@ -16,7 +16,9 @@
 // leaves the channels' means and 1/std to the forward's normalising kernel,
 // each block working them out from the sums (no saved_kernel). Version 4
 // also moves every layer's running statistics in one launch after the
-// update, where each layer took one.
+// update, where each layer took one. Version 5 also applies a ReLU that
+// follows the layer in the normalising kernel (training's and
+// evaluation's), where it was a kernel of its own.
 //
 // Indices are ints split by multiplication (fastdiv.cuh); a layer of 2^31
 // values or more is refused. 64-bit division, which size_t indices cost, is
@@ -182,15 +184,17 @@ __global__ void saved_kernel(float* saved, const float* stats, double count, flo
     }
 }
 
-__device__ float normalized(float x, float m, float inv_std, float gamma, float beta) {
-    return gamma * inv_std * (x - m) + beta;
+// relu: the ReLU after the layer too (relu_fwd's value; version 5).
+__device__ float normalized(float x, float m, float inv_std, float gamma, float beta, bool relu) {
+    const float v = gamma * inv_std * (x - m) + beta;
+    return relu && !(v > 0.0f) ? 0.0f : v;
 }
 
 __global__ void normalize_kernel(float* y, const float* x, const float* saved, const float* gamma, const float* beta,
-                                 Channels g, int total) {
+                                 Channels g, int total, bool relu) {
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        y[i] = normalized(x[i], saved[ch], saved[g.s.c + ch], gamma[ch], beta[ch]);
+        y[i] = normalized(x[i], saved[ch], saved[g.s.c + ch], gamma[ch], beta[ch], relu);
     }
 }
 
@@ -200,7 +204,8 @@ __global__ void normalize_kernel(float* y, const float* x, const float* saved, c
 // normalize_kernel's, in one launch.
 constexpr int saving_most_channels = 1024;
 __global__ void __launch_bounds__(launch::threads, 8) normalize_saving_kernel(float* y, float* saved, const float* x, const float* stats, double count,
-                                        float eps, const float* gamma, const float* beta, Channels g, int total) {
+                                        float eps, const float* gamma, const float* beta, Channels g, int total,
+                                        bool relu) {
     __shared__ float block_saved[2 * saving_most_channels];
     const int c = g.s.c;
     for (int ch = int(threadIdx.x); ch < c; ch += int(blockDim.x)) {
@@ -215,7 +220,7 @@ __global__ void __launch_bounds__(launch::threads, 8) normalize_saving_kernel(fl
     __syncthreads();
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        y[i] = normalized(x[i], block_saved[ch], block_saved[c + ch], gamma[ch], beta[ch]);
+        y[i] = normalized(x[i], block_saved[ch], block_saved[c + ch], gamma[ch], beta[ch], relu);
     }
 }
 
@@ -249,10 +254,11 @@ __global__ void backward_data_kernel(float* dx, const float* dy, const float* x,
 }
 
 __global__ void inference_kernel(float* y, const float* x, const float* running, const float* gamma, const float* beta,
-                                 float eps, Channels g, int total) {
+                                 float eps, Channels g, int total, bool relu) {
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        y[i] = gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch];
+        const float v = gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch];
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
     }
 }
 
@@ -290,31 +296,40 @@ size_t batch_norm_scratch_floats(const NormShape& s) {
 
 void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream) {
     if (s.c == 0) return;
+    const Channels g(s);  // (first: it refuses a layer too large to index)
     const Slices sl = slices_for(s, ws);
     launch::kernel("stats_kernel", stats_kernel, dim3(unsigned(s.c), unsigned(sl.count)), launch::threads, stream,
-                   stats, x, Channels(s), sl);
+                   stats, x, g, sl);
+}
+
+// Before version 5, a ReLU after the layer is a kernel of its own.
+void relu_after(float* y, const NormShape& s, bool relu, cudaStream_t stream) {
+    if (relu && batch_norm_version < 5) relu_forward(y, y, s.size(), stream);
 }
 
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
-                        const float* beta, float eps, const NormShape& s, cudaStream_t stream) {
+                        const float* beta, float eps, const NormShape& s, cudaStream_t stream, bool relu) {
     if (s.c == 0) return;
+    const bool fused = relu && batch_norm_version >= 5;
     if (batch_norm_version >= 3 && s.size() > 0 && s.c <= saving_most_channels) {
         launch::kernel("normalize_saving_kernel", normalize_saving_kernel, launch::grid_for(s.size()), launch::threads,
-                       stream, y, saved, x, stats, count, eps, gamma, beta, Channels(s), int(s.size()));
-        return;
+                       stream, y, saved, x, stats, count, eps, gamma, beta, Channels(s), int(s.size()), fused);
+        return relu_after(y, s, relu, stream);
     }
     launch::kernel("saved_kernel", saved_kernel, 1, launch::threads, stream, saved, stats, count, eps, s.c);
     if (s.size() == 0) return;
     launch::kernel("normalize_kernel", normalize_kernel, launch::grid_for(s.size()), launch::threads, stream,
-        y, x, saved, gamma, beta, Channels(s), int(s.size()));
+        y, x, saved, gamma, beta, Channels(s), int(s.size()), fused);
+    relu_after(y, s, relu, stream);
 }
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream) {
     if (s.c == 0) return;
+    const Channels g(s);  // (first: it refuses a layer too large to index)
     const Slices sl = slices_for(s, ws);
     launch::kernel("backward_sums_kernel", backward_sums_kernel, dim3(unsigned(s.c), unsigned(sl.count)),
-                   launch::threads, stream, sums, dgamma, dbeta, dy, x, saved, Channels(s), sl);
+                   launch::threads, stream, sums, dgamma, dbeta, dy, x, saved, g, sl);
 }
 
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
@@ -325,10 +340,11 @@ void batch_norm_backward_data(float* dx, const float* dy, const float* x, const 
 }
 
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
-                          float eps, const NormShape& s, cudaStream_t stream) {
+                          float eps, const NormShape& s, cudaStream_t stream, bool relu) {
     if (s.size() == 0) return;
     launch::kernel("inference_kernel", inference_kernel, launch::grid_for(s.size()), launch::threads, stream,
-        y, x, running, gamma, beta, eps, Channels(s), int(s.size()));
+        y, x, running, gamma, beta, eps, Channels(s), int(s.size()), relu && batch_norm_version >= 5);
+    relu_after(y, s, relu, stream);
 }
 
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,

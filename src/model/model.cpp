@@ -101,7 +101,8 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
             }
             case LayerKind::relu:
                 if (i == 0) fail(i, "a ReLU cannot be the first layer (it works in place)");
-                p.fused = layers[i - 1].kind == LayerKind::conv || layers[i - 1].kind == LayerKind::dense;
+                p.fused = layers[i - 1].kind == LayerKind::conv || layers[i - 1].kind == LayerKind::dense ||
+                          layers[i - 1].kind == LayerKind::batch_norm;
                 if (p.fused) plan_.back().relu_after = true;
                 break;
             case LayerKind::add: {

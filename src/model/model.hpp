@@ -16,8 +16,9 @@
 // before it. Where two layers read one buffer, backward adds their input
 // gradients (the first to run writes, the next accumulates).
 //
-// Fusions the walk makes: a ReLU right after a conv or dense layer is done
-// in that layer's forward (bias+ReLU epilogue) and its backward is folded
+// Fusions the walk makes: a ReLU right after a conv, dense or batch norm
+// layer is done in that layer's forward (bias+ReLU epilogue, or the
+// normalisation's; evaluation's too) and its backward is folded
 // into the backward of a pooling or dense layer that follows (that layer's
 // input is the ReLU's output, which masks the gradient); a pooling layer
 // after a conv and its ReLU is done in the conv's forward too
@@ -275,7 +276,7 @@ class Model {
         int running = -1;             // batch norm: its running mean (the variance follows)
         int norm = -1;                // batch norm: its index among them
         size_t sums = 0;              // batch norm: its backward sums' offset in the gradient buffer
-        bool relu_after = false;      // conv, dense: the next layer's ReLU is fused in
+        bool relu_after = false;      // conv, dense, batch_norm: the next layer's ReLU is fused in
         bool fused = false;           // relu: done by the layer before
         bool relu_before = false;     // pool, dense: its input is a ReLU's output (its backward applies the mask)
         bool accumulate = false;      // conv: adds its input gradient; add: adds the other's
@@ -486,7 +487,7 @@ void Model::evaluate(K& k, const Activations& a, const float* params, PoolKind p
         if (p.layer.kind == LayerKind::batch_norm)
             k.batch_norm_inference(output_of(p, a, logits), input_of(p, a, x), tensor_at(params, p.running),
                                    tensor_at(params, p.weight), tensor_at(params, p.bias), batch_norm_eps,
-                                   norm_shape(i, n));
+                                   norm_shape(i, n), p.relu_after);
         else forward_layer(k, i, a, params, pool, n, x, logits);
     }
 }
@@ -516,7 +517,7 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         if (passed == stage)
             k.batch_norm_forward(output_of(p, a, logits), a.saved[size_t(p.norm)], input_of(p, a, x), stats,
                                  double(samples) * s.hw, tensor_at(params, p.weight), tensor_at(params, p.bias),
-                                 batch_norm_eps, s);
+                                 batch_norm_eps, s, p.relu_after);
     }
     if (passed == stage) {
         loss(last ? &*last : nullptr);

@@ -1335,7 +1335,9 @@ void test_versions_same_bits() {
 // n3 c5 hw7, n2 c256 hw9, n7 c3 hw100), whose sums it adds in slice order:
 // where a channel is one slice, version 1's bits; and its tickets are back at
 // 0 after each call. Version 3's forward works out the means and 1/std in
-// the normalising kernel: version 2's bits.
+// the normalising kernel: version 2's bits. With the ReLU after the layer,
+// forward and inference are the CPU's with it, and version 5's (in the
+// kernel) version 4's (relu_forward after it), bit for bit.
 void test_batch_norm() {
     const NormShape shapes[] = {{3, 5, 7},   {8, 64, 26 * 26}, {2, 256, 9}, {7, 3, 100},
                                 {5, 2, 1000}, {256, 1, 28 * 28}};
@@ -1358,6 +1360,7 @@ void test_batch_norm() {
 
         std::vector<float> first_stats, first_sums, first_dgamma;  // version 1's
         std::vector<float> sliced_y, sliced_saved;                   // version 2's
+        std::vector<float> relu_y, relu_ye;                          // version 4's, with the ReLU
         for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
             cuda::select_version("batch_norm", v);
             const std::string label = name + " (batch_norm " + std::to_string(v) + ")";
@@ -1408,6 +1411,28 @@ void test_batch_norm() {
                 compare(label + ": stats = version 1's, bit for bit (one slice)", dstats.download(), first_stats, 0.0);
                 compare(label + ": backward sums = version 1's, bit for bit", dsums.download(), first_sums, 0.0);
                 compare(label + ": dgamma = version 1's, bit for bit", ddg.download(), first_dgamma, 0.0);
+            }
+            // With the ReLU after the layer (in the kernel from version 5;
+            // before, relu_forward after it): the CPU's with its ReLU.
+            std::vector<float> y_relu(s.size()), ye_relu(s.size()), saved_relu(2 * c);
+            cpu::batch_norm_forward(y_relu.data(), saved_relu.data(), x.data(), stats.data(), s.per_channel(),
+                                    gamma.data(), beta.data(), 1e-5f, s, true);
+            cpu::batch_norm_inference(ye_relu.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s,
+                                      true);
+            dyo.poison();
+            dye.poison();
+            cuda::batch_norm_forward(dyo.p, dsaved.p, dx_in.p, dstats.p, s.per_channel(), dgm.p, dbt.p, 1e-5f, s,
+                                     nullptr, true);
+            Buffer<float> first_running(running);
+            cuda::batch_norm_inference(dye.p, dx_in.p, first_running.p, dgm.p, dbt.p, 1e-5f, s, nullptr, true);
+            compare(label + ": forward with its ReLU", dyo.download(), y_relu, 1e-5);
+            compare(label + ": inference with its ReLU", dye.download(), ye_relu, 1e-5);
+            if (v == 4) {
+                relu_y = dyo.download();
+                relu_ye = dye.download();
+            } else if (v == 5) {
+                compare(label + ": forward with its ReLU = version 4's, bit for bit", dyo.download(), relu_y, 0.0);
+                compare(label + ": inference with its ReLU = version 4's, bit for bit", dye.download(), relu_ye, 0.0);
             }
             // Again, on the same scratch and tickets: the same bits.
             const std::vector<float> once = dstats.download(), sums_once = dsums.download();

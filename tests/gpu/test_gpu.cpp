@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -1326,6 +1327,17 @@ void test_versions_same_bits() {
     }
 }
 
+// In version `from`, keeps each named result; in version `to`, compares it
+// with the one kept, bit for bit.
+void keep_or_compare(std::map<std::string, std::vector<float>>& kept, int v, int from, int to, const std::string& label,
+                     std::initializer_list<std::pair<const char*, std::vector<float>>> results) {
+    for (const auto& [what, got] : results) {
+        if (v == from) kept[what] = got;
+        else if (v == to)
+            compare(label + ": " + what + " = version " + std::to_string(from) + "'s, bit for bit", got, kept[what], 0.0);
+    }
+}
+
 // Batch norm's halves against the CPU's, for LeNet-sized and ResNet-sized
 // channels (26x26 maps, 64 channels; ResNet-18's first layer, one channel
 // of 28x28 maps at batch 256), with each version of the sums. The
@@ -1359,8 +1371,7 @@ void test_batch_norm() {
         cpu::batch_norm_update_running(after.data(), stats.data(), s.per_channel(), 0.9f, s.c);
 
         std::vector<float> first_stats, first_sums, first_dgamma;  // version 1's
-        std::vector<float> sliced_y, sliced_saved;                   // version 2's
-        std::vector<float> relu_y, relu_ye;                          // version 4's, with the ReLU
+        std::map<std::string, std::vector<float>> kept;               // version 2's and 4's
         for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
             cuda::select_version("batch_norm", v);
             const std::string label = name + " (batch_norm " + std::to_string(v) + ")";
@@ -1396,13 +1407,7 @@ void test_batch_norm() {
             cuda::batch_norm_update_running(from_cpu.p, cpu_stats.p, s.per_channel(), 0.9f, s.c, nullptr);
             compare(label + ": running statistics from the CPU's sums, bit for bit", from_cpu.download(), after, 0.0);
             check_tickets(tickets, label);
-            if (v == 2) {
-                sliced_y = dyo.download();
-                sliced_saved = dsaved.download();
-            } else if (v == 3) {
-                compare(label + ": forward = version 2's, bit for bit", dyo.download(), sliced_y, 0.0);
-                compare(label + ": saved = version 2's, bit for bit", dsaved.download(), sliced_saved, 0.0);
-            }
+            keep_or_compare(kept, v, 2, 3, label, {{"forward", dyo.download()}, {"saved", dsaved.download()}});
             if (v == 1) {
                 first_stats = dstats.download();
                 first_sums = dsums.download();
@@ -1427,13 +1432,8 @@ void test_batch_norm() {
             cuda::batch_norm_inference(dye.p, dx_in.p, first_running.p, dgm.p, dbt.p, 1e-5f, s, nullptr, true);
             compare(label + ": forward with its ReLU", dyo.download(), y_relu, 1e-5);
             compare(label + ": inference with its ReLU", dye.download(), ye_relu, 1e-5);
-            if (v == 4) {
-                relu_y = dyo.download();
-                relu_ye = dye.download();
-            } else if (v == 5) {
-                compare(label + ": forward with its ReLU = version 4's, bit for bit", dyo.download(), relu_y, 0.0);
-                compare(label + ": inference with its ReLU = version 4's, bit for bit", dye.download(), relu_ye, 0.0);
-            }
+            keep_or_compare(kept, v, 4, 5, label,
+                            {{"forward with its ReLU", dyo.download()}, {"inference with its ReLU", dye.download()}});
             // Again, on the same scratch and tickets: the same bits.
             const std::vector<float> once = dstats.download(), sums_once = dsums.download();
             cuda::batch_norm_stats(dstats.p, dx_in.p, s, ws, nullptr);

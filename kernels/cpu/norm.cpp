@@ -24,8 +24,9 @@ void for_channel(const NormShape& s, int ch, F&& f) {
     }
 }
 
-// relu_forward's value (elementwise.cpp), for a ReLU fused after the layer.
-inline float relu_of(float v) { return v > 0.0f ? v : 0.0f; }
+// v, or with `relu` relu_forward's value of it (elementwise.cpp): a ReLU
+// fused after the layer.
+inline float relu_if(bool relu, float v) { return relu && !(v > 0.0f) ? 0.0f : v; }
 
 // Two per-channel sums, value j of a sample's run into partial sum j % 8.
 struct Sums {
@@ -85,8 +86,7 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
         saved[ch] = m;
         saved[s.c + ch] = inv_std;
         const float scale = gamma[ch] * inv_std, shift = beta[ch];
-        if (relu) for_channel(s, ch, [&](size_t j) { y[j] = relu_of(scale * (x[j] - m) + shift); });
-        else for_channel(s, ch, [&](size_t j) { y[j] = scale * (x[j] - m) + shift; });
+        for_channel(s, ch, [&](size_t j) { y[j] = relu_if(relu, scale * (x[j] - m) + shift); });
     }
 }
 
@@ -119,8 +119,7 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
                           float eps, const NormShape& s, bool relu) {
     for (int ch = 0; ch < s.c; ++ch) {
         const float m = running[ch], scale = gamma[ch] / std::sqrt(running[s.c + ch] + eps), shift = beta[ch];
-        if (relu) for_channel(s, ch, [&](size_t j) { y[j] = relu_of(scale * (x[j] - m) + shift); });
-        else for_channel(s, ch, [&](size_t j) { y[j] = scale * (x[j] - m) + shift; });
+        for_channel(s, ch, [&](size_t j) { y[j] = relu_if(relu, scale * (x[j] - m) + shift); });
     }
 }
 

@@ -134,15 +134,16 @@ Slices slices_for(const NormShape& s, Workspace ws) {
 // in slice order (thread t loads slice t's; block_sum's fixed tree).
 __device__ bool channel_sums(TwoSums& s, const Slices& sl, int ch, int slice) {
     if (sl.count == 1) return true;
+    double* const channel = sl.partial + 2 * size_t(ch) * sl.count;  // (slice, 2)
     if (threadIdx.x == 0) {
-        sl.partial[2 * (size_t(ch) * sl.count + slice)] = s.first;
-        sl.partial[2 * (size_t(ch) * sl.count + slice) + 1] = s.second;
+        channel[2 * slice] = s.first;
+        channel[2 * slice + 1] = s.second;
     }
     if (!launch::last_to_arrive(&sl.tickets[ch], unsigned(sl.count))) return false;
     TwoSums mine;
     if (int(threadIdx.x) < sl.count) {
-        mine.first = __ldcg(&sl.partial[2 * (size_t(ch) * sl.count + threadIdx.x)]);
-        mine.second = __ldcg(&sl.partial[2 * (size_t(ch) * sl.count + threadIdx.x) + 1]);
+        mine.first = __ldcg(&channel[2 * threadIdx.x]);
+        mine.second = __ldcg(&channel[2 * threadIdx.x + 1]);
     }
     __syncthreads();  // run_sums' block_sum shared memory is used again
     s.first = launch::block_sum(mine.first);
@@ -184,10 +185,11 @@ __global__ void saved_kernel(float* saved, const float* stats, double count, flo
     }
 }
 
-// relu: the ReLU after the layer too (relu_fwd's value; version 5).
+// relu: the ReLU after the layer too (version 5).
 __device__ float normalized(float x, float m, float inv_std, float gamma, float beta, bool relu) {
-    const float v = gamma * inv_std * (x - m) + beta;
-    return relu && !(v > 0.0f) ? 0.0f : v;
+    float v = gamma * inv_std * (x - m) + beta;
+    if (relu) v = v > 0.0f ? v : 0.0f;  // as relu_fwd (NaN -> 0)
+    return v;
 }
 
 __global__ void normalize_kernel(float* y, const float* x, const float* saved, const float* gamma, const float* beta,
@@ -202,10 +204,21 @@ __global__ void normalize_kernel(float* y, const float* x, const float* saved, c
 // sums itself, into shared memory (block 0 also stores them for the
 // backward), and then normalises its values: saved_kernel's arithmetic and
 // normalize_kernel's, in one launch.
+// As many of its blocks a multiprocessor as normalize_kernel's (32 registers
+// a thread): 8 where a multiprocessor holds 2,048 threads, 4 on sm_75's
+// 1,024, 6 on the 1,536 of sm_86 and sm_89 (asked for more than that,
+// ptxas warns and ignores the bound).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr int saving_blocks = 4;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800 && __CUDA_ARCH__ < 900
+constexpr int saving_blocks = 6;
+#else
+constexpr int saving_blocks = 8;
+#endif
 constexpr int saving_most_channels = 1024;
-__global__ void __launch_bounds__(launch::threads, 8) normalize_saving_kernel(float* y, float* saved, const float* x, const float* stats, double count,
-                                        float eps, const float* gamma, const float* beta, Channels g, int total,
-                                        bool relu) {
+__global__ void __launch_bounds__(launch::threads, saving_blocks) normalize_saving_kernel(
+    float* y, float* saved, const float* x, const float* stats, double count, float eps, const float* gamma,
+    const float* beta, Channels g, int total, bool relu) {
     __shared__ float block_saved[2 * saving_most_channels];
     const int c = g.s.c;
     for (int ch = int(threadIdx.x); ch < c; ch += int(blockDim.x)) {
@@ -257,8 +270,9 @@ __global__ void inference_kernel(float* y, const float* x, const float* running,
                                  float eps, Channels g, int total, bool relu) {
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        const float v = gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch];
-        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+        float v = gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch];
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        y[i] = v;
     }
 }
 
@@ -287,6 +301,11 @@ __global__ void running_all_kernel(RunningLayers all) {
     move_running(u.running, u.stats, u.count, all.momentum, u.c);
 }
 
+// Before version 5, a ReLU after the layer is a kernel of its own.
+void relu_unless_fused(float* y, const NormShape& s, bool relu, cudaStream_t stream) {
+    if (relu && batch_norm_version < 5) relu_forward(y, y, s.size(), stream);
+}
+
 }  // namespace
 
 size_t batch_norm_scratch_floats(const NormShape& s) {
@@ -302,11 +321,6 @@ void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspac
                    stats, x, g, sl);
 }
 
-// Before version 5, a ReLU after the layer is a kernel of its own.
-void relu_after(float* y, const NormShape& s, bool relu, cudaStream_t stream) {
-    if (relu && batch_norm_version < 5) relu_forward(y, y, s.size(), stream);
-}
-
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream, bool relu) {
     if (s.c == 0) return;
@@ -314,13 +328,13 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
     if (batch_norm_version >= 3 && s.size() > 0 && s.c <= saving_most_channels) {
         launch::kernel("normalize_saving_kernel", normalize_saving_kernel, launch::grid_for(s.size()), launch::threads,
                        stream, y, saved, x, stats, count, eps, gamma, beta, Channels(s), int(s.size()), fused);
-        return relu_after(y, s, relu, stream);
+        return relu_unless_fused(y, s, relu, stream);
     }
     launch::kernel("saved_kernel", saved_kernel, 1, launch::threads, stream, saved, stats, count, eps, s.c);
     if (s.size() == 0) return;
     launch::kernel("normalize_kernel", normalize_kernel, launch::grid_for(s.size()), launch::threads, stream,
         y, x, saved, gamma, beta, Channels(s), int(s.size()), fused);
-    relu_after(y, s, relu, stream);
+    relu_unless_fused(y, s, relu, stream);
 }
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
@@ -344,7 +358,7 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
     if (s.size() == 0) return;
     launch::kernel("inference_kernel", inference_kernel, launch::grid_for(s.size()), launch::threads, stream,
         y, x, running, gamma, beta, eps, Channels(s), int(s.size()), relu && batch_norm_version >= 5);
-    relu_after(y, s, relu, stream);
+    relu_unless_fused(y, s, relu, stream);
 }
 
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,

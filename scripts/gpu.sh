@@ -18,8 +18,9 @@
 #   bench     every version of the CUDA launchers that have versions,
 #             checked and timed side by side (bench/kernel_bench), in FP32
 #             and with --tf32, and in whole LeNet epochs against the
-#             defaults (bench/kernel_versions.sh); a LeNet step's kernels
-#             by ncu, heaviest first (scripts/ncu_step.py); full epochs, FP32 and
+#             defaults (bench/kernel_versions.sh); a LeNet and a ResNet-18
+#             step's kernels by ncu, heaviest first (scripts/ncu_step.py,
+#             tables in $LOGS/ncu-*.txt); full epochs, FP32 and
 #             --tf32, against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile, FP32 and TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
@@ -395,9 +396,10 @@ stage_bench() {
         fail "bench/kernel_versions.sh --tf32"; show_tail "$logs/kernel-versions-tf32.txt"
     fi
     # ResNet-18, whose convolutions are GEMMs: the forward product without
-    # its table of taps (conv2d_forward 7), and the split products'
-    # finishing in the product's kernel (gemm_split 2).
-    lean="conv2d_forward=7 gemm_split=2"
+    # its table of taps (conv2d_forward 7), the split products' finishing in
+    # the product's kernel (gemm_split 2), and batch norm's sums on slices of
+    # a channel (batch_norm 2) with fewer launches around them (3 to 5).
+    lean="conv2d_forward=7 gemm_split=2 batch_norm=2 batch_norm=3 batch_norm=4 batch_norm=5"
     if ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" resnet18 1 "${RESNET_EPOCHS:-3}" \
         >"$logs/kernel-versions-resnet18.txt" 2>&1; then
         cat "$logs/kernel-versions-resnet18.txt"
@@ -405,30 +407,41 @@ stage_bench() {
     else
         fail "bench/kernel_versions.sh resnet18"; show_tail "$logs/kernel-versions-resnet18.txt"
     fi
-    # A LeNet step's kernels by Nsight Compute, heaviest first: each kernel
-    # alone with the caches flushed, so a ranking, not the step's time
-    # (scripts/ncu_step.py). Where ncu cannot read this GPU's counters (some
-    # virtual machines), it says so and the stage goes on.
-    local ncu ncu_rc
+    # A step's kernels by Nsight Compute, heaviest first: each kernel alone
+    # with the caches flushed, so a ranking, not the step's time
+    # (scripts/ncu_step.py). LeNet's 80 launches hold 6 steps; ResNet-18's
+    # 450 about 2, each GEMM layer on a row of its own (--by-grid). Where
+    # ncu cannot read this GPU's counters (some virtual machines), it says
+    # so and the stage goes on.
+    local ncu
     ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-    if [[ -z $ncu ]]; then
-        note "skip  ncu: not on PATH or in /usr/local/cuda/bin"
-    else
-        timeout 180 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 200 \
-            --launch-count 80 --log-file "$work/ncu-step.csv" "$dir/dptrain" --data "$data" --gpus 1 --batch 256 \
-            --epochs 1 --limit-train 25600 --limit-test 256 --no-graphs >"$work/ncu.log" 2>&1
-        ncu_rc=$?
-        cat "$work/ncu.log" >>"$log"
-        if [[ $ncu_rc -ne 0 ]]; then
-            note "skip  ncu could not profile here (exit $ncu_rc): $(cat "$work/ncu.log" "$work/ncu-step.csv" 2>/dev/null |
-                grep -m1 -iE 'error|fail' || echo 'no message')"
-        elif python3 scripts/ncu_step.py "$work/ncu-step.csv" >"$work/ncu-step.txt" 2>&1; then
-            tee -a "$log" <"$work/ncu-step.txt"
-            ok "ncu: $(head -1 "$work/ncu-step.txt")"
-        else
-            fail "scripts/ncu_step.py: $(tail -1 "$work/ncu-step.txt")"
+    # ncu_step NAME SKIP COUNT NCU_STEP_ARGS -- DPTRAIN_ARGS...
+    ncu_step() {
+        local name=$1 skip=$2 count=$3 step_args=$4 ncu_rc
+        shift 5
+        if [[ -z $ncu ]]; then
+            note "skip  ncu $name: not on PATH or in /usr/local/cuda/bin"; return
         fi
-    fi
+        over_budget "ncu $name" && return
+        timeout 300 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip "$skip" \
+            --launch-count "$count" --log-file "$work/ncu-$name.csv" "$dir/dptrain" --data "$data" --epochs 1 \
+            --limit-test 256 --no-graphs "$@" >"$work/ncu-$name.log" 2>&1
+        ncu_rc=$?
+        cat "$work/ncu-$name.log" >>"$log"
+        cp "$work/ncu-$name.csv" "$logs/ncu-$name.csv" 2>/dev/null
+        if [[ $ncu_rc -ne 0 ]]; then
+            note "skip  ncu $name could not profile here (exit $ncu_rc): $(cat "$work/ncu-$name.log" \
+                "$work/ncu-$name.csv" 2>/dev/null | grep -m1 -iE 'error|fail' || echo 'no message')"
+        elif python3 scripts/ncu_step.py $step_args "$work/ncu-$name.csv" >"$logs/ncu-$name.txt" 2>&1; then
+            cat "$logs/ncu-$name.txt" >>"$log"
+            head -n 27 "$logs/ncu-$name.txt"  # the 25 heaviest
+            ok "ncu $name: $(head -1 "$logs/ncu-$name.txt") (table in $logs/ncu-$name.txt)"
+        else
+            fail "scripts/ncu_step.py $name: $(tail -1 "$logs/ncu-$name.txt")"
+        fi
+    }
+    ncu_step lenet 200 80 "" -- --gpus 1 --batch 256 --limit-train 25600
+    ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
 
     # dptrain ARGS...: the median epoch seconds, from --metrics.
     dptrain_epoch() {

@@ -482,15 +482,18 @@ struct DenseHeadCase {
 // A batch norm layer's per-channel sums (ResNet-18's): "batch_norm_stats",
 // the statistics (a value's square and two additions: 3 FLOP a value), and
 // "batch_norm_backward_sums", the backward's two sums (with x normalised on
-// the way: 5), each checked against the CPU twin; dgamma and dbeta start
-// from values of their own, as the gradients accumulate.
+// the way: 5), and "batch_norm_backward_sums_relu", the same after the
+// mask of a ReLU that follows the layer (dy masked in place, as its
+// backward leaves it: repeated launches mask a masked dy, the same work),
+// each checked against the CPU twin; dgamma and dbeta start from values of
+// their own, as the gradients accumulate.
 struct NormCase {
     NormShape s;
     std::vector<float> x = shifted(random_floats(s.size(), 21)), dy = random_floats(s.size(), 22),
                        dg0 = random_floats(size_t(s.c), 23), db0 = random_floats(size_t(s.c), 24),
-                       saved = saved_of(s, x);
+                       y_relu = std::vector<float>(s.size()), saved = saved_of(s, x, y_relu);
     Gpu gx{x}, gdy{dy}, gsaved{saved}, out{2 * size_t(s.c)}, dgamma{dg0}, dbeta{db0},
-        scratch{cuda::batch_norm_scratch_floats(s)};
+        scratch{cuda::batch_norm_scratch_floats(s)}, gy_relu{y_relu}, masked{dy};
     Tickets tickets;
 
     explicit NormCase(const NormShape& shape) : s(shape) {}
@@ -499,13 +502,14 @@ struct NormCase {
         for (float& f : v) f = 2.0f * f + 0.5f;
         return v;
     }
-    // Each channel's mean and 1/std, as the forward leaves them.
-    static std::vector<float> saved_of(const NormShape& s, const std::vector<float>& x) {
-        std::vector<float> stats(2 * size_t(s.c)), saved(stats.size()), y(x.size()), ones(size_t(s.c), 1.0f),
+    // Each channel's mean and 1/std, as the forward leaves them; y, its
+    // output with a ReLU after it.
+    static std::vector<float> saved_of(const NormShape& s, const std::vector<float>& x, std::vector<float>& y) {
+        std::vector<float> stats(2 * size_t(s.c)), saved(stats.size()), ones(size_t(s.c), 1.0f),
             zeros(size_t(s.c), 0.0f);
         cpu::batch_norm_stats(stats.data(), x.data(), s);
         cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), s.per_channel(), ones.data(),
-                                zeros.data(), 1e-5f, s);
+                                zeros.data(), 1e-5f, s, true);
         return saved;
     }
     double flops(const std::string& run) const {
@@ -515,6 +519,9 @@ struct NormCase {
     void run(const std::string& run, cudaStream_t stream) {
         const cuda::Workspace ws{scratch.p, tickets.p};
         if (run == "batch_norm_stats") cuda::batch_norm_stats(out.p, gx.p, s, ws, stream);
+        else if (run == "batch_norm_backward_sums_relu")
+            cuda::batch_norm_backward_sums_relu(out.p, dgamma.p, dbeta.p, masked.p, gy_relu.p, gx.p, gsaved.p, s, ws,
+                                                stream);
         else cuda::batch_norm_backward_sums(out.p, dgamma.p, dbeta.p, gdy.p, gx.p, gsaved.p, s, ws, stream);
     }
     double check(const std::string& run) {
@@ -526,9 +533,18 @@ struct NormCase {
             this->run(run, nullptr);
             return error(out.get(), want);
         }
-        cpu::batch_norm_backward_sums(want.data(), want_dg.data(), want_db.data(), dy.data(), x.data(), saved.data(), s);
         dgamma.put(dg0);
         dbeta.put(db0);
+        if (run == "batch_norm_backward_sums_relu") {
+            std::vector<float> want_masked = dy;
+            cpu::batch_norm_backward_sums_relu(want.data(), want_dg.data(), want_db.data(), want_masked.data(),
+                                               y_relu.data(), x.data(), saved.data(), s);
+            masked.put(dy);
+            this->run(run, nullptr);
+            return std::max({error(out.get(), want), error(dgamma.get(), want_dg), error(dbeta.get(), want_db),
+                             error(masked.get(), want_masked)});
+        }
+        cpu::batch_norm_backward_sums(want.data(), want_dg.data(), want_db.data(), dy.data(), x.data(), saved.data(), s);
         this->run(run, nullptr);
         return std::max({error(out.get(), want), error(dgamma.get(), want_dg), error(dbeta.get(), want_db)});
     }
@@ -536,6 +552,45 @@ struct NormCase {
 std::string describe(const NormShape& s) {
     return "norm c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
 }
+
+// A residual add and the ReLU after it (ResNet-18's blocks' ends, shapes as
+// (n, c, h x w)): "add_relu", the add (1 FLOP a value), and
+// "add_relu_backward", the mask stored back and the other input's gradient
+// a copy of it (no FLOPs: compare the times), each checked against the CPU
+// twin, bit for bit as it is exact.
+struct ResidualCase {
+    NormShape s;
+    std::vector<float> acc = random_floats(s.size(), 25), other = random_floats(s.size(), 26),
+                       dy = random_floats(s.size(), 27), y = relu_of_sum(acc, other);
+    Gpu gacc{acc}, gother{other}, gdy{dy}, gy{y}, d_other{s.size()};
+
+    explicit ResidualCase(const NormShape& shape) : s(shape) {}
+
+    static std::vector<float> relu_of_sum(std::vector<float> a, const std::vector<float>& b) {
+        cpu::add_relu(a.data(), b.data(), a.size());
+        return a;
+    }
+    double flops(const std::string& run) const { return run == "add_relu" ? double(s.size()) : 0.0; }
+    long depth(const std::string&) const { return 1; }
+    // Repeated launches add to a sum already made, or mask a masked dy: the same work.
+    void run(const std::string& run, cudaStream_t stream) {
+        if (run == "add_relu") cuda::add_relu(gacc.p, gother.p, s.size(), stream);
+        else cuda::add_relu_backward(gdy.p, d_other.p, gy.p, s.size(), false, stream);
+    }
+    double check(const std::string& run) {
+        if (run == "add_relu") {
+            gacc.put(acc);
+            this->run(run, nullptr);
+            return error(gacc.get(), y);
+        }
+        std::vector<float> want_dy = dy, want_other(s.size());
+        cpu::add_relu_backward(want_dy.data(), want_other.data(), y.data(), s.size(), false);
+        gdy.put(dy);
+        d_other.poison();
+        this->run(run, nullptr);
+        return std::max(error(gdy.get(), want_dy), error(d_other.get(), want_other));
+    }
+};
 
 // Median milliseconds of one launch.
 template <class Case>
@@ -764,8 +819,18 @@ int main(int argc, char** argv) {
             NormCase c(s);
             bench(c, kind, describe(s), [](const std::string& launcher) {
                 return launcher == "batch_norm"
-                           ? std::vector<std::string>{"batch_norm_stats", "batch_norm_backward_sums"}
+                           ? std::vector<std::string>{"batch_norm_stats", "batch_norm_backward_sums",
+                                                      "batch_norm_backward_sums_relu"}
                            : std::vector<std::string>{};
+            });
+        }
+        std::set<std::string> adds_seen;
+        for (const NormShape& s : model_of(kind).add_shapes(batch)) {
+            if (!adds_seen.insert(describe(s)).second) continue;
+            ResidualCase c(s);
+            bench(c, kind, "add" + describe(s).substr(4), [](const std::string& launcher) {
+                return launcher == "residual" ? std::vector<std::string>{"add_relu", "add_relu_backward"}
+                                              : std::vector<std::string>{};
             });
         }
     }

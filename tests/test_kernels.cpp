@@ -257,6 +257,33 @@ TEST_CASE("batch norm with its ReLU equals batch norm, then relu_forward", "[ker
     CHECK(std::memcmp(e.data(), e_relu.data(), e.size() * sizeof(float)) == 0);
 }
 
+// And its backward with that ReLU's mask is relu_backward, then the plain
+// sums: the same sums and parameter gradients, and dy left masked in place
+// for the data gradient, bit for bit. (A mask applied nowhere, or only to the
+// sums, fails: about half of y is 0.)
+TEST_CASE("batch norm's backward sums with its ReLU equal relu_backward, then the sums", "[kernels][norm]") {
+    const NormShape s{3, 4, 10};
+    const auto x = testing::random_vector(s.size(), 41, -1.0f, 2.0f);
+    const auto gamma = testing::random_vector(size_t(s.c), 42, 0.5f, 1.5f), beta = testing::random_vector(size_t(s.c), 43);
+    const auto dy = testing::random_vector(s.size(), 44);
+    std::vector<float> stats(size_t(2 * s.c)), saved(stats.size()), y(s.size());
+    cpu::batch_norm_stats(stats.data(), x.data(), s);
+    cpu::batch_norm_forward(y.data(), saved.data(), x.data(), stats.data(), s.per_channel(), gamma.data(), beta.data(),
+                            1e-5f, s, true);
+    CHECK(std::count(y.begin(), y.end(), 0.0f) > 10);
+    std::vector<float> sums(stats.size()), dgamma(size_t(s.c), 0.25f), dbeta(size_t(s.c), -0.25f), masked = dy;
+    cpu::relu_backward(masked.data(), masked.data(), y.data(), masked.size());
+    cpu::batch_norm_backward_sums(sums.data(), dgamma.data(), dbeta.data(), masked.data(), x.data(), saved.data(), s);
+    std::vector<float> fused_sums(stats.size()), fused_dgamma(size_t(s.c), 0.25f), fused_dbeta(size_t(s.c), -0.25f),
+        fused_dy = dy;
+    cpu::batch_norm_backward_sums_relu(fused_sums.data(), fused_dgamma.data(), fused_dbeta.data(), fused_dy.data(),
+                                       y.data(), x.data(), saved.data(), s);
+    CHECK(std::memcmp(masked.data(), fused_dy.data(), masked.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(sums.data(), fused_sums.data(), sums.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(dgamma.data(), fused_dgamma.data(), dgamma.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(dbeta.data(), fused_dbeta.data(), dbeta.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("batch norm over parts with summed statistics equals batch norm over the whole batch", "[kernels][norm]") {
     // --bn sync's foundation: per-channel sums of parts add up to the
     // batch's, forward and backward, so two devices normalise as one would.
@@ -405,6 +432,36 @@ TEST_CASE("sgd_update and sum_into compute exactly what they say", "[kernels][sg
     std::vector<float> acc = {1, 2, 3}, staged = {10, 20, 30, 100, 200, 300};
     cpu::sum_into(acc.data(), staged.data(), 2, 3);
     CHECK(acc == std::vector<float>{111, 222, 333});
+}
+
+// The model hands a ReLU after a residual add to the add: forward, the add
+// and relu_forward; backward, relu_backward in place and the other input's
+// gradient a copy of the masked dy (or added to it), bit for bit. About half
+// the sums fall below 0; a NaN sum is 0 after the ReLU, as relu_forward has it.
+TEST_CASE("a residual add with its ReLU equals sum_into, then relu_forward, and so does its backward",
+          "[kernels][relu]") {
+    const size_t count = 101;
+    auto acc = testing::random_vector(count, 51), other = testing::random_vector(count, 52);
+    acc[7] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> want = acc, got = acc;
+    cpu::sum_into(want.data(), other.data(), 1, count);
+    cpu::relu_forward(want.data(), want.data(), count);
+    cpu::add_relu(got.data(), other.data(), count);
+    CHECK(std::count(got.begin(), got.end(), 0.0f) > 20);
+    CHECK(got[7] == 0.0f);
+    CHECK(std::memcmp(want.data(), got.data(), count * sizeof(float)) == 0);
+
+    const auto dy = testing::random_vector(count, 53), d0 = testing::random_vector(count, 54);
+    for (const bool accumulate : {false, true}) {
+        CAPTURE(accumulate);
+        std::vector<float> want_dy = dy, want_other = d0, got_dy = dy, got_other = d0;
+        cpu::relu_backward(want_dy.data(), want_dy.data(), got.data(), count);
+        if (accumulate) cpu::sum_into(want_other.data(), want_dy.data(), 1, count);
+        else cpu::copy(want_other.data(), want_dy.data(), count);
+        cpu::add_relu_backward(got_dy.data(), got_other.data(), got.data(), count, accumulate);
+        CHECK(std::memcmp(want_dy.data(), got_dy.data(), count * sizeof(float)) == 0);
+        CHECK(std::memcmp(want_other.data(), got_other.data(), count * sizeof(float)) == 0);
+    }
 }
 
 TEST_CASE("note_nonfinite marks the earliest step that saw a NaN or an infinity", "[kernels][sgd]") {

@@ -86,6 +86,21 @@ void sum_into(float* acc, const float* staged, int parts, size_t count) {
 
 void copy(float* dst, const float* src, size_t count) { std::copy_n(src, count, dst); }
 
+void add_relu(float* acc, const float* other, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+        const float v = acc[i] + other[i];
+        acc[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate) {
+    for (size_t i = 0; i < count; ++i) {
+        const float d = y[i] > 0.0f ? dy[i] : 0.0f;
+        dy[i] = d;
+        d_other[i] = accumulate ? d_other[i] + d : d;
+    }
+}
+
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step) {
     // Exponent bits all ones: an infinity or a NaN. Integer compares, so no
     // floating-point mode (fast-math included) can hide a NaN.

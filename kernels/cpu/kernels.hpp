@@ -103,6 +103,10 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
                         const float* beta, float eps, const NormShape& s, bool relu = false);
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s);
+// A ReLU after the layer, whose output is relu_y: dy masked by it first, in
+// place (dy = relu_y > 0 ? dy : 0, relu_backward's), then the sums.
+void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
+                                   const float* x, const float* saved, const NormShape& s);
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
                               double count, const float* gamma, const NormShape& s);
 // Evaluation: y = gamma * (x - running mean) / sqrt(running var + eps) + beta,
@@ -136,6 +140,13 @@ void sum_into(float* acc, const float* staged, int parts, size_t count);
 
 // dst = src, count floats (a gradient that two layers' inputs share).
 void copy(float* dst, const float* src, size_t count);
+
+// A residual add with the ReLU after it (the model's fusion): acc =
+// relu_forward's value of acc + other. Its backward: dy = y > 0 ? dy : 0 in
+// place (relu_backward's, y the add's output), and the other input's
+// gradient d_other = dy, or with accumulate d_other += dy.
+void add_relu(float* acc, const float* other, size_t count);
+void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate);
 
 // Divergence watch: when x holds a NaN or an infinity and step < *first_bad,
 // *first_bad = step. The trainer runs it on the summed gradients of every
@@ -232,6 +243,8 @@ struct KernelSet {
     static constexpr auto relu_backward = &cpu::relu_backward;
     static constexpr auto sum_into = &cpu::sum_into;
     static constexpr auto copy = &cpu::copy;
+    static constexpr auto add_relu = &cpu::add_relu;
+    static constexpr auto add_relu_backward = &cpu::add_relu_backward;
     // The sums need no scratch here (the GPU's may: kernels/cuda/norm.cu).
     static constexpr size_t batch_norm_scratch_floats(const NormShape&) { return 0; }
     static void batch_norm_stats(float* stats, const float* x, const NormShape& s, float*) {
@@ -241,6 +254,11 @@ struct KernelSet {
     static void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                                          const float* saved, const NormShape& s, float*) {
         cpu::batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s);
+    }
+    static void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy,
+                                              const float* relu_y, const float* x, const float* saved,
+                                              const NormShape& s, float*) {
+        cpu::batch_norm_backward_sums_relu(sums, dgamma, dbeta, dy, relu_y, x, saved, s);
     }
     static constexpr auto batch_norm_backward_data = &cpu::batch_norm_backward_data;
     static constexpr auto batch_norm_inference = &cpu::batch_norm_inference;

@@ -66,6 +66,20 @@ Sums channel_sums(const NormShape& s, int ch, F&& f, G&& g) {
     return sums;
 }
 
+// Channel ch's backward sums (batch_norm_backward_sums).
+void backward_channel_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+                           const float* saved, const NormShape& s, int ch) {
+    const float m = saved[ch], inv_std = saved[s.c + ch];
+    const Sums parts = channel_sums(
+        s, ch, [&](size_t j) { return double(dy[j]); },
+        [&](size_t j) { return double(dy[j]) * ((x[j] - m) * inv_std); });
+    const double sum_dy = Sums::total(parts.first), sum_dy_xhat = Sums::total(parts.second);
+    sums[ch] = float(sum_dy);
+    sums[s.c + ch] = float(sum_dy_xhat);
+    dbeta[ch] += float(sum_dy);
+    dgamma[ch] += float(sum_dy_xhat);
+}
+
 }  // namespace
 
 void batch_norm_stats(float* stats, const float* x, const NormShape& s) {
@@ -92,16 +106,14 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s) {
-    for (int ch = 0; ch < s.c; ++ch) {
-        const float m = saved[ch], inv_std = saved[s.c + ch];
-        const Sums parts = channel_sums(
-            s, ch, [&](size_t j) { return double(dy[j]); },
-            [&](size_t j) { return double(dy[j]) * ((x[j] - m) * inv_std); });
-        const double sum_dy = Sums::total(parts.first), sum_dy_xhat = Sums::total(parts.second);
-        sums[ch] = float(sum_dy);
-        sums[s.c + ch] = float(sum_dy_xhat);
-        dbeta[ch] += float(sum_dy);
-        dgamma[ch] += float(sum_dy_xhat);
+    for (int ch = 0; ch < s.c; ++ch) backward_channel_sums(sums, dgamma, dbeta, dy, x, saved, s, ch);
+}
+
+void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
+                                   const float* x, const float* saved, const NormShape& s) {
+    for (int ch = 0; ch < s.c; ++ch) {  // the channel masked while it is in cache, then summed
+        for_channel(s, ch, [&](size_t j) { dy[j] = relu_y[j] > 0.0f ? dy[j] : 0.0f; });  // as relu_backward
+        backward_channel_sums(sums, dgamma, dbeta, dy, x, saved, s, ch);
     }
 }
 

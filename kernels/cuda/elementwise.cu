@@ -1,8 +1,10 @@
 // The small kernels of a training step on the GPU: loading samples, ReLU,
-// softmax cross-entropy, accuracy, the SGD update and the allreduce's sum.
+// a residual add with its ReLU, softmax cross-entropy, accuracy, the SGD
+// update and the allreduce's sum.
 // CPU twin: kernels/cpu/elementwise.cpp.
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "versions.hpp"
 
 namespace dpt::cuda {
 namespace {
@@ -23,6 +25,24 @@ __global__ void relu_fwd(float* y, const float* x, size_t count) {
 
 __global__ void relu_bwd(float* dx, const float* dy, const float* y, size_t count) {
     for (const size_t i : launch::grid_stride(count)) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// A residual add and the ReLU after it (version 2 of "residual"), forward
+// and backward: sum_parts' and relu_fwd's values, and relu_bwd's and a
+// copy's (or sum_parts').
+__global__ void add_relu_kernel(float* acc, const float* other, size_t count) {
+    for (const size_t i : launch::grid_stride(count)) {
+        const float v = acc[i] + other[i];
+        acc[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+__global__ void add_relu_backward_kernel(float* dy, float* d_other, const float* y, size_t count, bool accumulate) {
+    for (const size_t i : launch::grid_stride(count)) {
+        const float d = y[i] > 0.0f ? dy[i] : 0.0f;
+        dy[i] = d;
+        d_other[i] = accumulate ? d_other[i] + d : d;
+    }
 }
 
 // One block: thread t takes rows t, t + 256, ...; the losses are summed in a
@@ -144,6 +164,29 @@ void sum_into(float* acc, const float* staged, int parts, size_t count, cudaStre
 void copy(float* dst, const float* src, size_t count, cudaStream_t stream) {
     if (count == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
+
+void add_relu(float* acc, const float* other, size_t count, cudaStream_t stream) {
+    if (residual_version < 2) {
+        sum_into(acc, other, 1, count, stream);
+        return relu_forward(acc, acc, count, stream);
+    }
+    if (count == 0) return;
+    launch::kernel("add_relu_kernel", add_relu_kernel, launch::grid_for(count), launch::threads, stream, acc, other,
+                   count);
+}
+
+void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate,
+                       cudaStream_t stream) {
+    if (residual_version < 2) {
+        relu_backward(dy, dy, y, count, stream);
+        if (accumulate) sum_into(d_other, dy, 1, count, stream);
+        else copy(d_other, dy, count, stream);
+        return;
+    }
+    if (count == 0) return;
+    launch::kernel("add_relu_backward_kernel", add_relu_backward_kernel, launch::grid_for(count), launch::threads,
+                   stream, dy, d_other, y, count, accumulate);
 }
 
 void sgd_update_checked(float* params, const float* grads, float scale, size_t count, int32_t* first_bad,

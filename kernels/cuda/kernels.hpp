@@ -230,6 +230,11 @@ void sum_into(float* acc, const float* staged, int parts, size_t count,
               cudaStream_t stream);
 // dst = src, count floats of device memory.
 void copy(float* dst, const float* src, size_t count, cudaStream_t stream);
+// A residual add with the ReLU after it, and its backward, as on the CPU
+// (versions.hpp: "residual").
+void add_relu(float* acc, const float* other, size_t count, cudaStream_t stream);
+void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate,
+                       cudaStream_t stream);
 // When x holds a NaN or an infinity: *first_bad = min(*first_bad, step).
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step,
                     cudaStream_t stream);
@@ -255,6 +260,11 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream, bool relu = false);
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream);
+// A ReLU after the layer, whose output is relu_y: dy masked by it first, in
+// place (relu_backward's values; from version 6 by the sums' kernel).
+void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
+                                   const float* x, const float* saved, const NormShape& s, Workspace ws,
+                                   cudaStream_t stream);
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,
                               double count, const float* gamma, const NormShape& s, cudaStream_t stream);
 void batch_norm_inference(float* y, const float* x, const float* running, const float* gamma, const float* beta,
@@ -387,6 +397,10 @@ struct KernelSet {
         cuda::sum_into(acc, staged, parts, count, stream);
     }
     void copy(float* dst, const float* src, size_t count) const { cuda::copy(dst, src, count, stream); }
+    void add_relu(float* acc, const float* other, size_t count) const { cuda::add_relu(acc, other, count, stream); }
+    void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate) const {
+        cuda::add_relu_backward(dy, d_other, y, count, accumulate, stream);
+    }
     static size_t batch_norm_scratch_floats(const NormShape& s) { return cuda::batch_norm_scratch_floats(s); }
     void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) const {
         cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream);
@@ -398,6 +412,10 @@ struct KernelSet {
     void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                                   const float* saved, const NormShape& s, float* scratch) const {
         cuda::batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s, workspace(scratch), stream);
+    }
+    void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
+                                       const float* x, const float* saved, const NormShape& s, float* scratch) const {
+        cuda::batch_norm_backward_sums_relu(sums, dgamma, dbeta, dy, relu_y, x, saved, s, workspace(scratch), stream);
     }
     void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved,
                                   const float* sums, double count, const float* gamma, const NormShape& s) const {

@@ -18,7 +18,8 @@
 // also moves every layer's running statistics in one launch after the
 // update, where each layer took one. Version 5 also applies a ReLU that
 // follows the layer in the normalising kernel (training's and
-// evaluation's), where it was a kernel of its own.
+// evaluation's), where it was a kernel of its own; version 6 that ReLU's
+// backward in the backward's sums kernel, which masks dy as it reads it.
 //
 // Indices are ints split by multiplication (fastdiv.cuh); a layer of 2^31
 // values or more is refused. 64-bit division, which size_t indices cost, is
@@ -58,6 +59,19 @@ struct Channels {
         return (sample * s.c + ch) * s.hw + j;
     }
 };
+
+// Blocks of 256 threads that fill a multiprocessor, for the kernels that
+// ask to fit them all (__launch_bounds__, which holds them to 32 registers
+// a thread): 8 where it holds 2,048 threads, 4 on sm_75's 1,024, 6 on the
+// 1,536 of sm_86 and sm_89 (asked for more than that, ptxas warns and
+// ignores the bound).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr int full_blocks = 4;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800 && __CUDA_ARCH__ < 900
+constexpr int full_blocks = 6;
+#else
+constexpr int full_blocks = 8;
+#endif
 
 // Thread t of a block visits its run's values t, t + 256, ...: loaded
 // `ahead` at a time, so that their loads are in flight together, then added
@@ -205,18 +219,9 @@ __global__ void normalize_kernel(float* y, const float* x, const float* saved, c
 // backward), and then normalises its values: saved_kernel's arithmetic and
 // normalize_kernel's, in one launch.
 // As many of its blocks a multiprocessor as normalize_kernel's (32 registers
-// a thread): 8 where a multiprocessor holds 2,048 threads, 4 on sm_75's
-// 1,024, 6 on the 1,536 of sm_86 and sm_89 (asked for more than that,
-// ptxas warns and ignores the bound).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-constexpr int saving_blocks = 4;
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800 && __CUDA_ARCH__ < 900
-constexpr int saving_blocks = 6;
-#else
-constexpr int saving_blocks = 8;
-#endif
+// a thread: full_blocks).
 constexpr int saving_most_channels = 1024;
-__global__ void __launch_bounds__(launch::threads, saving_blocks) normalize_saving_kernel(
+__global__ void __launch_bounds__(launch::threads, full_blocks) normalize_saving_kernel(
     float* y, float* saved, const float* x, const float* stats, double count, float eps, const float* gamma,
     const float* beta, Channels g, int total, bool relu) {
     __shared__ float block_saved[2 * saving_most_channels];
@@ -237,14 +242,26 @@ __global__ void __launch_bounds__(launch::threads, saving_blocks) normalize_savi
     }
 }
 
-__global__ void backward_sums_kernel(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
-                                     const float* saved, Channels g, Slices sl) {
+// A ReLU after the layer (version 6): its output y masks dy as dy is read,
+// and the masked values are stored back (relu_bwd's, in place). A kernel of
+// its own (Masked), held to the plain sums' 32 registers, 8 blocks a
+// multiprocessor (34 unbounded: 6).
+struct ReluMask {
+    const float* y = nullptr;
+    float* dy = nullptr;  // where the masked dy goes (the dy read)
+};
+
+template <bool Masked>
+__global__ void __launch_bounds__(launch::threads, full_blocks) backward_sums_kernel(
+    float* sums, float* dgamma, float* dbeta, const float* dy, const float* x, const float* saved, Channels g,
+    Slices sl, ReluMask relu) {
     const int ch = int(blockIdx.x), slice = int(blockIdx.y);
     const float m = saved[ch], inv_std = saved[g.s.c + ch];
     const int values = g.s.n * g.s.hw, first = slice * sl.length;
     TwoSums s = run_sums(first, min(values, first + sl.length), [&](int k) {
         const int j = g.value_index(ch, k);
-        const float d = dy[j];
+        float d = dy[j];
+        if (Masked && !(relu.y[j] > 0.0f)) relu.dy[j] = d = 0.0f;  // as relu_bwd
         return TwoSums{double(d), double(d) * double((x[j] - m) * inv_std)};
     });
     if (!channel_sums(s, sl, ch, slice)) return;
@@ -306,6 +323,22 @@ void relu_unless_fused(float* y, const NormShape& s, bool relu, cudaStream_t str
     if (relu && batch_norm_version < 5) relu_forward(y, y, s.size(), stream);
 }
 
+
+// The backward's sums, dy masked as it is read where relu.y is set.
+void backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x, const float* saved,
+                   const NormShape& s, Workspace ws, ReluMask relu, cudaStream_t stream) {
+    if (s.c == 0) return;
+    const Channels g(s);  // (first: it refuses a layer too large to index)
+    const Slices sl = slices_for(s, ws);
+    const dim3 grid(unsigned(s.c), unsigned(sl.count));
+    if (relu.y)
+        launch::kernel("backward_sums_kernel", backward_sums_kernel<true>, grid, launch::threads, stream, sums,
+                       dgamma, dbeta, dy, x, saved, g, sl, relu);
+    else
+        launch::kernel("backward_sums_kernel", backward_sums_kernel<false>, grid, launch::threads, stream, sums,
+                       dgamma, dbeta, dy, x, saved, g, sl, relu);
+}
+
 }  // namespace
 
 size_t batch_norm_scratch_floats(const NormShape& s) {
@@ -339,11 +372,15 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream) {
-    if (s.c == 0) return;
-    const Channels g(s);  // (first: it refuses a layer too large to index)
-    const Slices sl = slices_for(s, ws);
-    launch::kernel("backward_sums_kernel", backward_sums_kernel, dim3(unsigned(s.c), unsigned(sl.count)),
-                   launch::threads, stream, sums, dgamma, dbeta, dy, x, saved, g, sl);
+    backward_sums(sums, dgamma, dbeta, dy, x, saved, s, ws, {}, stream);
+}
+
+void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
+                                   const float* x, const float* saved, const NormShape& s, Workspace ws,
+                                   cudaStream_t stream) {
+    if (batch_norm_version >= 6) return backward_sums(sums, dgamma, dbeta, dy, x, saved, s, ws, {relu_y, dy}, stream);
+    relu_backward(dy, dy, relu_y, s.size(), stream);
+    batch_norm_backward_sums(sums, dgamma, dbeta, dy, x, saved, s, ws, stream);
 }
 
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,

@@ -171,6 +171,16 @@ const char* const batch_norm_versions[] = {
     "block a layer) instead of a launch a layer: the same arithmetic, the same bits",
     "version 4, and a ReLU right after the layer applied by its normalising kernel (training's and evaluation's) "
     "instead of a kernel of its own: the same values, the same bits",
+    "version 5, and that ReLU's backward done by the backward's sums kernel, which masks dy as it reads it and "
+    "stores the masked values back for the data gradient's kernel (relu_bwd's values, in place): no kernel of "
+    "its own, the same bits",
+};
+// A residual add and the ReLU after it (ResNet-18's blocks end so).
+const char* const residual_versions[] = {
+    "the add (sum_parts) and the ReLU (relu_fwd) each a kernel; backward, the ReLU's mask (relu_bwd), then the other "
+    "input's gradient a copy of it (or sum_parts)",
+    "one kernel forward (add_relu_kernel), one backward (add_relu_backward_kernel: the mask stored back and the "
+    "other input's gradient from the same loads): the same values, the same bits",
 };
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
@@ -255,13 +265,15 @@ const char* const batch_norm_versions[] = {
 // 63.4 ms; kernel_bench 0.0498 ms against 0.0539); the morning's defaults
 // (forward 8, backward-data 5, weight 9) 1.16x (67.5 ms; --tf32 1.05x).
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 10, conv2d_backward_data_default = 9,
-              conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2, batch_norm_default = 1;
+              conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2, batch_norm_default = 1,
+              residual_default = 1;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&
               conv2d_backward_weight_default <= int(std::size(conv2d_backward_weight_versions)) &&
               dense_default <= int(std::size(dense_versions)) && tf32_default <= int(std::size(tf32_versions)) &&
-              batch_norm_default <= int(std::size(batch_norm_versions)));
+              batch_norm_default <= int(std::size(batch_norm_versions)) &&
+              residual_default <= int(std::size(residual_versions)));
 
 }  // namespace
 
@@ -273,6 +285,7 @@ int conv2d_backward_weight_version = conv2d_backward_weight_default;
 int dense_version = dense_default;
 int tf32_version = tf32_default;
 int batch_norm_version = batch_norm_default;
+int residual_version = residual_default;
 
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
@@ -290,6 +303,8 @@ const std::vector<LauncherVersions>& launcher_versions() {
         {"tf32", {std::begin(tf32_versions), std::end(tf32_versions)}, tf32_default, &tf32_version},
         {"batch_norm", {std::begin(batch_norm_versions), std::end(batch_norm_versions)}, batch_norm_default,
          &batch_norm_version},
+        {"residual", {std::begin(residual_versions), std::end(residual_versions)}, residual_default,
+         &residual_version},
     };
     return all;
 }

@@ -102,7 +102,7 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
             case LayerKind::relu:
                 if (i == 0) fail(i, "a ReLU cannot be the first layer (it works in place)");
                 p.fused = layers[i - 1].kind == LayerKind::conv || layers[i - 1].kind == LayerKind::dense ||
-                          layers[i - 1].kind == LayerKind::batch_norm;
+                          layers[i - 1].kind == LayerKind::batch_norm || layers[i - 1].kind == LayerKind::add;
                 if (p.fused) plan_.back().relu_after = true;
                 break;
             case LayerKind::add: {
@@ -236,6 +236,13 @@ std::vector<DenseShape> Model::dense_shapes(int n, Math math) const {
 std::vector<NormShape> Model::norm_shapes(int n) const {
     std::vector<NormShape> shapes;
     for (size_t i : norms_) shapes.push_back(norm_shape(i, n));
+    return shapes;
+}
+
+std::vector<NormShape> Model::add_shapes(int n) const {
+    std::vector<NormShape> shapes;
+    for (const Planned& p : plan_)
+        if (p.layer.kind == LayerKind::add) shapes.push_back({n, p.out.c, p.out.h * p.out.w});
     return shapes;
 }
 

@@ -205,6 +205,7 @@ class Model {
     std::vector<ConvShape> conv_shapes(int n, Math math = Math::fp32) const;
     std::vector<DenseShape> dense_shapes(int n, Math math = Math::fp32) const;
     std::vector<NormShape> norm_shapes(int n) const;  // the batch norm layers'
+    std::vector<NormShape> add_shapes(int n) const;   // the residual adds' outputs, as (n, c, h x w)
     // For each dense layer, in dense_shapes' order, the pooling whose
     // backward its own does (dense_backward_pool), or none.
     std::vector<std::optional<PoolShape>> dense_pools(int n) const;
@@ -276,7 +277,7 @@ class Model {
         int running = -1;             // batch norm: its running mean (the variance follows)
         int norm = -1;                // batch norm: its index among them
         size_t sums = 0;              // batch norm: its backward sums' offset in the gradient buffer
-        bool relu_after = false;      // conv, dense, batch_norm: the next layer's ReLU is fused in
+        bool relu_after = false;      // conv, dense, batch_norm, add: the next layer's ReLU is fused in
         bool fused = false;           // relu: done by the layer before
         bool relu_before = false;     // pool, dense: its input is a ReLU's output (its backward applies the mask)
         bool accumulate = false;      // conv: adds its input gradient; add: adds the other's
@@ -289,6 +290,17 @@ class Model {
                                       // it computes with its own input gradient
         bool weight_grad_by_next = false;  // conv: its weight gradient computed so, by the conv after its pooling
     };
+    // Whether the ReLU at `relu` has its backward mask applied by the layer
+    // after it (a pool or dense layer's backward).
+    bool masked_by_next(size_t relu) const { return relu + 1 < plan_.size() && plan_[relu + 1].relu_before; }
+    // Whether layer i, a batch norm or an add, applies the backward mask of
+    // the ReLU after it (in the same call as its own backward), where
+    // neither that ReLU's call nor the layer after it does.
+    bool masks_relu_after(size_t i) const {
+        const LayerKind kind = plan_[i].layer.kind;
+        return plan_[i].relu_after && (kind == LayerKind::batch_norm || kind == LayerKind::add) &&
+               !masked_by_next(i + 1);
+    }
     const float* input_of(const Planned& p, const Activations& a, const float* x) const {
         return p.input < 0 ? x : a.out[size_t(p.input)];
     }
@@ -352,8 +364,9 @@ void Model::forward_layer(K& k, size_t i, const Activations& a, const float* par
         case LayerKind::relu:  // in place, unless the layer before did it
             if (!p.fused) k.relu_forward(out, out, size_t(n) * p.out.size());
             break;
-        case LayerKind::add:  // in place: the layer before's output += the other's
-            k.sum_into(out, a.out[size_t(p.other)], 1, size_t(n) * p.out.size());
+        case LayerKind::add:  // in place: the layer before's output += the other's (and its ReLU)
+            if (p.relu_after) k.add_relu(out, a.out[size_t(p.other)], size_t(n) * p.out.size());
+            else k.sum_into(out, a.out[size_t(p.other)], 1, size_t(n) * p.out.size());
             break;
         case LayerKind::flatten:     // the same buffer, read as (n, c*h*w)
         case LayerKind::batch_norm:  // train() and evaluate() run its halves
@@ -435,14 +448,17 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             break;
         }
         case LayerKind::relu:
-            // Unless a pool or dense layer after it already did: the mask, in place.
-            if (i + 1 == plan_.size() || !plan_[i + 1].relu_before)
+            // The mask, in place: unless a pool or dense layer after it
+            // did it already, or the layer before does it next.
+            if (!masked_by_next(i) && !masks_relu_after(i - 1))
                 k.relu_backward(d_out, d_out, a.out[size_t(p.buffer)], size_t(n) * p.out.size());
             break;
         case LayerKind::add: {  // the layer before's gradient is d_out itself; the other's gets it too
             float* d_other = a.grad[size_t(p.other)];
             const size_t count = size_t(n) * p.out.size();
-            if (p.accumulate) k.sum_into(d_other, d_out, 1, count);
+            if (masks_relu_after(i))  // the ReLU after it: its mask on d_out first
+                k.add_relu_backward(d_out, d_other, a.out[size_t(p.buffer)], count, p.accumulate);
+            else if (p.accumulate) k.sum_into(d_other, d_out, 1, count);
             else k.copy(d_other, d_out, count);
             break;
         }
@@ -531,11 +547,15 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         }
         const NormShape s = norm_shape(i, n);
         const float* in = input_of(p, a, x);
-        const float* d_out = a.grad[size_t(p.buffer)];
+        float* d_out = a.grad[size_t(p.buffer)];
         float* sums = grads + p.sums;  // this part's, then (sync) the batch's
         if (passed == stage) {
-            k.batch_norm_backward_sums(sums, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                                       a.saved[size_t(p.norm)], s, a.scratch);
+            if (masks_relu_after(i))  // the ReLU after it: its mask on d_out first
+                k.batch_norm_backward_sums_relu(sums, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out,
+                                                a.out[size_t(p.buffer)], in, a.saved[size_t(p.norm)], s, a.scratch);
+            else
+                k.batch_norm_backward_sums(sums, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                                           a.saved[size_t(p.norm)], s, a.scratch);
             done(tensors_[size_t(p.weight)].offset);
         }
         if (reached_end_of_stage()) return;

@@ -1349,7 +1349,8 @@ void keep_or_compare(std::map<std::string, std::vector<float>>& kept, int v, int
 // 0 after each call. Version 3's forward works out the means and 1/std in
 // the normalising kernel: version 2's bits. With the ReLU after the layer,
 // forward and inference are the CPU's with it, and version 5's (in the
-// kernel) version 4's (relu_forward after it), bit for bit.
+// kernel) version 4's (relu_forward after it), bit for bit; and so is the
+// backward with its mask, version 6's (in the sums' kernel) version 5's.
 void test_batch_norm() {
     const NormShape shapes[] = {{3, 5, 7},   {8, 64, 26 * 26}, {2, 256, 9}, {7, 3, 100},
                                 {5, 2, 1000}, {256, 1, 28 * 28}};
@@ -1371,7 +1372,7 @@ void test_batch_norm() {
         cpu::batch_norm_update_running(after.data(), stats.data(), s.per_channel(), 0.9f, s.c);
 
         std::vector<float> first_stats, first_sums, first_dgamma;  // version 1's
-        std::map<std::string, std::vector<float>> kept;               // version 2's and 4's
+        std::map<std::string, std::vector<float>> kept;               // version 2's, 4's and 5's
         for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
             cuda::select_version("batch_norm", v);
             const std::string label = name + " (batch_norm " + std::to_string(v) + ")";
@@ -1440,6 +1441,36 @@ void test_batch_norm() {
             cuda::batch_norm_backward_sums(dsums.p, ddg.p, ddb.p, ddy.p, dx_in.p, dsaved.p, s, ws, nullptr);
             compare(label + ": stats again, the same bits", dstats.download(), once, 0.0);
             compare(label + ": backward sums again, the same bits", dsums.download(), sums_once, 0.0);
+            // Its backward: dy masked by the ReLU's output (the CPU's, so
+            // that both sides mask the same values), in place, then the
+            // sums (in the sums' kernel from version 6; before, relu_backward
+            // first): the masked dy is the CPU's bit for bit, the sums and
+            // the data gradient from them the CPU's within rounding, and
+            // version 6's version 5's bit for bit.
+            std::vector<float> masked = dy, sums_relu(2 * c), dgamma_relu(c, 0.25f), dbeta_relu(c, -0.25f),
+                dx_relu(s.size());
+            cpu::batch_norm_backward_sums_relu(sums_relu.data(), dgamma_relu.data(), dbeta_relu.data(), masked.data(),
+                                               y_relu.data(), x.data(), saved.data(), s);
+            cpu::batch_norm_backward_data(dx_relu.data(), masked.data(), x.data(), saved.data(), sums_relu.data(),
+                                          s.per_channel(), gamma.data(), s);
+            Buffer<float> dmasked(dy), relu_y(y_relu), dg_relu(std::vector<float>(c, 0.25f)),
+                db_relu(std::vector<float>(c, -0.25f));
+            dsums.poison();
+            ddx.poison();
+            cuda::batch_norm_backward_sums_relu(dsums.p, dg_relu.p, db_relu.p, dmasked.p, relu_y.p, dx_in.p,
+                                                dsaved.p, s, ws, nullptr);
+            cuda::batch_norm_backward_data(ddx.p, dmasked.p, dx_in.p, dsaved.p, dsums.p, s.per_channel(), dgm.p, s,
+                                           nullptr);
+            compare(label + ": dy masked by its ReLU, bit for bit", dmasked.download(), masked, 0.0);
+            compare(label + ": backward sums with its ReLU", dsums.download(), sums_relu, 1e-5);
+            compare(label + ": dgamma with its ReLU", dg_relu.download(), dgamma_relu, 1e-5);
+            compare(label + ": dbeta with its ReLU", db_relu.download(), dbeta_relu, 1e-5);
+            compare(label + ": backward data with its ReLU", ddx.download(), dx_relu, 1e-5);
+            check_tickets(tickets, label + " (with its ReLU)");
+            keep_or_compare(kept, v, 5, 6, label,
+                            {{"backward sums with its ReLU", dsums.download()},
+                             {"dgamma with its ReLU", dg_relu.download()},
+                             {"backward data with its ReLU", ddx.download()}});
         }
         cuda::select_version("batch_norm", 0);
     }
@@ -1522,6 +1553,30 @@ void test_elementwise() {
             cuda::sum_into(a.p, st.p, parts, count, nullptr);
             compare("sum_into parts " + std::to_string(parts) + n, a.download(), acc, 0.0);
         }
+
+        // A residual add with its ReLU, and its backward (with the other
+        // input's gradient overwritten, then added to), each version the
+        // CPU's bits.
+        for (int v = 1; v <= cuda::version_count("residual"); ++v) {
+            cuda::select_version("residual", v);
+            const std::string label = n + " (residual " + std::to_string(v) + ")";
+            std::vector<float> sum = x;
+            cpu::add_relu(sum.data(), dy.data(), count);
+            Buffer<float> a(x);
+            cuda::add_relu(a.p, ddy.p, count, nullptr);
+            compare("add_relu" + label, a.download(), sum, 0.0);
+            const auto d0 = random(count, 43);
+            for (const bool accumulate : {false, true}) {
+                std::vector<float> masked = dy, d_other = d0;
+                cpu::add_relu_backward(masked.data(), d_other.data(), sum.data(), count, accumulate);
+                Buffer<float> gdy(dy), gother(d0);
+                cuda::add_relu_backward(gdy.p, gother.p, a.p, count, accumulate, nullptr);
+                const std::string what = label + (accumulate ? ", added to the other's gradient" : "");
+                compare("add_relu_backward: dy masked" + what, gdy.download(), masked, 0.0);
+                compare("add_relu_backward: the other's gradient" + what, gother.download(), d_other, 0.0);
+            }
+        }
+        cuda::select_version("residual", 0);
 
         // The divergence watch: a NaN, +inf or -inf anywhere (first, last, middle
         // element) lowers the mark to the step, never raises it; finite data leaves it.

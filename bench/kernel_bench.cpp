@@ -486,14 +486,20 @@ struct DenseHeadCase {
 // mask of a ReLU that follows the layer (dy masked in place, as its
 // backward leaves it: repeated launches mask a masked dy, the same work),
 // each checked against the CPU twin; dgamma and dbeta start from values of
-// their own, as the gradients accumulate.
+// their own, as the gradients accumulate. And the element-wise halves
+// around them: "batch_norm_backward_data", the data gradient from those
+// sums (6 FLOP a value), and "batch_norm_inference", evaluation's
+// normalisation by the running statistics (3).
 struct NormCase {
     NormShape s;
     std::vector<float> x = shifted(random_floats(s.size(), 21)), dy = random_floats(s.size(), 22),
                        dg0 = random_floats(size_t(s.c), 23), db0 = random_floats(size_t(s.c), 24),
-                       y_relu = std::vector<float>(s.size()), saved = saved_of(s, x, y_relu);
+                       y_relu = std::vector<float>(s.size()), saved = saved_of(s, x, y_relu),
+                       gamma = random_floats(size_t(s.c), 28), beta = random_floats(size_t(s.c), 29),
+                       sums = sums_of(s, dy, x, saved), running = running_of(saved);
     Gpu gx{x}, gdy{dy}, gsaved{saved}, out{2 * size_t(s.c)}, dgamma{dg0}, dbeta{db0},
-        scratch{cuda::batch_norm_scratch_floats(s)}, gy_relu{y_relu}, masked{dy};
+        scratch{cuda::batch_norm_scratch_floats(s)}, gy_relu{y_relu}, masked{dy}, ggamma{gamma}, gbeta{beta},
+        gsums{sums}, grunning{running}, values{s.size()};
     Tickets tickets;
 
     explicit NormCase(const NormShape& shape) : s(shape) {}
@@ -512,13 +518,35 @@ struct NormCase {
                                 zeros.data(), 1e-5f, s, true);
         return saved;
     }
+    // The backward's two sums over dy, as the data gradient reads them.
+    static std::vector<float> sums_of(const NormShape& s, const std::vector<float>& dy, const std::vector<float>& x,
+                                      const std::vector<float>& saved) {
+        std::vector<float> sums(2 * size_t(s.c)), dg(size_t(s.c)), db(size_t(s.c));
+        cpu::batch_norm_backward_sums(sums.data(), dg.data(), db.data(), dy.data(), x.data(), saved.data(), s);
+        return sums;
+    }
+    // Running statistics: the batch's means, and variances of 1 and more.
+    static std::vector<float> running_of(const std::vector<float>& saved) {
+        std::vector<float> r = saved;
+        for (size_t k = r.size() / 2; k < r.size(); ++k) r[k] = 1.0f + std::abs(r[k]);
+        return r;
+    }
     double flops(const std::string& run) const {
-        return (run == "batch_norm_stats" ? 3.0 : 5.0) * double(s.size());
+        const double per_value = run == "batch_norm_stats"           ? 3.0
+                                 : run == "batch_norm_inference"     ? 3.0
+                                 : run == "batch_norm_backward_data" ? 6.0
+                                                                     : 5.0;
+        return per_value * double(s.size());
     }
     long depth(const std::string&) const { return long(s.n) * s.hw; }
     void run(const std::string& run, cudaStream_t stream) {
         const cuda::Workspace ws{scratch.p, tickets.p};
         if (run == "batch_norm_stats") cuda::batch_norm_stats(out.p, gx.p, s, ws, stream);
+        else if (run == "batch_norm_backward_data")
+            cuda::batch_norm_backward_data(values.p, gdy.p, gx.p, gsaved.p, gsums.p, s.per_channel(), ggamma.p, s,
+                                           stream);
+        else if (run == "batch_norm_inference")
+            cuda::batch_norm_inference(values.p, gx.p, grunning.p, ggamma.p, gbeta.p, 1e-5f, s, stream);
         else if (run == "batch_norm_backward_sums_relu")
             cuda::batch_norm_backward_sums_relu(out.p, dgamma.p, dbeta.p, masked.p, gy_relu.p, gx.p, gsaved.p, s, ws,
                                                 stream);
@@ -532,6 +560,18 @@ struct NormCase {
             cpu::batch_norm_stats(want.data(), x.data(), s);
             this->run(run, nullptr);
             return error(out.get(), want);
+        }
+        if (run == "batch_norm_backward_data" || run == "batch_norm_inference") {
+            std::vector<float> want_values(s.size());
+            if (run == "batch_norm_backward_data")
+                cpu::batch_norm_backward_data(want_values.data(), dy.data(), x.data(), saved.data(), sums.data(),
+                                              s.per_channel(), gamma.data(), s);
+            else
+                cpu::batch_norm_inference(want_values.data(), x.data(), running.data(), gamma.data(), beta.data(),
+                                          1e-5f, s);
+            values.poison();
+            this->run(run, nullptr);
+            return error(values.get(), want_values);
         }
         dgamma.put(dg0);
         dbeta.put(db0);
@@ -820,7 +860,8 @@ int main(int argc, char** argv) {
             bench(c, kind, describe(s), [](const std::string& launcher) {
                 return launcher == "batch_norm"
                            ? std::vector<std::string>{"batch_norm_stats", "batch_norm_backward_sums",
-                                                      "batch_norm_backward_sums_relu"}
+                                                      "batch_norm_backward_sums_relu", "batch_norm_backward_data",
+                                                      "batch_norm_inference"}
                            : std::vector<std::string>{};
             });
         }

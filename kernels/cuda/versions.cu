@@ -174,6 +174,10 @@ const char* const batch_norm_versions[] = {
     "version 5, and that ReLU's backward done by the backward's sums kernel, which masks dy as it reads it and "
     "stores the masked values back for the data gradient's kernel (relu_bwd's values, in place): no kernel of "
     "its own, the same bits",
+    "version 6, and the data gradient's kernel and evaluation's normalising kernel work out each channel's constants "
+    "once a block, into shared memory (at most 512 channels), where each value worked them out (two double "
+    "divisions of the sums by the count; a division by the square root of the running variance): the same "
+    "expressions, the same bits",
 };
 // A residual add and the ReLU after it (ResNet-18's blocks end so).
 const char* const residual_versions[] = {

@@ -1350,10 +1350,13 @@ void keep_or_compare(std::map<std::string, std::vector<float>>& kept, int v, int
 // the normalising kernel: version 2's bits. With the ReLU after the layer,
 // forward and inference are the CPU's with it, and version 5's (in the
 // kernel) version 4's (relu_forward after it), bit for bit; and so is the
-// backward with its mask, version 6's (in the sums' kernel) version 5's.
+// backward with its mask, version 6's (in the sums' kernel) version 5's;
+// version 7's data gradient and inference (each channel's constants once a
+// block; up to 512 channels, a layer of 600 on the kernels before) version
+// 6's, bit for bit.
 void test_batch_norm() {
     const NormShape shapes[] = {{3, 5, 7},   {8, 64, 26 * 26}, {2, 256, 9}, {7, 3, 100},
-                                {5, 2, 1000}, {256, 1, 28 * 28}};
+                                {5, 2, 1000}, {256, 1, 28 * 28}, {2, 600, 3}};
     for (const NormShape s : shapes) {
         const std::string name = "batch_norm n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
         const size_t c = size_t(s.c);
@@ -1409,6 +1412,7 @@ void test_batch_norm() {
             compare(label + ": running statistics from the CPU's sums, bit for bit", from_cpu.download(), after, 0.0);
             check_tickets(tickets, label);
             keep_or_compare(kept, v, 2, 3, label, {{"forward", dyo.download()}, {"saved", dsaved.download()}});
+            keep_or_compare(kept, v, 6, 7, label, {{"backward data", ddx.download()}, {"inference", dye.download()}});
             if (v == 1) {
                 first_stats = dstats.download();
                 first_sums = dsums.download();
@@ -1435,6 +1439,7 @@ void test_batch_norm() {
             compare(label + ": inference with its ReLU", dye.download(), ye_relu, 1e-5);
             keep_or_compare(kept, v, 4, 5, label,
                             {{"forward with its ReLU", dyo.download()}, {"inference with its ReLU", dye.download()}});
+            keep_or_compare(kept, v, 6, 7, label, {{"inference with its ReLU", dye.download()}});
             // Again, on the same scratch and tickets: the same bits.
             const std::vector<float> once = dstats.download(), sums_once = dsums.download();
             cuda::batch_norm_stats(dstats.p, dx_in.p, s, ws, nullptr);
@@ -1471,6 +1476,7 @@ void test_batch_norm() {
                             {{"backward sums with its ReLU", dsums.download()},
                              {"dgamma with its ReLU", dg_relu.download()},
                              {"backward data with its ReLU", ddx.download()}});
+            keep_or_compare(kept, v, 6, 7, label, {{"backward data with its ReLU", ddx.download()}});
         }
         cuda::select_version("batch_norm", 0);
     }

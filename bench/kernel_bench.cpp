@@ -589,8 +589,8 @@ struct NormCase {
         return std::max({error(out.get(), want), error(dgamma.get(), want_dg), error(dbeta.get(), want_db)});
     }
 };
-std::string describe(const NormShape& s) {
-    return "norm c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
+std::string describe(const NormShape& s, const std::string& what = "norm") {
+    return what + " c" + std::to_string(s.c) + " hw" + std::to_string(s.hw);
 }
 
 // A residual add and the ReLU after it (ResNet-18's blocks' ends, shapes as
@@ -867,9 +867,9 @@ int main(int argc, char** argv) {
         }
         std::set<std::string> adds_seen;
         for (const NormShape& s : model_of(kind).add_shapes(batch)) {
-            if (!adds_seen.insert(describe(s)).second) continue;
+            if (!adds_seen.insert(describe(s, "add")).second) continue;
             ResidualCase c(s);
-            bench(c, kind, "add" + describe(s).substr(4), [](const std::string& launcher) {
+            bench(c, kind, describe(s, "add"), [](const std::string& launcher) {
                 return launcher == "residual" ? std::vector<std::string>{"add_relu", "add_relu_backward"}
                                               : std::vector<std::string>{};
             });

@@ -201,11 +201,12 @@ __global__ void saved_kernel(float* saved, const float* stats, double count, flo
     }
 }
 
-// relu: the ReLU after the layer too (version 5).
+// v, or with `relu` relu_fwd's value of it (NaN -> 0): the ReLU after the
+// layer (version 5).
+__device__ float relu_if(bool relu, float v) { return relu ? (v > 0.0f ? v : 0.0f) : v; }
+
 __device__ float normalized(float x, float m, float inv_std, float gamma, float beta, bool relu) {
-    float v = gamma * inv_std * (x - m) + beta;
-    if (relu) v = v > 0.0f ? v : 0.0f;  // as relu_fwd (NaN -> 0)
-    return v;
+    return relu_if(relu, gamma * inv_std * (x - m) + beta);
 }
 
 __global__ void normalize_kernel(float* y, const float* x, const float* saved, const float* gamma, const float* beta,
@@ -289,9 +290,7 @@ __global__ void inference_kernel(float* y, const float* x, const float* running,
                                  float eps, Channels g, int total, bool relu) {
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        float v = gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch];
-        if (relu) v = v > 0.0f ? v : 0.0f;
-        y[i] = v;
+        y[i] = relu_if(relu, gamma[ch] / sqrtf(running[g.s.c + ch] + eps) * (x[i] - running[ch]) + beta[ch]);
     }
 }
 
@@ -335,9 +334,7 @@ __global__ void __launch_bounds__(launch::threads, full_blocks) inference_table_
     __syncthreads();
     for (const int i : launch::grid_stride(total)) {
         const int ch = g.channel_of(i);
-        float v = scale[ch] * (x[i] - mean[ch]) + shift[ch];
-        if (relu) v = v > 0.0f ? v : 0.0f;
-        y[i] = v;
+        y[i] = relu_if(relu, scale[ch] * (x[i] - mean[ch]) + shift[ch]);
     }
 }
 
@@ -377,13 +374,9 @@ void backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, co
     if (s.c == 0) return;
     const Channels g(s);  // (first: it refuses a layer too large to index)
     const Slices sl = slices_for(s, ws);
-    const dim3 grid(unsigned(s.c), unsigned(sl.count));
-    if (relu.y)
-        launch::kernel("backward_sums_kernel", backward_sums_kernel<true>, grid, launch::threads, stream, sums,
-                       dgamma, dbeta, dy, x, saved, g, sl, relu);
-    else
-        launch::kernel("backward_sums_kernel", backward_sums_kernel<false>, grid, launch::threads, stream, sums,
-                       dgamma, dbeta, dy, x, saved, g, sl, relu);
+    launch::kernel("backward_sums_kernel", relu.y ? backward_sums_kernel<true> : backward_sums_kernel<false>,
+                   dim3(unsigned(s.c), unsigned(sl.count)), launch::threads, stream, sums, dgamma, dbeta, dy, x, saved,
+                   g, sl, relu);
 }
 
 }  // namespace

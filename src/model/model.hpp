@@ -16,11 +16,12 @@
 // before it. Where two layers read one buffer, backward adds their input
 // gradients (the first to run writes, the next accumulates).
 //
-// Fusions the walk makes: a ReLU right after a conv, dense or batch norm
-// layer is done in that layer's forward (bias+ReLU epilogue, or the
-// normalisation's; evaluation's too) and its backward is folded
+// Fusions the walk makes: a ReLU right after a conv, dense, batch norm or
+// add layer is done in that layer's forward (bias+ReLU epilogue, the
+// normalisation's, the add's; evaluation's too) and its backward is folded
 // into the backward of a pooling or dense layer that follows (that layer's
-// input is the ReLU's output, which masks the gradient); a pooling layer
+// input is the ReLU's output, which masks the gradient), else of the batch
+// norm or add before it (masks_relu_after); a pooling layer
 // after a conv and its ReLU is done in the conv's forward too
 // (conv2d_forward_relu_pool: one kernel on a GPU where the filter bank is
 // small, the plain calls on the CPU), and when that conv is the first layer

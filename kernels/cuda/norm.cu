@@ -78,33 +78,39 @@ constexpr int full_blocks = 8;
 // Thread t of a block visits its run's values t, t + 256, ...: loaded
 // `ahead` at a time, so that their loads are in flight together, then added
 // in that same order (the bits do not depend on `ahead`). Run [first, last)
-// of channel ch's values; `two(k)` gives the two values that value k adds to
-// the two sums. The sums are valid in thread 0.
+// of channel ch's values; `load(k)` reads what value k needs, and
+// `two(loaded)` gives the two values it adds to the two sums. Two steps, so
+// that a `two` that stores (the masked backward's) comes after all of its
+// batch's loads: a store the compiler cannot tell apart from the next load's
+// address holds that load back, and the batch's loads went one after another
+// (the masked sums took 7 times the plain ones' time on an H200). The sums
+// are valid in thread 0.
 constexpr int ahead = 8;
 
 struct TwoSums {
     double first = 0, second = 0;
 };
 
-template <class Two>
-__device__ TwoSums run_sums(int first, int last, Two two) {
+template <class Load, class Two>
+__device__ TwoSums run_sums(int first, int last, Load load, Two two) {
     const int step = int(blockDim.x);
     TwoSums s;
     int k = first + int(threadIdx.x);
     for (; k + (ahead - 1) * step < last; k += ahead * step) {
-        TwoSums v[ahead];
+        decltype(load(k)) v[ahead];
 #pragma unroll
-        for (int u = 0; u < ahead; ++u) v[u] = two(k + u * step);
+        for (int u = 0; u < ahead; ++u) v[u] = load(k + u * step);
 #pragma unroll
         for (int u = 0; u < ahead; ++u) {
-            s.first += v[u].first;
-            s.second += v[u].second;
+            const TwoSums t = two(v[u]);
+            s.first += t.first;
+            s.second += t.second;
         }
     }
     for (; k < last; k += step) {
-        const TwoSums v = two(k);
-        s.first += v.first;
-        s.second += v.second;
+        const TwoSums t = two(load(k));
+        s.first += t.first;
+        s.second += t.second;
     }
     s.first = launch::block_sum(s.first);
     __syncthreads();  // block_sum's shared memory is used again
@@ -172,10 +178,12 @@ __device__ bool channel_sums(TwoSums& s, const Slices& sl, int ch, int slice) {
 __global__ void stats_kernel(float* stats, const float* x, Channels g, Slices sl) {
     const int ch = int(blockIdx.x), slice = int(blockIdx.y);
     const int values = g.s.n * g.s.hw, first = slice * sl.length;
-    TwoSums s = run_sums(first, min(values, first + sl.length), [&](int k) {
-        const double v = x[g.value_index(ch, k)];
-        return TwoSums{v, v * v};
-    });
+    TwoSums s = run_sums(
+        first, min(values, first + sl.length), [&](int k) { return x[g.value_index(ch, k)]; },
+        [](float x) {
+            const double v = x;
+            return TwoSums{v, v * v};
+        });
     if (!channel_sums(s, sl, ch, slice)) return;
     if (threadIdx.x == 0) {
         stats[ch] = float(s.first);
@@ -247,26 +255,39 @@ __global__ void __launch_bounds__(launch::threads, full_blocks) normalize_saving
 
 // A ReLU after the layer (version 6): its output y masks dy as dy is read,
 // and the masked values are stored back (relu_bwd's, in place). A kernel of
-// its own (Masked), held to the plain sums' 32 registers, 8 blocks a
-// multiprocessor (34 unbounded: 6).
+// its own (Masked), with half the plain sums' blocks a multiprocessor (up to
+// 64 registers a thread): each of its threads holds a batch's dy, x, mask
+// and index (run_sums), which at 32 registers spilled to the stack. The
+// sums' grids are a few hundred blocks (slices_of), 2 to 4 a multiprocessor
+// on an H200, so neither bound holds blocks back there.
 struct ReluMask {
     const float* y = nullptr;
     float* dy = nullptr;  // where the masked dy goes (the dy read)
 };
 
 template <bool Masked>
-__global__ void __launch_bounds__(launch::threads, full_blocks) backward_sums_kernel(
+__global__ void __launch_bounds__(launch::threads, Masked ? full_blocks / 2 : full_blocks) backward_sums_kernel(
     float* sums, float* dgamma, float* dbeta, const float* dy, const float* x, const float* saved, Channels g,
     Slices sl, ReluMask relu) {
     const int ch = int(blockIdx.x), slice = int(blockIdx.y);
     const float m = saved[ch], inv_std = saved[g.s.c + ch];
     const int values = g.s.n * g.s.hw, first = slice * sl.length;
-    TwoSums s = run_sums(first, min(values, first + sl.length), [&](int k) {
-        const int j = g.value_index(ch, k);
-        float d = dy[j];
-        if (Masked && !(relu.y[j] > 0.0f)) relu.dy[j] = d = 0.0f;  // as relu_bwd
-        return TwoSums{double(d), double(d) * double((x[j] - m) * inv_std)};
-    });
+    struct Loaded {
+        float dy, x;
+        bool masked;  // relu.y not above 0: dy is stored as 0 (relu_bwd's value)
+        int j;
+    };
+    TwoSums s = run_sums(
+        first, min(values, first + sl.length),
+        [&](int k) {
+            const int j = g.value_index(ch, k);
+            return Loaded{dy[j], x[j], Masked && !(relu.y[j] > 0.0f), j};
+        },
+        [&](const Loaded& v) {
+            float d = v.dy;
+            if (Masked && v.masked) relu.dy[v.j] = d = 0.0f;
+            return TwoSums{double(d), double(d) * double((v.x - m) * inv_std)};
+        });
     if (!channel_sums(s, sl, ch, slice)) return;
     if (threadIdx.x == 0) {
         sums[ch] = float(s.first);

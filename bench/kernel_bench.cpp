@@ -9,7 +9,8 @@
 // conv2d_backward_data_weight_pool; LeNet's convolutions' weight and input
 // gradients one after the other, conv2d_backward_weight_data; a dense layer
 // and the last one after it with the loss, dense_head; ResNet-18's batch norm
-// layers' sums, batch_norm). For each launcher, layer and version it first
+// layers' sums, batch_norm; residual adds, residual; max pooling's backward
+// at each pooling layer, pool). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -632,6 +633,44 @@ struct ResidualCase {
     }
 };
 
+// Max pooling's backward ("pool2d_backward max") at a model's pooling
+// layers, x small integers so that windows hold ties (the first maximal tap
+// is credited), checked against the CPU twin. No FLOPs: compare the times.
+struct PoolCase {
+    PoolShape s;
+    std::vector<float> x = small_integers(s.in_size()), dy = random_floats(s.out_size(), 31), y = pooled(s, x);
+    Gpu gx{x}, gdy{dy}, gy{y}, dx{s.in_size()};
+
+    explicit PoolCase(const PoolShape& shape) : s(shape) {}
+
+    static std::vector<float> small_integers(size_t n) {
+        std::vector<float> v = random_floats(n, 30);
+        for (float& f : v) f = std::floor(4.0f * f);
+        return v;
+    }
+    static std::vector<float> pooled(const PoolShape& s, const std::vector<float>& x) {
+        std::vector<float> y(s.out_size());
+        cpu::pool2d_forward(y.data(), x.data(), PoolKind::max, s);
+        return y;
+    }
+    double flops(const std::string&) const { return 0.0; }
+    long depth(const std::string&) const { return 1; }
+    void run(const std::string&, cudaStream_t stream) {
+        cuda::pool2d_backward(dx.p, gdy.p, gx.p, gy.p, PoolKind::max, s, stream);
+    }
+    double check(const std::string& run) {
+        std::vector<float> want(s.in_size());
+        cpu::pool2d_backward(want.data(), dy.data(), x.data(), y.data(), PoolKind::max, s);
+        dx.poison();
+        this->run(run, nullptr);
+        return error(dx.get(), want);
+    }
+};
+std::string describe(const PoolShape& s) {
+    return "pool " + std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) + " k" +
+           std::to_string(s.k) + "/" + std::to_string(s.stride);
+}
+
 // Median milliseconds of one launch.
 template <class Case>
 double time_ms(Case& c, const std::string& launcher, int repeats) {
@@ -863,6 +902,14 @@ int main(int argc, char** argv) {
                                                       "batch_norm_backward_sums_relu", "batch_norm_backward_data",
                                                       "batch_norm_inference"}
                            : std::vector<std::string>{};
+            });
+        }
+        std::set<std::string> pools_seen;
+        for (const PoolShape& s : model_of(kind).pool_shapes(batch)) {
+            if (!pools_seen.insert(describe(s)).second) continue;
+            PoolCase c(s);
+            bench(c, kind, describe(s), [](const std::string& launcher) {
+                return launcher == "pool" ? std::vector<std::string>{"pool2d_backward max"} : std::vector<std::string>{};
             });
         }
         std::set<std::string> adds_seen;

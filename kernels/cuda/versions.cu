@@ -186,6 +186,12 @@ const char* const residual_versions[] = {
     "one kernel forward (add_relu_kernel), one backward (add_relu_backward_kernel: the mask stored back and the "
     "other input's gradient from the same loads): the same values, the same bits",
 };
+// Pooling's backward (ResNet-18's max pooling after its first layer).
+const char* const pool_versions[] = {
+    "a thread an input pixel, which scans every window covering it for the tap that window credits",
+    "max pooling: a thread a stride x stride tile of input pixels (stride at most 4), each window covering the "
+    "tile scanned once and its credit given to the tile's pixel it points at, in the same order: the same bits",
+};
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
 // with each launcher set back a version at a time and then together
@@ -270,14 +276,14 @@ const char* const residual_versions[] = {
 // (forward 8, backward-data 5, weight 9) 1.16x (67.5 ms; --tf32 1.05x).
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 10, conv2d_backward_data_default = 9,
               conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2, batch_norm_default = 1,
-              residual_default = 1;
+              residual_default = 1, pool_default = 1;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&
               conv2d_backward_weight_default <= int(std::size(conv2d_backward_weight_versions)) &&
               dense_default <= int(std::size(dense_versions)) && tf32_default <= int(std::size(tf32_versions)) &&
               batch_norm_default <= int(std::size(batch_norm_versions)) &&
-              residual_default <= int(std::size(residual_versions)));
+              residual_default <= int(std::size(residual_versions)) && pool_default <= int(std::size(pool_versions)));
 
 }  // namespace
 
@@ -290,6 +296,7 @@ int dense_version = dense_default;
 int tf32_version = tf32_default;
 int batch_norm_version = batch_norm_default;
 int residual_version = residual_default;
+int pool_version = pool_default;
 
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
@@ -309,6 +316,7 @@ const std::vector<LauncherVersions>& launcher_versions() {
          &batch_norm_version},
         {"residual", {std::begin(residual_versions), std::end(residual_versions)}, residual_default,
          &residual_version},
+        {"pool", {std::begin(pool_versions), std::end(pool_versions)}, pool_default, &pool_version},
     };
     return all;
 }

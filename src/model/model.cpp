@@ -246,6 +246,13 @@ std::vector<NormShape> Model::add_shapes(int n) const {
     return shapes;
 }
 
+std::vector<PoolShape> Model::pool_shapes(int n) const {
+    std::vector<PoolShape> shapes;
+    for (size_t i = 0; i < plan_.size(); ++i)
+        if (plan_[i].layer.kind == LayerKind::pool) shapes.push_back(pool_shape(i, n));
+    return shapes;
+}
+
 std::vector<std::optional<PoolShape>> Model::dense_pools(int n) const {
     std::vector<std::optional<PoolShape>> pools;
     for (const Planned& p : plan_)

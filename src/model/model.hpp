@@ -207,6 +207,7 @@ class Model {
     std::vector<DenseShape> dense_shapes(int n, Math math = Math::fp32) const;
     std::vector<NormShape> norm_shapes(int n) const;  // the batch norm layers'
     std::vector<NormShape> add_shapes(int n) const;   // the residual adds' outputs, as (n, c, h x w)
+    std::vector<PoolShape> pool_shapes(int n) const;  // the pooling layers'
     // For each dense layer, in dense_shapes' order, the pooling whose
     // backward its own does (dense_backward_pool), or none.
     std::vector<std::optional<PoolShape>> dense_pools(int n) const;

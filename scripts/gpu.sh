@@ -397,12 +397,12 @@ stage_bench() {
     fi
     # ResNet-18, whose convolutions are GEMMs: the forward product without
     # its table of taps (conv2d_forward 7), the split products' finishing in
-    # the product's kernel (gemm_split 2), and batch norm's sums on slices of
-    # a channel (batch_norm 2) with fewer launches and instructions around
-    # them (3 to 7), and the residual add with its ReLU in one kernel each
-    # way (residual 2).
-    lean="conv2d_forward=7 gemm_split=2 batch_norm=2 batch_norm=3 batch_norm=4 batch_norm=5 batch_norm=6"
-    lean+=" batch_norm=7 residual=2 batch_norm=7,residual=2"
+    # the product's kernel (gemm_split 2); batch norm before its fusions (1,
+    # 4) and with the ReLU's backward in its sums (6, 7); the residual add
+    # and its ReLU as two kernels (residual 1); max pooling's backward a
+    # tile of pixels a thread (pool 2), alone and beside batch_norm 7.
+    lean="conv2d_forward=7 gemm_split=2 batch_norm=1 batch_norm=4 batch_norm=6 batch_norm=7 residual=1"
+    lean+=" pool=2 batch_norm=7,pool=2"
     if ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" resnet18 1 "${RESNET_EPOCHS:-3}" \
         >"$logs/kernel-versions-resnet18.txt" 2>&1; then
         cat "$logs/kernel-versions-resnet18.txt"

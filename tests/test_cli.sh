@@ -759,12 +759,14 @@ PY
         # in the same order as gemm_split 1 (the default) and
         # conv2d_backward_data 2 (versions.cu), so the same bits, in fewer
         # kernels (no finish_splits, no gather), which the emulation's launch
-        # log counts.
+        # log counts. Both with conv2d_backward_weight 11: conv2d_backward_data
+        # 3 takes conv1's weight gradient into its own kernel, which adds each
+        # thread's pixels in version 11's order, not 12's and later's.
         v=(--gpus 1 --epochs 1 --limit-train 128 --limit-test 64 --batch 64 --seed 3 --no-graphs)
-        DPTRAIN_KERNEL_VERSIONS=conv2d_backward_data=2 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/default.log \
+        DPTRAIN_KERNEL_VERSIONS=conv2d_backward_data=2,conv2d_backward_weight=11 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/default.log \
             "$dptrain" "${v[@]}" --save "$tmp/default.params" >"$tmp/out" 2>&1 \
             || fail "the run with conv2d_backward_data 2: $(cat "$tmp/out")"
-        DPTRAIN_KERNEL_VERSIONS=gemm_split=2,conv2d_backward_data=3 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/other.log \
+        DPTRAIN_KERNEL_VERSIONS=gemm_split=2,conv2d_backward_data=3,conv2d_backward_weight=11 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/other.log \
             "$dptrain" "${v[@]}" --save "$tmp/other.params" >"$tmp/out" 2>&1 || fail "DPTRAIN_KERNEL_VERSIONS: $(cat "$tmp/out")"
         kernels_default=$(grep -c $'\tkernel ' "$tmp/default.log") kernels_other=$(grep -c $'\tkernel ' "$tmp/other.log")
         grep -qE "^note: DPTRAIN_KERNEL_VERSIONS: the GPU launchers run gemm_split=2 \(of [0-9]+\), conv2d_backward_data=3 \(of [0-9]+\)" "$tmp/out" \

@@ -274,9 +274,25 @@ const char* const pool_versions[] = {
 // 64.3 with --tf32): conv2d_backward_data 9 0.98x (57.2 ms; --tf32 0.99x,
 // 63.4 ms; kernel_bench 0.0498 ms against 0.0539); the morning's defaults
 // (forward 8, backward-data 5, weight 9) 1.16x (67.5 ms; --tf32 1.05x).
+// Then on an H200, against those defaults (58.3 ms a LeNet epoch, 63.9 ms
+// with --tf32, 1386.6 ms ResNet-18's; the median of 3 runs in turns,
+// ResNet-18 of 2; the same figures again in a second call):
+// - dense 10 (LeNet's head in 5 kernels) 0.95x (55.3 ms), with
+//   conv2d_backward_weight 13 (conv2's weight-gradient slices added by its
+//   input gradient's kernel) 0.93x (54.1 ms; --tf32 0.95x, 60.5 ms).
+//   dense 7 took 1.03x, 8 0.97x, 9 0.96x; conv2d_backward_weight 12 and 13
+//   alone 0.98x; conv2d_forward 11 (conv1 a pooling window a thread) 1.00x,
+//   and 54.1 ms beside the other two as without it: it stays off;
+// - ResNet-18: batch_norm 5 (the ReLU after a batch norm in its normalising
+//   kernel) 0.97x (1341.0 ms), residual 2 0.99x (1378.3 ms), and with
+//   batch_norm 7 1359.4 ms against 1367.9: each time 8 ms less with the
+//   add's ReLU in its kernel. batch_norm 6 and 7 took 0.99x: their masked
+//   sums, profiled, ran 7 times as long as the plain ones (a store held each
+//   load back), since fixed but not yet timed. batch_norm 5 and residual 2,
+//   which fuse different ReLUs, were not timed together.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 10, conv2d_backward_data_default = 9,
-              conv2d_backward_weight_default = 11, dense_default = 5, tf32_default = 2, batch_norm_default = 1,
-              residual_default = 1, pool_default = 1;
+              conv2d_backward_weight_default = 13, dense_default = 10, tf32_default = 2, batch_norm_default = 5,
+              residual_default = 2, pool_default = 1;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&

@@ -10,7 +10,8 @@
 // gradients one after the other, conv2d_backward_weight_data; a dense layer
 // and the last one after it with the loss, dense_head; ResNet-18's batch norm
 // layers' sums, batch_norm; residual adds, residual; max pooling's backward
-// at each pooling layer, pool). For each launcher, layer and version it first
+// at each pooling layer, pool; the convolutions' split products through
+// their launchers, waves). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
 // it: 3 launches to warm up, then `--repeats` launches, each between two
 // CUDA events, and the median. A version that fails its check is not timed,
@@ -842,6 +843,8 @@ int main(int argc, char** argv) {
                 // LeNet pools after each convolution's ReLU: time that as one call too.
                 // Split products (and their finishing) run in the larger weight gradients.
                 if (launcher == "gemm_split") return std::vector<std::string>{"conv2d_backward_weight"};
+                // How many splits: the split forward and weight-gradient products.
+                if (launcher == "waves") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_weight"};
                 // The kernels that take TF32 operands (--tf32 alone): every convolution launcher through them.
                 if (launcher == "tf32") {
                     if (math != Math::tf32) return std::vector<std::string>{};

@@ -400,9 +400,10 @@ stage_bench() {
     # the product's kernel (gemm_split 2); batch norm before its fusions (1,
     # 4) and with the ReLU's backward in its sums (6, 7); the residual add
     # and its ReLU as two kernels (residual 1); max pooling's backward a
-    # tile of pixels a thread (pool 2), alone and beside batch_norm 7.
+    # tile of pixels a thread (pool 2); the split products in whole waves
+    # (waves 2); and those three together.
     lean="conv2d_forward=7 gemm_split=2 batch_norm=1 batch_norm=4 batch_norm=6 batch_norm=7 residual=1"
-    lean+=" pool=2 batch_norm=7,pool=2"
+    lean+=" pool=2 waves=2 batch_norm=7,pool=2,waves=2"
     if ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" resnet18 1 "${RESNET_EPOCHS:-3}" \
         >"$logs/kernel-versions-resnet18.txt" 2>&1; then
         cat "$logs/kernel-versions-resnet18.txt"

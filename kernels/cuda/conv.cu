@@ -998,6 +998,14 @@ int weight_grad_splits(const ConvShape& s, int version = conv2d_backward_weight_
     if (version >= 3) return tiled::splits_for(s.oc, s.col_rows(), s.n * s.col_cols(), 128, 2 * tiled::target_blocks);
     return tiled::splits_for(s.oc, s.col_rows(), s.n * s.col_cols());
 }
+// The splits of the weight gradient's product (m = oc, n = taps, or taps
+// and the bias's column of ones: as many tiles of 128 columns, since the
+// bias goes there only where the taps leave the last tile room), fitted to
+// whole waves (tiles.cuh: fit_waves). The rows kernels' slices
+// (weight_grad_rows_kernel) keep weight_grad_splits: they are no product.
+int product_weight_grad_splits(const ConvShape& s) {
+    return tiled::fit_waves(s.oc, s.col_rows(), weight_grad_splits(s));
+}
 
 // Version 2 of the bias gradient: channel o's n * pixels values split into
 // runs of whole samples, a block a run (grid: channels x splits), enough
@@ -2176,7 +2184,9 @@ int forward_splits(const ConvShape& s) {
     if (conv2d_forward_version < 3 || cols <= 0 || k / forward_split_min_k < 2) return 1;
     const long tiles = long(tiled::ceil_div(s.oc, 64)) * tiled::ceil_div(cols, 128);
     const long want = (forward_target_blocks + tiles - 1) / tiles;
-    return int(std::clamp<long>(std::min<long>({want, k / forward_split_min_k, forward_split_most}), 1, forward_split_most));
+    const int splits =
+        int(std::clamp<long>(std::min<long>({want, k / forward_split_min_k, forward_split_most}), 1, forward_split_most));
+    return tiled::fit_waves(s.oc, cols, splits);
 }
 // Scratch for forward_splits at this shape and at any smaller batch: splits
 // times oc x cols, where splits < target / tiles + 1 and tiles >= oc / 64 x
@@ -2299,9 +2309,12 @@ bool gathers_into_weight_pool(const ConvShape& next, const ConvShape& s, const P
 // The weight gradient's partial sums (when split), then the bias gradient's
 // (version 2).
 int conv2d_weight_grad_depth(const ConvShape& s) {
-    const int k = s.n * s.col_cols(), splits = weight_grad_splits(s);
+    const int k = s.n * s.col_cols(), splits = product_weight_grad_splits(s);
     return splits == 1 ? k : tiled::split_length(k, splits, tiled::Tile128::BK);
 }
+
+int conv2d_forward_splits(const ConvShape& s) { return forward_splits(s); }
+int conv2d_weight_grad_splits(const ConvShape& s) { return product_weight_grad_splits(s); }
 
 size_t conv2d_scratch_floats(const ConvShape& s) {
     // (The most of any version's: the benchmark switches versions.)
@@ -2731,7 +2744,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     const Geometry g(s);
     if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel)
         return add_weight_slices(weight_rows_slices(l, dw, db, dy, x, s, scratch, stream), stream);
-    const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = weight_grad_splits(s);
+    const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = product_weight_grad_splits(s);
     const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed b{x, g};
     if (bias_in_product(s)) {  // version 4: [dw | db] += dy . [unfold(x)^T | 1]

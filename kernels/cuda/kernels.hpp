@@ -53,6 +53,11 @@ size_t conv2d_scratch_floats(const ConvShape& s);
 // cores (--tf32): the batch's output pixels, or one split of them, as the
 // selected version splits them. The tests' TF32 tolerance grows with it.
 int conv2d_weight_grad_depth(const ConvShape& s);
+// The splits along k of s's forward product and of its weight gradient's
+// product, as the selected versions split them (1: not split; tiles.cuh:
+// fit_waves for "waves").
+int conv2d_forward_splits(const ConvShape& s);
+int conv2d_weight_grad_splits(const ConvShape& s);
 
 // y (n, oc, oh, ow) = conv(x, w) + b; the _relu form stores max(., 0).
 void conv2d_forward(float* y, const float* x, const float* w, const float* b,

@@ -192,6 +192,16 @@ const char* const pool_versions[] = {
     "max pooling: a thread a stride x stride tile of input pixels (stride at most 4), each window covering the "
     "tile scanned once and its credit given to the tile's pixel it points at, in the same order: the same bits",
 };
+// How many splits along k a convolution's split products take (its forward
+// from conv2d_forward 3, its weight gradient's product).
+const char* const waves_versions[] = {
+    "from the shape alone: the weight gradient enough for about 512 blocks of 64 x 64 tiles (at least 128 of k a "
+    "split), the forward for about 4 blocks of 64 x 128 a multiprocessor (at most 8 splits)",
+    "version 1's, or fewer where that runs in fewer waves a split of k: s splits take about ceil(blocks / wave) waves "
+    "of blocks k / s long, and s goes to the count, at most version 1's, with the least ceil(blocks / wave) / s, "
+    "where that gains 5% or more (a wave: 132 multiprocessors times 1, 2 or 3 blocks of 128, 64 or 32 rows; "
+    "tiles.cuh: fit_waves); longer splits, summed in another order",
+};
 
 // The defaults: the fastest whole epochs on a GPU, LeNet and ResNet-18,
 // with each launcher set back a version at a time and then together
@@ -292,14 +302,15 @@ const char* const pool_versions[] = {
 //   which fuse different ReLUs, were not timed together.
 constexpr int gemm_default = 2, gemm_split_default = 1, conv2d_forward_default = 10, conv2d_backward_data_default = 9,
               conv2d_backward_weight_default = 13, dense_default = 10, tf32_default = 2, batch_norm_default = 5,
-              residual_default = 2, pool_default = 1;
+              residual_default = 2, pool_default = 1, waves_default = 1;
 static_assert(gemm_default <= int(std::size(gemm_versions)) && gemm_split_default <= int(std::size(gemm_split_versions)) &&
               conv2d_forward_default <= int(std::size(conv2d_forward_versions)) &&
               conv2d_backward_data_default <= int(std::size(conv2d_backward_data_versions)) &&
               conv2d_backward_weight_default <= int(std::size(conv2d_backward_weight_versions)) &&
               dense_default <= int(std::size(dense_versions)) && tf32_default <= int(std::size(tf32_versions)) &&
               batch_norm_default <= int(std::size(batch_norm_versions)) &&
-              residual_default <= int(std::size(residual_versions)) && pool_default <= int(std::size(pool_versions)));
+              residual_default <= int(std::size(residual_versions)) && pool_default <= int(std::size(pool_versions)) &&
+              waves_default <= int(std::size(waves_versions)));
 
 }  // namespace
 
@@ -313,6 +324,7 @@ int tf32_version = tf32_default;
 int batch_norm_version = batch_norm_default;
 int residual_version = residual_default;
 int pool_version = pool_default;
+int waves_version = waves_default;
 
 const std::vector<LauncherVersions>& launcher_versions() {
     static const std::vector<LauncherVersions> all = {
@@ -333,6 +345,7 @@ const std::vector<LauncherVersions>& launcher_versions() {
         {"residual", {std::begin(residual_versions), std::end(residual_versions)}, residual_default,
          &residual_version},
         {"pool", {std::begin(pool_versions), std::end(pool_versions)}, pool_default, &pool_version},
+        {"waves", {std::begin(waves_versions), std::end(waves_versions)}, waves_default, &waves_version},
     };
     return all;
 }

@@ -33,6 +33,6 @@ int version_count(std::string_view launcher);
 
 // The selections the launchers read (versions.cu keeps the list above).
 extern int gemm_version, gemm_split_version, conv2d_forward_version, conv2d_backward_data_version, conv2d_backward_weight_version,
-    dense_version, tf32_version, batch_norm_version, residual_version, pool_version;
+    dense_version, tf32_version, batch_norm_version, residual_version, pool_version, waves_version;
 
 }  // namespace dpt::cuda

@@ -657,6 +657,61 @@ void test_pool() {
         }
 }
 
+// Version 2 of "waves": a split product whose blocks would spill into one
+// more wave takes fewer, longer splits (tiles.cuh: fit_waves). Two shapes
+// where it does, small enough for the emulated GPU: a weight gradient of 65
+// one-tap filters over 17,920 pixels (140 splits of one 128-row tile, 1.06
+// waves of 132 blocks; 132 splits in version 2) and a forward of one filter
+// of 896 taps over 7,296 pixels (7 splits of 57 tiles, 399 blocks of 32
+// rows, 1.01 waves of 396; 6). Each version against the CPU, with every
+// way of finishing the weight gradient's splits.
+void test_waves() {
+    const ConvShape weight{20, 1, 28, 32, 65, 1, 1, 1, 0}, forward{57, 896, 16, 8, 1, 1, 1, 1, 0};
+    const int expected[2][2] = {{140, 7}, {132, 6}};  // [version - 1][weight, forward]
+    Tickets tickets;
+    for (int v = 1; v <= 2; ++v) {
+        cuda::select_version("waves", v);
+        const std::string version = " (waves " + std::to_string(v) + ")";
+        const int got_splits[2] = {cuda::conv2d_weight_grad_splits(weight), cuda::conv2d_forward_splits(forward)};
+        report(got_splits[0] == expected[v - 1][0] && got_splits[1] == expected[v - 1][1],
+               "waves " + std::to_string(v) + ": the weight gradient's and the forward's splits",
+               std::to_string(got_splits[0]) + " and " + std::to_string(got_splits[1]) + ", expected " +
+                   std::to_string(expected[v - 1][0]) + " and " + std::to_string(expected[v - 1][1]));
+        {
+            const ConvShape& s = weight;
+            const auto x = random(s.in_size(), 90), dy = random(s.out_size(), 91);
+            const auto dw0 = random(s.weight_size(), 92), db0 = random(size_t(s.oc), 93);
+            std::vector<float> want_dw = dw0, want_db = db0, cpu_scratch(cpu::conv2d_scratch_floats(s));
+            cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s,
+                                             cpu_scratch.data());
+            Buffer<float> gx(x), gdy(dy), gw(dw0), gb(db0), scratch(cuda::conv2d_scratch_floats(s));
+            for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
+                cuda::select_version("gemm_split", sv);
+                gw.upload(dw0);
+                gb.upload(db0);
+                scratch.poison();
+                cuda::conv2d_backward_weight(gw.p, gb.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, nullptr);
+                const std::string label = describe(s) + version + ", gemm_split " + std::to_string(sv);
+                compare("conv2d_backward_weight dw " + label, gw.download(), want_dw, gemm_tol);
+                compare("conv2d_backward_weight db " + label, gb.download(), want_db, gemm_tol);
+                check_tickets(tickets, "conv2d_backward_weight " + label);
+            }
+            cuda::select_version("gemm_split", 0);
+        }
+        {
+            const ConvShape& s = forward;
+            const auto x = random(s.in_size(), 94), w = random(s.weight_size(), 95), b = random(size_t(s.oc), 96);
+            std::vector<float> want(s.out_size()), cpu_scratch(cpu::conv2d_scratch_floats(s));
+            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+            Buffer<float> gx(x), gw(w), gb(b), y(s.out_size()), scratch(cuda::conv2d_scratch_floats(s));
+            y.poison();
+            cuda::conv2d_forward(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
+            compare("conv2d_forward " + describe(s) + version, y.download(), want, gemm_tol);
+        }
+    }
+    cuda::select_version("waves", 0);
+}
+
 void test_dense() {
     struct Size { int n, in, out; };
     // The larger two split every product along k (version 2).
@@ -2238,6 +2293,7 @@ int main(int argc, char** argv) {
             test_conv_gathered();
             test_tf32();
             test_pool();
+            test_waves();
             test_batch_norm();
             test_running_all();
             test_elementwise();

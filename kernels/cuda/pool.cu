@@ -10,10 +10,10 @@
 // that is up to 4 windows of 9 loads each, for every input pixel, and the
 // kernel took 15 times the forward's time on an H200. Version 2 of "pool"
 // (versions.hpp) gives a thread a stride x stride tile of input pixels
-// instead: the windows that cover any of them are scanned once each, in the
-// order the CPU scatters them, and each credits the tile's pixel it points
-// at (pooled_tile_grad). Every pixel adds the same values in the same order:
-// the same bits, 9 loads a pixel there instead of 36.
+// instead (max_pool_backward_tiles): the windows that cover any of them
+// are scanned once each, in the order the CPU scatters them, and each
+// credits the tile's pixel it points at. Every pixel adds the same values
+// in the same order: the same bits, 9 loads a pixel there instead of 36.
 #include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"

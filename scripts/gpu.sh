@@ -27,6 +27,14 @@
 #             --gpus 1,2,4` and its plot;
 #             `dptrain bench-allreduce` on 1, 2 and 4 replicas
 #
+#   quick     for a call of under 10 minutes on a fresh machine (planned
+#             for 6 to 7 on an H200): the build and the GPU test suite as
+#             `build` runs them, then what decides the next defaults: whole
+#             epochs with the versions not yet timed (UNTIMED_RESNET18,
+#             UNTIMED_LENET_TF32 below) against the defaults, memcheck and
+#             racecheck on a tiny ResNet-18 run with all of them, a ResNet-18
+#             step's kernels by ncu, and the classroom pair
+#
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #
 # Knobs: GPU_ARCHS (above), STAGE_BUDGET_S (seconds a stage, default 450),
@@ -52,8 +60,14 @@ stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 [[ ${stages[*]} == all ]] && stages=(build sanitize train bench)
 for s in "${stages[@]}"; do
-    [[ $s =~ ^(build|sanitize|train|bench)$ ]] || { echo "scripts/gpu.sh: unknown stage '$s' (build, sanitize, train, bench or all)" >&2; exit 2; }
+    [[ $s =~ ^(build|sanitize|train|bench|quick)$ ]] || { echo "scripts/gpu.sh: unknown stage '$s' (build, sanitize, train, bench, quick or all)" >&2; exit 2; }
 done
+
+# The kernel versions not yet timed on a GPU (kernels/cuda/versions.cu says
+# what each is), as bench/kernel_versions.sh's ONLY= takes them: the quick
+# stage times them against the defaults.
+UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 batch_norm=7,pool=2,waves=2"}
+UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3"}
 
 # --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
 # loader's path may still have one from its PyTorch wheel: use it.
@@ -140,6 +154,11 @@ ensure_build() {
 stage_build() {
     begin_stage build
     ensure_build || return
+    gpu_test_suite
+}
+
+# The GPU test suite, a line each test in the summary.
+gpu_test_suite() {
     local started=$SECONDS
     meson test -C "$dir" --suite gpu --print-errorlogs >>"$log" 2>&1
     local tests_status=$?
@@ -189,30 +208,33 @@ stage_sanitize() {
         "memcheck|--gpus 1 --cpus 1 ${tiny[*]}"
         "racecheck|--gpus 1 --cpus 1 ${tinier[*]}"
     )
-    local run tool args out started
+    local run
     for run in "${runs[@]}"; do
-        tool=${run%%|*} args=${run#*|}
-        over_budget "$tool dptrain $args" && continue
-        out=$logs/sanitize-run.tmp
-        started=$SECONDS
-        # shellcheck disable=SC2086
-        timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 "$dir/dptrain" $args >"$out" 2>&1
-        local rc=$?
-        { echo "== compute-sanitizer --tool $tool dptrain $args (exit $rc, $((SECONDS - started)) s)"; cat "$out"; } >>"$log"
-        local verdict
-        verdict=$(grep -E '^========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$out" | head -2 | sed 's/^========= //' | paste -sd';')
-        if grep -qiE 'not supported|unable to|could not|refused' "$out" && ! grep -q '^epoch 1' "$out"; then
-            fail "compute-sanitizer $tool refused here: $(grep -m1 -iE 'not supported|unable to|could not|refused' "$out")"
-        elif [[ $rc -eq 124 ]]; then
-            fail "$tool dptrain $args: over 240 s, stopped"
-        elif [[ $rc -eq 0 ]]; then
-            ok "$tool dptrain $args: ${verdict:-no errors} ($((SECONDS - started)) s)"
-        else
-            fail "$tool dptrain $args: exit $rc, ${verdict:-see $log}"
-            show_tail "$out" 20
-        fi
+        over_budget "${run%%|*} dptrain ${run#*|}" && continue
+        sanitize_run "$sanitizer" "${run%%|*}" "${run#*|}"
     done
-    rm -f "$logs/sanitize-run.tmp"
+}
+
+# sanitize_run SANITIZER TOOL "DPTRAIN ARGS": one run under
+# compute-sanitizer, a line in the summary.
+sanitize_run() {
+    local sanitizer=$1 tool=$2 args=$3 out=$logs/sanitize-run.tmp started=$SECONDS rc verdict
+    # shellcheck disable=SC2086
+    timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 "$dir/dptrain" $args >"$out" 2>&1
+    rc=$?
+    { echo "== compute-sanitizer --tool $tool dptrain $args (exit $rc, $((SECONDS - started)) s)"; cat "$out"; } >>"$log"
+    verdict=$(grep -E '^========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$out" | head -2 | sed 's/^========= //' | paste -sd';')
+    if grep -qiE 'not supported|unable to|could not|refused' "$out" && ! grep -q '^epoch 1' "$out"; then
+        fail "compute-sanitizer $tool refused here: $(grep -m1 -iE 'not supported|unable to|could not|refused' "$out")"
+    elif [[ $rc -eq 124 ]]; then
+        fail "$tool dptrain $args: over 240 s, stopped"
+    elif [[ $rc -eq 0 ]]; then
+        ok "$tool dptrain $args: ${verdict:-no errors} ($((SECONDS - started)) s)"
+    else
+        fail "$tool dptrain $args: exit $rc, ${verdict:-see $log}"
+        show_tail "$out" 20
+    fi
+    rm -f "$out"
 }
 
 stage_train() {
@@ -346,6 +368,35 @@ median_after_first() {
         print (m % 2 ? w[(m + 1) / 2] : (w[m / 2] + w[m / 2 + 1]) / 2) }'
 }
 
+# ncu_step NAME SKIP COUNT NCU_STEP_ARGS -- DPTRAIN_ARGS...: a step's
+# kernels by Nsight Compute, heaviest first (scripts/ncu_step.py; tables in
+# $logs/ncu-NAME.txt), from the caller's $work, $data and stage budget.
+ncu_step() {
+    local name=$1 skip=$2 count=$3 step_args=$4 ncu_rc ncu
+    shift 5
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+    if [[ -z $ncu ]]; then
+        note "skip  ncu $name: not on PATH or in /usr/local/cuda/bin"; return
+    fi
+    over_budget "ncu $name" && return
+    timeout 300 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip "$skip" \
+        --launch-count "$count" --log-file "$work/ncu-$name.csv" "$dir/dptrain" --data "$data" --epochs 1 \
+        --limit-test 256 --no-graphs "$@" >"$work/ncu-$name.log" 2>&1
+    ncu_rc=$?
+    cat "$work/ncu-$name.log" >>"$log"
+    cp "$work/ncu-$name.csv" "$logs/ncu-$name.csv" 2>/dev/null
+    if [[ $ncu_rc -ne 0 ]]; then
+        note "skip  ncu $name could not profile here (exit $ncu_rc): $(cat "$work/ncu-$name.log" \
+            "$work/ncu-$name.csv" 2>/dev/null | grep -m1 -iE 'error|fail' || echo 'no message')"
+    elif python3 scripts/ncu_step.py $step_args "$work/ncu-$name.csv" >"$logs/ncu-$name.txt" 2>&1; then
+        cat "$logs/ncu-$name.txt" >>"$log"
+        head -n 27 "$logs/ncu-$name.txt"  # the 25 heaviest
+        ok "ncu $name: $(head -1 "$logs/ncu-$name.txt") (table in $logs/ncu-$name.txt)"
+    else
+        fail "scripts/ncu_step.py $name: $(tail -1 "$logs/ncu-$name.txt")"
+    fi
+}
+
 stage_bench() {
     begin_stage bench
     ensure_build || return
@@ -417,33 +468,6 @@ stage_bench() {
     # 450 about 2, each GEMM layer on a row of its own (--by-grid). Where
     # ncu cannot read this GPU's counters (some virtual machines), it says
     # so and the stage goes on.
-    local ncu
-    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-    # ncu_step NAME SKIP COUNT NCU_STEP_ARGS -- DPTRAIN_ARGS...
-    ncu_step() {
-        local name=$1 skip=$2 count=$3 step_args=$4 ncu_rc
-        shift 5
-        if [[ -z $ncu ]]; then
-            note "skip  ncu $name: not on PATH or in /usr/local/cuda/bin"; return
-        fi
-        over_budget "ncu $name" && return
-        timeout 300 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip "$skip" \
-            --launch-count "$count" --log-file "$work/ncu-$name.csv" "$dir/dptrain" --data "$data" --epochs 1 \
-            --limit-test 256 --no-graphs "$@" >"$work/ncu-$name.log" 2>&1
-        ncu_rc=$?
-        cat "$work/ncu-$name.log" >>"$log"
-        cp "$work/ncu-$name.csv" "$logs/ncu-$name.csv" 2>/dev/null
-        if [[ $ncu_rc -ne 0 ]]; then
-            note "skip  ncu $name could not profile here (exit $ncu_rc): $(cat "$work/ncu-$name.log" \
-                "$work/ncu-$name.csv" 2>/dev/null | grep -m1 -iE 'error|fail' || echo 'no message')"
-        elif python3 scripts/ncu_step.py $step_args "$work/ncu-$name.csv" >"$logs/ncu-$name.txt" 2>&1; then
-            cat "$logs/ncu-$name.txt" >>"$log"
-            head -n 27 "$logs/ncu-$name.txt"  # the 25 heaviest
-            ok "ncu $name: $(head -1 "$logs/ncu-$name.txt") (table in $logs/ncu-$name.txt)"
-        else
-            fail "scripts/ncu_step.py $name: $(tail -1 "$logs/ncu-$name.txt")"
-        fi
-    }
     ncu_step lenet 200 80 "" -- --gpus 1 --batch 256 --limit-train 25600
     ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
 
@@ -612,6 +636,66 @@ stage_bench() {
         fi
         cat "$work/ba.log" >>"$log"
     done
+}
+
+stage_quick() {
+    begin_stage quick
+    ensure_build || return
+    gpu_test_suite
+    if ! gpu_visible; then
+        note "skip  the quick stage's timings, sanitizers and profile: nvidia-smi lists no GPU"
+        return
+    fi
+    local data work=$dir/gpu-quick
+    data=$(find_data)
+    rm -rf "$work" && mkdir -p "$work"
+    note "info  $(gpu_name); data $data"
+    # The versions not yet timed, in whole epochs against the defaults: the
+    # median of 2 runs in turns, each the median of epochs 2 to 3 (ResNet-18)
+    # or 2 to 5 (LeNet, --tf32).
+    local model only args table
+    for model in resnet18 lenet; do
+        only=$UNTIMED_RESNET18 args="" table=$logs/untimed-resnet18.txt
+        [[ $model == lenet ]] && only=$UNTIMED_LENET_TF32 args="--batch 256 --lr 0.3 --tf32" table=$logs/untimed-lenet-tf32.txt
+        [[ -z $only ]] && continue
+        over_budget "kernel_versions.sh $model" && continue
+        if DPTRAIN_ARGS=$args ONLY=$only bench/kernel_versions.sh "$dir/dptrain" "$model" 2 \
+            "$([[ $model == lenet ]] && echo 5 || echo 3)" >"$table" 2>&1; then
+            cat "$table"
+            ok "kernel_versions.sh $model${args:+ $args}: $only timed against the defaults (table in $table)"
+        else
+            fail "bench/kernel_versions.sh $model"; show_tail "$table"
+        fi
+    done
+    # The untimed versions under compute-sanitizer, each launcher at the last
+    # of them named: one step of 8 samples.
+    local sanitizer versions
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    versions=$(tr ' ,' '\n\n' <<<"$UNTIMED_RESNET18" | awk -F= 'NF == 2 {
+        if (!($1 in v)) order[++n] = $1
+        v[$1] = $2 }
+        END { for (i = 1; i <= n; ++i) printf "%s%s=%s", (i > 1 ? "," : ""), order[i], v[order[i]] }')
+    if [[ ! -x $sanitizer ]]; then
+        note "skip  sanitizers: no compute-sanitizer"
+    else
+        local tool
+        for tool in memcheck racecheck; do
+            over_budget "$tool resnet18" && continue
+            DPTRAIN_KERNEL_VERSIONS=$versions sanitize_run "$sanitizer" "$tool" \
+                "--data $data --model resnet18 --gpus 1 --epochs 1 --limit-train 8 --limit-test 8 --batch 8"
+        done
+    fi
+    # Where a ResNet-18 step's time goes, with the defaults.
+    ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
+    # The classroom pair: 2 replicas sharing this GPU, the test accuracy.
+    if ! over_budget "classroom pair"; then
+        if "$dir/dptrain" --data "$data" --gpus 2 --batch 512 --lr 0.6 --epochs 4 >"$work/classroom.log" 2>&1; then
+            ok "dptrain --gpus 2 --batch 512 --lr 0.6 --epochs 4: $(tail -1 "$work/classroom.log")"
+        else
+            fail "the classroom pair"; show_tail "$work/classroom.log"
+        fi
+        cat "$work/classroom.log" >>"$log"
+    fi
 }
 
 for s in "${stages[@]}"; do "stage_$s"; done

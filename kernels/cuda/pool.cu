@@ -86,10 +86,9 @@ __global__ void max_pool_backward_tiles(float* dx, const float* dy, const float*
 #pragma unroll
             for (int c = 0; c < tile_most; ++c) grad[r][c] = 0.0f;
         // The windows covering the tile: those covering its first pixel's row
-        // through its last's, likewise columns (pooled_input_grad's bounds).
-        const int last_y = y0 + rows - 1, last_x = x0 + cols - 1;
-        const int oy_lo = y0 >= g.k ? (y0 - g.k) / g.stride + 1 : 0, oy_hi = min(last_y / g.stride, g.oh - 1);
-        const int ox_lo = x0 >= g.k ? (x0 - g.k) / g.stride + 1 : 0, ox_hi = min(last_x / g.stride, g.ow - 1);
+        // through its last's, likewise columns.
+        const int oy_lo = first_covering(y0, g.k, g.stride), oy_hi = last_covering(y0 + rows - 1, g.stride, g.oh);
+        const int ox_lo = first_covering(x0, g.k, g.stride), ox_hi = last_covering(x0 + cols - 1, g.stride, g.ow);
         for (int oy = oy_lo; oy <= oy_hi; ++oy)
             for (int ox = ox_lo; ox <= ox_hi; ++ox) {
                 const int out = oy * g.ow + ox, base = oy * g.stride * g.w + ox * g.stride;

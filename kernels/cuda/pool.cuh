@@ -35,6 +35,11 @@ __device__ inline int first_max_tap(const float* win, int w, int k, float m) {
     return at;
 }
 
+// Along one axis, the windows (k wide, stride apart, `windows` of them)
+// that cover input index i: first_covering .. last_covering.
+__device__ inline int first_covering(int i, int k, int stride) { return i >= k ? (i - k) / stride + 1 : 0; }
+__device__ inline int last_covering(int i, int stride, int windows) { return min(i / stride, windows - 1); }
+
 // The gradient that input pixel (iy, ix) of one plane receives from the
 // windows covering it: x (h, w) is the plane's input, y and dy (oh, ow) its
 // output and the output's gradient. Windows (oy, ox) with
@@ -46,8 +51,8 @@ template <PoolKind kind, class Dy>
 __device__ inline float pooled_input_grad(Dy dy, const float* x, const float* y, int w, int k, int stride,
                                           int oh, int ow, int iy, int ix) {
     const float inv_area = 1.0f / float(k * k);
-    const int oy_lo = iy >= k ? (iy - k) / stride + 1 : 0, oy_hi = min(iy / stride, oh - 1);
-    const int ox_lo = ix >= k ? (ix - k) / stride + 1 : 0, ox_hi = min(ix / stride, ow - 1);
+    const int oy_lo = first_covering(iy, k, stride), oy_hi = last_covering(iy, stride, oh);
+    const int ox_lo = first_covering(ix, k, stride), ox_hi = last_covering(ix, stride, ow);
     float grad = 0.0f;
     for (int oy = oy_lo; oy <= oy_hi; ++oy)
         for (int ox = ox_lo; ox <= ox_hi; ++ox) {

@@ -501,7 +501,7 @@ inline int fit_waves(int m, int n, int splits) {
         return (w.blocks + w.wave - 1) / w.wave;
     };
     const Waves at = waves_of(m, n, splits);
-    const long tiles = at.blocks / splits, as_asked = waves(splits);
+    const long tiles = at.blocks / splits, as_asked = (at.blocks + at.wave - 1) / at.wave;
     int best = splits;
     long best_waves = as_asked;
     // The candidates: the most splits that fit each count of whole waves.

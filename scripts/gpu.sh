@@ -67,7 +67,7 @@ done
 # what each is), as bench/kernel_versions.sh's ONLY= takes them: the quick
 # stage times them against the defaults.
 UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 batch_norm=7,pool=2,waves=2"}
-UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3"}
+UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4"}
 
 # --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
 # loader's path may still have one from its PyTorch wheel: use it.
@@ -668,21 +668,28 @@ stage_quick() {
         fi
     done
     # The untimed versions under compute-sanitizer, each launcher at the last
-    # of them named: one step of 8 samples.
-    local sanitizer versions
+    # of them named: one ResNet-18 step of 8 samples, two LeNet --tf32 steps of 32.
+    local sanitizer
     sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    versions=$(tr ' ,' '\n\n' <<<"$UNTIMED_RESNET18" | awk -F= 'NF == 2 {
-        if (!($1 in v)) order[++n] = $1
-        v[$1] = $2 }
-        END { for (i = 1; i <= n; ++i) printf "%s%s=%s", (i > 1 ? "," : ""), order[i], v[order[i]] }')
+    last_of_each() {  # "a=1 a=2,b=3" -> "a=2,b=3"
+        tr ' ,' '\n\n' <<<"$1" | awk -F= 'NF == 2 {
+            if (!($1 in v)) order[++n] = $1
+            v[$1] = $2 }
+            END { for (i = 1; i <= n; ++i) printf "%s%s=%s", (i > 1 ? "," : ""), order[i], v[order[i]] }'
+    }
     if [[ ! -x $sanitizer ]]; then
         note "skip  sanitizers: no compute-sanitizer"
     else
         local tool
         for tool in memcheck racecheck; do
             over_budget "$tool resnet18" && continue
-            DPTRAIN_KERNEL_VERSIONS=$versions sanitize_run "$sanitizer" "$tool" \
+            DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_RESNET18") sanitize_run "$sanitizer" "$tool" \
                 "--data $data --model resnet18 --gpus 1 --epochs 1 --limit-train 8 --limit-test 8 --batch 8"
+        done
+        for tool in memcheck racecheck; do
+            [[ -z $UNTIMED_LENET_TF32 ]] || over_budget "$tool lenet --tf32" && continue
+            DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") sanitize_run "$sanitizer" "$tool" \
+                "--data $data --gpus 1 --epochs 1 --limit-train 64 --limit-test 32 --batch 32 --tf32"
         done
     fi
     # Where a ResNet-18 step's time goes, with the defaults.

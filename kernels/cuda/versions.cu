@@ -154,6 +154,11 @@ const char* const tf32_versions[] = {
     "version 2, and LeNet's conv2 forward (conv2d_forward 10, rows_forward_tiled) takes --tf32 too, its operands "
     "rounded to TF32 as it stages them: with --tf32 that product runs on the FP32 units, as FP32 does, instead of "
     "on the tensor cores' tiles",
+    "version 3, but LeNet's conv2 forward (5x5 filters on 13x13 inputs, at most 20 input and 64 output channels) on "
+    "the tensor cores by a kernel of its own (rows_forward_mma): a block a sample, its image staged once, the "
+    "unfolded input built in shared memory 32 rows of k at a time from it, each of 6 warps 2 x 2 fragments of the "
+    "64 x 96 product; bias, ReLU and the pooling after it in the same kernel. The tensor cores' sums, not version "
+    "3's bits",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

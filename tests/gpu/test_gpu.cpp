@@ -4,6 +4,7 @@
 // 77, which meson reports as SKIP, here and in CI.
 //
 //   gpu_tests kernels    each launcher vs kernels/cpu on random inputs
+//   gpu_tests tf32       the --tf32 launchers alone (a part of `kernels`)
 //   gpu_tests replicas   1, 2 and 3 GPU replicas (sharing GPUs round-robin)
 //                        vs CPU devices; two epochs replayed from one graph
 //                        vs queued kernels; a recording that fails midway
@@ -1163,6 +1164,34 @@ void test_dense_head() {
     report(refused, "dense_softmax_cross_entropy refuses an unfinished layer that is not its input");
 }
 
+// conv2d_forward_relu_pool of s (Math::tf32) against the CPU's calls on
+// operands rounded to TF32, and apart from FP32's; returns the twin's ReLU
+// output and pooling.
+struct Tf32Forward {
+    std::vector<float> y, pooled;
+};
+Tf32Forward check_tf32_forward_pool(const ConvShape& s, PoolKind kind, const PoolShape& ps, const std::vector<float>& x,
+                                    const std::vector<float>& w, const std::vector<float>& b, const std::string& name) {
+    ConvShape fp = s;
+    fp.math = Math::fp32;
+    const auto rx = rounded(x), rw = rounded(w);
+    std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
+    Tf32Forward twin{std::vector<float>(s.out_size()), std::vector<float>(ps.out_size())};
+    std::vector<float> fp32(s.out_size());
+    cpu::conv2d_forward_gemm(twin.y.data(), rx.data(), rw.data(), b.data(), fp, cpu_scratch.data());
+    cpu::conv2d_forward_gemm(fp32.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
+    cpu::relu_forward(twin.y.data(), twin.y.data(), twin.y.size());
+    cpu::relu_forward(fp32.data(), fp32.data(), fp32.size());
+    cpu::pool2d_forward(twin.pooled.data(), twin.y.data(), kind, ps);
+    Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()), pooled(ps.out_size());
+    y.poison();
+    pooled.poison();
+    cuda::conv2d_forward_relu_pool(y.p, pooled.p, dx.p, dw.p, db.p, s, kind, ps, scratch.p, nullptr);
+    compare_tf32("conv2d_forward_relu_pool y " + name, y.download(), twin.y, fp32);
+    compare("conv2d_forward_relu_pool pooled " + name + ": the TF32 twin", pooled.download(), twin.pooled, gemm_tol);
+    return twin;
+}
+
 // LeNet's conv1 with --tf32 as training calls it: the forward with the
 // ReLU and the pooling after it, gathered from the dataset where the
 // version gathers (`gathers`: tf32 version 2, on the direct kernel), and
@@ -1182,22 +1211,10 @@ void test_tf32_first_layer(const std::string& version, bool gathers) {
             report(cuda::conv2d_forward_gathers(s) == gathers,
                    name + (gathers ? ": the first layer gathers its batch" : ": the first layer does not gather"));
             const auto x = random(s.in_size(), 40), w = random(s.weight_size(), 41), b = random(size_t(s.oc), 42);
-            const auto rx = rounded(x), rw = rounded(w);
+            const auto [twin, twin_pooled] = check_tf32_forward_pool(s, kind, ps, x, w, b, name);
+            const auto rx = rounded(x);
             std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
-            std::vector<float> twin(s.out_size()), fp32(s.out_size()), twin_pooled(ps.out_size());
-            cpu::conv2d_forward_gemm(twin.data(), rx.data(), rw.data(), b.data(), fp, cpu_scratch.data());
-            cpu::conv2d_forward_gemm(fp32.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
-            cpu::relu_forward(twin.data(), twin.data(), twin.size());
-            cpu::relu_forward(fp32.data(), fp32.data(), fp32.size());
-            cpu::pool2d_forward(twin_pooled.data(), twin.data(), kind, ps);
-            Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
-                pooled(ps.out_size());
-            y.poison();
-            pooled.poison();
-            cuda::conv2d_forward_relu_pool(y.p, pooled.p, dx.p, dw.p, db.p, s, kind, ps, scratch.p, nullptr);
-            compare_tf32("conv2d_forward_relu_pool y " + name, y.download(), twin, fp32);
-            compare("conv2d_forward_relu_pool pooled " + name + ": the TF32 twin", pooled.download(), twin_pooled,
-                    gemm_tol);
+            Buffer<float> dx(x), scratch(cuda::conv2d_scratch_floats(s));
 
             // dy through the pooling, from the twin's y and pooled output (so
             // that both sides pick the same window maxima).
@@ -1221,6 +1238,29 @@ void test_tf32_first_layer(const std::string& version, bool gathers) {
             compare("conv2d_backward_weight_pool db " + name + ": the FP32 sum of dy", gb.download(), twin_db,
                     gemm_tol);
             check_tickets(tickets, "conv2d_backward_weight_pool " + name);
+        }
+}
+
+// LeNet's conv2 with --tf32 as training calls it, the forward with the
+// ReLU and the pooling after it (from tf32 version 3 on the rows kernel's
+// FP32 units, from version 4 on the tensor cores, rows_forward_mma), and
+// beside it shapes on that kernel's edges: the fewest channels (a product
+// mostly padding) and the most (20 input, 64 output: k = 500, every
+// fragment row used). Against the CPU on operands rounded to TF32, and
+// apart from FP32's.
+void test_tf32_second_layer(const std::string& version) {
+    std::vector<ConvShape> shapes;
+    for (const int n : {7, 64}) shapes.push_back(lenet::model().conv_shapes(n)[1]);
+    shapes.push_back({3, 1, 13, 13, 1, 5, 5, 1, 0});
+    shapes.push_back({2, 20, 13, 13, 64, 5, 5, 1, 0});
+    for (ConvShape s : shapes)
+        for (PoolKind kind : {PoolKind::avg, PoolKind::max}) {
+            s.math = Math::tf32;
+            const PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
+            const std::string name =
+                describe(s) + (kind == PoolKind::avg ? ", avg pool" : ", max pool") + " --tf32" + version;
+            check_tf32_forward_pool(s, kind, ps, random(s.in_size(), 50), random(s.weight_size(), 51),
+                                    random(size_t(s.oc), 52), name);
         }
 }
 
@@ -1317,6 +1357,7 @@ void test_tf32() {
         const std::string version = " (tf32 version " + std::to_string(v) + ")";
         test_tf32_conv(version);
         test_tf32_first_layer(version, v >= 2);
+        test_tf32_second_layer(version);
     }
     cuda::select_default_versions();
     // And the latest input-gradient version, which rounds its operands as it
@@ -2266,8 +2307,8 @@ void test_layers_on_core(int core) {
 int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "all";
     if (what != "kernels" && what != "replicas" && what != "tf32-horizons" && what != "graph-first" &&
-        what != "streams" && what != "all") {
-        std::fprintf(stderr, "usage: gpu_tests [kernels|replicas|graph-first|streams|tf32-horizons|all]\n");
+        what != "streams" && what != "tf32" && what != "all") {
+        std::fprintf(stderr, "usage: gpu_tests [kernels|tf32|replicas|graph-first|streams|tf32-horizons|all]\n");
         return 2;
     }
     const GpuInventory gpus = probe_gpus();
@@ -2280,6 +2321,7 @@ int main(int argc, char** argv) {
         if (what == "tf32-horizons") tf32_horizons(32);
         else if (what == "graph-first") test_graph_first();  // must be this process's first GPU work
         else if (what == "streams") test_streams();
+        else if (what == "tf32") test_tf32();
         else if (what != "replicas" && what != "tf32-horizons") {
             test_fastdiv();
             test_split_scratch();

@@ -78,6 +78,15 @@ constexpr double tolerance = 1e-5;
 // off by far more, and so is one that leaves its operands unrounded: with
 // the rounding taken out of Tf32Core, 259 of the 261 --tf32 checks at batch
 // 4 failed on the emulated GPU, 2e-4 to 3e-4 off.
+// The dlogits a check of the loss kernel's gradients starts from: the
+// CPU's softmax gradient, or with --tf32 the kernel's own (checked against
+// the CPU's apart): a dlogit that the GPU's expf puts a hair across a TF32
+// rounding boundary from the CPU's would otherwise move its products by a
+// TF32 step.
+const std::vector<float>& backward_dy(const std::vector<float>& gpu, const std::vector<float>& cpu, Math math) {
+    return math == Math::tf32 ? gpu : cpu;
+}
+
 double tolerance_for(Math math, long depth) {
     return math == Math::tf32 ? std::max(tolerance, double(depth) * 0x1p-24) : tolerance;
 }
@@ -352,7 +361,7 @@ struct DenseCase {
         const cuda::Workspace ws{scratch.p, tickets.p};
         if (run == "dense_loss" && cuda::dense_loss_runs(s.n, s.in, s.out, s.math)) {
             cuda::dense_softmax_cross_entropy(y.p, dlogits.p, targets.loss, targets.glabels, dx.p, dw.p, db.p, gx.p,
-                                              gw.p, gb.p, s.n, s.in, s.out, false, ws, stream);
+                                              gw.p, gb.p, s.n, s.in, s.out, false, ws, stream, {}, s.math);
         } else if (run == "dense_loss") {
             cuda::dense_forward(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
             cuda::softmax_cross_entropy(dlogits.p, targets.loss, y.p, targets.glabels, s.n, s.out, stream);
@@ -379,19 +388,20 @@ struct DenseCase {
             this->run(run, nullptr);
             return error(y.get(), want);
         }
-        if (run == "dense_loss") {  // the gradients, from the CPU's logits and softmax
+        if (run == "dense_loss") {  // the gradients, from the CPU's logits and softmax (backward_dy)
             std::vector<float> z(size_t(s.n) * s.out), g(z.size()), want_dx(size_t(s.n) * s.in), want_dw = dw0,
                                                                                    want_db = db0;
             cpu::dense_forward(z.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, cpu_scratch.data(), s.math);
             cpu::softmax_cross_entropy(g.data(), z.data(), targets.labels.data(), s.n, s.out);
-            cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), g.data(), x.data(), w.data(), s.n,
-                                s.in, s.out, cpu_scratch.data(), s.math);
             dw.put(dw0);
             db.put(db0);
             y.poison();
             dx.poison();
             this->run(run, nullptr);
-            return std::max({error(y.get(), z), error(dx.get(), want_dx), error(dw.get(), want_dw),
+            const std::vector<float> got_g = dlogits.get();
+            cpu::dense_backward(want_dx.data(), want_dw.data(), want_db.data(), backward_dy(got_g, g, s.math).data(),
+                                x.data(), w.data(), s.n, s.in, s.out, cpu_scratch.data(), s.math);
+            return std::max({error(y.get(), z), error(got_g, g), error(dx.get(), want_dx), error(dw.get(), want_dw),
                              error(db.get(), want_db)});
         }
         const std::vector<float>& x = kind_of(run) == PoolKind::max ? x_max : this->x;
@@ -448,7 +458,8 @@ struct DenseHeadCase {
             const cuda::UnfinishedDense left =
                 cuda::dense_forward_relu_for_loss(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
             cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
-                                              h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left);
+                                              h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
+                                              last.math);
             return;
         }
         cuda::dense_forward_relu(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
@@ -474,9 +485,10 @@ struct DenseHeadCase {
         cpu::dense_forward(z.data(), got_h.data(), w2.data(), b2.data(), last.n, last.in, last.out,
                            cpu_scratch.data(), last.math);
         cpu::softmax_cross_entropy(g.data(), z.data(), targets.labels.data(), last.n, last.out);
-        cpu::dense_backward_relu(want_dh.data(), want_dw.data(), want_db.data(), g.data(), got_h.data(), w2.data(),
-                                 last.n, last.in, last.out, cpu_scratch.data(), last.math);
-        return std::max({error(got_h, want_h), error(logits.get(), z), error(dh.get(), want_dh),
+        const std::vector<float> got_g = dlogits.get();
+        cpu::dense_backward_relu(want_dh.data(), want_dw.data(), want_db.data(), backward_dy(got_g, g, last.math).data(),
+                                 got_h.data(), w2.data(), last.n, last.in, last.out, cpu_scratch.data(), last.math);
+        return std::max({error(got_h, want_h), error(logits.get(), z), error(got_g, g), error(dh.get(), want_dh),
                          error(dw.get(), want_dw), error(db.get(), want_db)});
     }
 };
@@ -883,16 +895,21 @@ int main(int argc, char** argv) {
                 // The model's call where a pooling comes before: the backward
                 // through it (version 5 and later, in the product's epilogue).
                 if (launcher == "dense" && pools[i]) runs.insert(runs.end(), {"dense_backward_pool", "dense_backward_pool max"});
-                // The last layer with the loss (version 6 and later: one launch).
-                if (launcher == "dense" && !pools[i] && i + 1 == dense.size()) runs.push_back("dense_loss");
+                // The last layer with the loss (version 6 and later: one launch;
+                // with --tf32, from tf32 version 5).
+                if ((launcher == "dense" || (launcher == "tf32" && math == Math::tf32)) && !pools[i] &&
+                    i + 1 == dense.size())
+                    runs.push_back("dense_loss");
                 return runs;
             });
         }
         // The last two dense layers together, where the last has no pooling before it.
         if (dense.size() >= 2 && !pools.back()) {
             DenseHeadCase c(dense[dense.size() - 2], dense.back());
-            bench(c, kind, describe(dense[dense.size() - 2]) + " + last", [](const std::string& launcher) {
-                return launcher == "dense" ? std::vector<std::string>{"dense_head"} : std::vector<std::string>{};
+            bench(c, kind, describe(dense[dense.size() - 2]) + " + last", [math](const std::string& launcher) {
+                return launcher == "dense" || (launcher == "tf32" && math == Math::tf32)
+                           ? std::vector<std::string>{"dense_head"}
+                           : std::vector<std::string>{};
             });
         }
         std::set<std::string> norms_seen;

@@ -58,17 +58,7 @@ struct Geometry {
 // take dy unrounded, as the twin's do.
 bool direct_math(const ConvShape& s) { return s.math == Math::fp32 || tf32_version >= 2; }
 
-// v as a product's operand: rounded to the nearest TF32 number, ties away
-// from zero (cvt.rna.tf32.f32), where `tf32`; else v itself.
-__device__ inline float operand(float v, bool tf32) {
-    if (!tf32) return v;
-#ifdef DPTRAIN_TENSOR_CORES
-    return nvcuda::wmma::__float_to_tf32(v);
-#else  // (no TF32 before compute capability 8.0; dptrain refuses --tf32 there, as Tf32Core traps)
-    __trap();
-    return v;
-#endif
-}
+using tiled::operand;
 
 // unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
 __device__ inline float unfolded(const float* x, const Geometry& g, int q, int col) {

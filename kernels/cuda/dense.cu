@@ -227,7 +227,7 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
 UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const float* w, const float* b, int n, int in,
                                             int out, Workspace ws, cudaStream_t stream, Math math) {
     const int splits = n > 0 && out > 0 ? tiled::splits_to_fill(n, out, in) : 1;
-    if (dense_version < 10 || math != Math::fp32 || splits < 2 || !dense_loss_fits(n, out, 1)) {
+    if (dense_version < 10 || !dense_loss_runs(n, out, 1, math) || splits < 2) {
         forward<true>(y, x, w, b, n, in, out, ws, stream, math);
         return {};
     }
@@ -381,6 +381,7 @@ struct DenseLoss {
     const float *x, *w, *b;
     int n, in, classes;
     bool relu_before;
+    bool tf32;          // Math::tf32 (dense_loss_sample)
     float* losses;      // scratch: n
     float* group_sums;  // scratch: groups x classes x (in + 1)
     unsigned* tickets;  // groups + 1
@@ -408,7 +409,12 @@ __device__ void dense_loss_input(const DenseLoss& d, int i, float* xs) {
 
 // Steps 1 to 3, the same in both kernels: the sample's logits, softmax,
 // loss and dlogits, and its dx. xs holds the sample's input, z and g its
-// logits and their gradient, for the step after.
+// logits and their gradient, for the step after. With tf32 (--tf32, from
+// tf32 version 5) each product's operands are rounded to TF32 as they are
+// read and multiplied on the FP32 units, as the CPU twin does: x and w for
+// the logits, dlogits and w for dx, dlogits and x for dw; the bias's
+// gradient sums dlogits as it is.
+template <bool tf32>
 __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[32], float* z, float* g) {
     constexpr int warps = launch::threads / 32;
     const int i = int(blockIdx.x), t = int(threadIdx.x), lane = t % 32, warp = t / 32;
@@ -417,7 +423,7 @@ __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[
     for (int c = warp; c < d.classes; c += warps) {
         const float* wc = d.w + size_t(c) * d.in;
         float s = 0.0f;
-        for (int j = lane; j < d.in; j += 32) s = fmaf(xs[j], wc[j], s);
+        for (int j = lane; j < d.in; j += 32) s = fmaf(tiled::operand(xs[j], tf32), tiled::operand(wc[j], tf32), s);
         lanes[warp][lane] = s;
         __syncwarp();
         if (lane == 0) {
@@ -449,7 +455,8 @@ __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[
     __syncthreads();
     for (int j = t; j < d.in; j += launch::threads) {
         float s = 0.0f;
-        for (int c = 0; c < d.classes; ++c) s = fmaf(g[c], d.w[size_t(c) * d.in + j], s);
+        for (int c = 0; c < d.classes; ++c)
+            s = fmaf(tiled::operand(g[c], tf32), tiled::operand(d.w[size_t(c) * d.in + j], tf32), s);
         d.dx[size_t(i) * d.in + j] = !d.relu_before || xs[j] > 0.0f ? s : 0.0f;
     }
 }
@@ -463,12 +470,13 @@ __device__ void dense_loss_total(const DenseLoss& d) {
     if (threadIdx.x == 0) *d.loss_sum += loss;
 }
 
+template <bool tf32>
 __global__ void dense_loss(DenseLoss d) {
     constexpr int warps = launch::threads / 32;
     __shared__ float xs[dense_loss_in_most];
     __shared__ float lanes[warps][32];
     __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
-    dense_loss_sample(d, xs, lanes, z, g);
+    dense_loss_sample<tf32>(d, xs, lanes, z, g);
     const int i = int(blockIdx.x), t = int(threadIdx.x);
     const int row = d.in + 1;  // [dw | db]'s row: a class's weights, then its bias
 
@@ -478,10 +486,12 @@ __global__ void dense_loss(DenseLoss d) {
     float* sums = d.group_sums + size_t(group) * d.classes * row;
     for (int e = t; e < d.classes * row; e += launch::threads) {
         const int c = e / row, j = e - c * row;
+        const bool weight = j < d.in;  // (the bias's column, 1s, sums dlogits as it is)
         float s = 0.0f;
         for (int r = first; r < first + rows; ++r) {
             const float gr = __ldcg(d.dlogits + size_t(r) * d.classes + c);
-            s = fmaf(gr, j < d.in ? __ldcg(d.x + size_t(r) * d.in + j) : 1.0f, s);
+            s = fmaf(tiled::operand(gr, tf32 && weight), weight ? tiled::operand(__ldcg(d.x + size_t(r) * d.in + j), tf32) : 1.0f,
+                     s);
         }
         sums[e] = s;
     }
@@ -510,13 +520,14 @@ __global__ void dense_loss(DenseLoss d) {
 //   time, each over the groups in group order, 8 groups' loads at once.
 // The logits, dlogits, loss and dx are version 6's, bit for bit; dw and db
 // are summed in groups of 32 samples instead of 16.
+template <bool tf32>
 __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) {
     constexpr int warps = launch::threads / 32, group_rows = dense_loss_wide_group;
     __shared__ float xs[dense_loss_in_most];
     __shared__ float lanes[warps][32];
     __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
     __shared__ float gs[group_rows][dense_loss_classes_most];  // the group's dlogits
-    dense_loss_sample(d, xs, lanes, z, g);
+    dense_loss_sample<tf32>(d, xs, lanes, z, g);
     const int i = int(blockIdx.x), t = int(threadIdx.x);
     const int row = d.in + 1, total = d.classes * row;  // [dw | db]: a row a class, its weights then its bias
 
@@ -528,15 +539,16 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) 
     __syncthreads();
     float* sums = d.group_sums + size_t(group) * total;
     for (int j = t; j < row; j += launch::threads) {
+        const bool round = tf32 && j < d.in;  // (the bias's column, 1s, sums dlogits as it is)
         float xr[group_rows];
 #pragma unroll
         for (int r = 0; r < group_rows; ++r)
-            xr[r] = r >= rows ? 0.0f : j < d.in ? __ldcg(d.x + size_t(first + r) * d.in + j) : 1.0f;
+            xr[r] = r >= rows ? 0.0f : j < d.in ? tiled::operand(__ldcg(d.x + size_t(first + r) * d.in + j), tf32) : 1.0f;
         for (int c = 0; c < d.classes; ++c) {
             float s = 0.0f;
 #pragma unroll
             for (int r = 0; r < group_rows; ++r)
-                if (r < rows) s = fmaf(gs[r][c], xr[r], s);
+                if (r < rows) s = fmaf(tiled::operand(gs[r][c], round), xr[r], s);
             sums[size_t(c) * row + j] = s;
         }
     }
@@ -580,13 +592,13 @@ bool dense_loss_fits(int n, int in, int classes) {
 }
 
 bool dense_loss_runs(int n, int in, int classes, Math math) {
-    return dense_version >= 6 && math == Math::fp32 && dense_loss_fits(n, in, classes);
+    return dense_version >= 6 && (math == Math::fp32 || tf32_version >= 5) && dense_loss_fits(n, in, classes);
 }
 
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
-                                 const UnfinishedDense& before) {
+                                 const UnfinishedDense& before, Math math) {
     if (!dense_loss_fits(n, in, classes) || !ws.tickets)
         throw std::invalid_argument("dense_softmax_cross_entropy: " + std::to_string(n) + " samples of " +
                                     std::to_string(in) + " inputs and " + std::to_string(classes) +
@@ -595,10 +607,13 @@ void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum
         throw std::invalid_argument("dense_softmax_cross_entropy: the unfinished layer before is not the one whose "
                                     "output is x, or its partial sums are not at the start of the scratch");
     float* scratch = ws.scratch + before.floats();  // (0 floats when x is ready)
-    const DenseLoss d{logits, dlogits,     loss_sum, labels,      dx,         dw,    db, x, w, b, n, in,
-                      classes, relu_before, scratch,  scratch + n, ws.tickets, before};
-    if (dense_version >= 8) launch::kernel("dense_loss_wide", dense_loss_wide, unsigned(n), launch::threads, stream, d);
-    else launch::kernel("dense_loss", dense_loss, unsigned(n), launch::threads, stream, d);
+    const bool tf32 = math == Math::tf32;
+    const DenseLoss d{logits, dlogits, loss_sum,    labels,  dx,          dw,         db,    x, w, b, n, in,
+                      classes, relu_before, tf32, scratch, scratch + n, ws.tickets, before};
+    if (dense_version >= 8)
+        launch::kernel("dense_loss_wide", tf32 ? dense_loss_wide<true> : dense_loss_wide<false>, unsigned(n),
+                       launch::threads, stream, d);
+    else launch::kernel("dense_loss", tf32 ? dense_loss<true> : dense_loss<false>, unsigned(n), launch::threads, stream, d);
 }
 
 }  // namespace dpt::cuda

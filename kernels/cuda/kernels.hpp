@@ -185,8 +185,10 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
 // loss is summed in softmax_cross_entropy's order; the weight and bias
 // gradients by groups of dense_loss_group samples in sample order, then the
 // groups in order (groups of dense_loss_wide_group from dense version 8).
-// dense_loss_runs: whether training runs it (dense version 6 on, FP32,
-// shapes that fit), or the layer and the loss one after the other.
+// dense_loss_runs: whether training runs it (dense version 6 on, FP32 or,
+// from tf32 version 5, --tf32; shapes that fit), or the layer and the loss
+// one after the other. With Math::tf32 its products take TF32 operands, as
+// dense_forward's and dense_backward's do.
 constexpr int dense_loss_group = 16, dense_loss_wide_group = 32, dense_loss_classes_most = 32,
               dense_loss_in_most = 1024;
 bool dense_loss_fits(int n, int in, int classes);
@@ -204,7 +206,7 @@ struct UnfinishedDense {
     size_t floats() const { return size_t(splits) * size_t(n) * size_t(out); }
 };
 // dense_forward_relu, but where version 10 splits the product and the loss
-// can take over (FP32, out within dense_loss_in_most), only the product:
+// can take over (dense_loss_runs, out within dense_loss_in_most), only the product:
 // the rest is returned, for dense_softmax_cross_entropy. Otherwise the whole
 // forward, and an empty UnfinishedDense.
 UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const float* w, const float* b, int n, int in,
@@ -214,7 +216,7 @@ UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const floa
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
-                                 const UnfinishedDense& before = {});
+                                 const UnfinishedDense& before = {}, Math math = Math::fp32);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -392,7 +394,7 @@ struct KernelSet {
                                      int n, int in, int classes, bool relu_before, float* scratch) {
         const UnfinishedDense before = unfinished.y == x ? std::exchange(unfinished, {}) : UnfinishedDense{};
         cuda::dense_softmax_cross_entropy(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes,
-                                          relu_before, workspace(scratch), stream, before);
+                                          relu_before, workspace(scratch), stream, before, math);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

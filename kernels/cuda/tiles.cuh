@@ -294,6 +294,20 @@ struct FmaCore {
     }
 };
 
+// v as a product's operand: rounded to the nearest TF32 number, ties away
+// from zero (cvt.rna.tf32.f32), where `tf32`; else v itself. (For the
+// kernels that take --tf32 on the FP32 units: a product of two TF32
+// numbers is exact in FP32.)
+__device__ inline float operand(float v, bool tf32) {
+    if (!tf32) return v;
+#ifdef DPTRAIN_TENSOR_CORES
+    return nvcuda::wmma::__float_to_tf32(v);
+#else  // (no TF32 before compute capability 8.0; dptrain refuses --tf32 there, as Tf32Core traps)
+    __trap();
+    return v;
+#endif
+}
+
 // --tf32's arithmetic on the tensor cores, through CUDA's warp matrix API
 // (nvcuda::wmma, m16n16k8: FP32 accumulators; the operands rounded to TF32
 // as they are stashed in shared memory, once for all the warps that read

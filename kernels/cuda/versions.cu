@@ -159,6 +159,10 @@ const char* const tf32_versions[] = {
     "unfolded input built in shared memory 32 rows of k at a time from it, each of 6 warps 2 x 2 fragments of the "
     "64 x 96 product; bias, ReLU and the pooling after it in the same kernel. The tensor cores' sums, not version "
     "3's bits",
+    "version 4, and the kernel of a classifier's last layer with the loss (dense_softmax_cross_entropy, dense 6 on; "
+    "dense 10's unfinished layer before it) takes --tf32 too, rounding each product's operands as it reads them "
+    "(the bias's gradient from dlogits as they are), on the FP32 units: with --tf32 LeNet's dense head runs as "
+    "FP32's does",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

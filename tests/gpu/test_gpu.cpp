@@ -974,6 +974,25 @@ void test_conv_gathered() {
 // bits both times, whichever blocks finish last. Both kernels: version 6's
 // and version 8's (dense_loss_wide), whose logits, dlogits, dx and loss are
 // version 6's bit for bit (its dw and db are summed in larger groups).
+// Random inputs of the last layer with the loss (seeds seed to seed + 5):
+// x (a ReLU's output, a third of it zero, where relu), w, b, the gradients
+// it adds to, and the labels.
+struct LossInputs {
+    std::vector<float> x, w, b, dw0, db0;
+    std::vector<int32_t> labels;
+};
+LossInputs loss_inputs(int n, int in, int classes, bool relu, uint64_t seed) {
+    LossInputs l{random(size_t(n) * in, seed), random(size_t(classes) * in, seed + 1), random(size_t(classes), seed + 2),
+                 {}, {}, std::vector<int32_t>(size_t(n))};
+    if (relu)
+        for (float& v : l.x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
+    l.dw0 = random(l.w.size(), seed + 3);
+    l.db0 = random(l.b.size(), seed + 4);
+    Rng rng(seed + 5, seed + 5);
+    for (auto& label : l.labels) label = int32_t(rng.below(uint64_t(classes)));
+    return l;
+}
+
 void test_dense_loss() {
     std::map<std::string, std::vector<float>> version6;  // what version 6 gave, by shape and name
     std::map<std::string, double> version6_loss;
@@ -989,14 +1008,7 @@ void test_dense_loss() {
                               z.classes, relu ? " (ReLU before)" : "", version.c_str());
                 const std::string shape = std::to_string(z.n) + "/" + std::to_string(z.in) + "/" +
                                           std::to_string(z.classes) + "/" + std::to_string(relu);
-                std::vector<float> x = random(size_t(z.n) * z.in, 60);
-                if (relu)  // a ReLU's output: a third of it zero
-                    for (float& v : x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
-                const auto w = random(size_t(z.classes) * z.in, 61), b = random(size_t(z.classes), 62);
-                const auto dw0 = random(w.size(), 63), db0 = random(b.size(), 64);
-                std::vector<int32_t> labels(size_t(z.n));
-                Rng rng(65, 65);
-                for (auto& l : labels) l = int32_t(rng.below(uint64_t(z.classes)));
+                const auto [x, w, b, dw0, db0, labels] = loss_inputs(z.n, z.in, z.classes, relu, 60);
 
                 std::vector<float> want_z(size_t(z.n) * z.classes), want_g(want_z.size()), want_dx(x.size());
                 std::vector<float> want_dw = dw0, want_db = db0;
@@ -1349,6 +1361,62 @@ void test_tf32_dense() {
     }
 }
 
+// The last layer with the loss in one launch under --tf32 (from tf32
+// version 5): the logits from operands rounded to TF32, as the CPU twin
+// computes them (dense_forward on rounded operands), and the softmax's
+// gradient from them; dx and dw from the kernel's own dlogits, rounded
+// (dense_backward on rounded operands: a dlogit that CUDA's expf puts a
+// hair across a TF32 rounding boundary from the CPU's would otherwise move
+// its products by a TF32 step), db from those dlogits as they are; and each
+// apart from FP32's.
+void test_tf32_dense_loss(const std::string& version) {
+    struct Case { int n, in, classes; };
+    for (const Case z : {Case{256, 128, 10}, Case{37, 50, 7}})
+        for (const bool relu : {false, true}) {
+            char name[120];
+            std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d%s --tf32%s", z.n, z.in,
+                          z.classes, relu ? " (ReLU before)" : "", version.c_str());
+            const auto [x, w, b, dw0, db0, labels] = loss_inputs(z.n, z.in, z.classes, relu, 70);
+            const auto backward = [&](float* dx, float* dw, float* db, const std::vector<float>& dy,
+                                      const std::vector<float>& x, const std::vector<float>& w) {
+                if (relu) cpu::dense_backward_relu(dx, dw, db, dy.data(), x.data(), w.data(), z.n, z.in, z.classes);
+                else cpu::dense_backward(dx, dw, db, dy.data(), x.data(), w.data(), z.n, z.in, z.classes);
+            };
+
+            Buffer<float> gx(x), gw(w), gb(b), logits(size_t(z.n) * z.classes), dlogits(logits.n), dx(x.size()),
+                dw(dw0), db(db0);
+            Buffer<int32_t> glabels(labels);
+            Buffer<double> loss(std::vector<double>{0.0});
+            Buffer<float> scratch(cuda::dense_scratch_floats(z.n, z.in, z.classes, Math::tf32));
+            Tickets tickets;
+            for (Buffer<float>* p : {&logits, &dlogits, &dx, &scratch}) p->poison();
+            cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, loss.p, glabels.p, dx.p, dw.p, db.p, gx.p, gw.p,
+                                              gb.p, z.n, z.in, z.classes, relu, {scratch.p, tickets.p}, nullptr, {},
+                                              Math::tf32);
+            const auto got_g = dlogits.download();
+
+            std::vector<float> twin_z(logits.n), twin_g(logits.n), fp32_z(logits.n), fp32_g(logits.n);
+            cpu::dense_forward(twin_z.data(), rounded(x).data(), rounded(w).data(), b.data(), z.n, z.in, z.classes);
+            cpu::dense_forward(fp32_z.data(), x.data(), w.data(), b.data(), z.n, z.in, z.classes);
+            cpu::softmax_cross_entropy(twin_g.data(), twin_z.data(), labels.data(), z.n, z.classes);
+            cpu::softmax_cross_entropy(fp32_g.data(), fp32_z.data(), labels.data(), z.n, z.classes);
+            std::vector<float> twin_dx(x.size()), twin_dw = dw0, twin_db = db0, unused_db = db0, unused_dw = dw0,
+                                                  fp32_dx(x.size()), fp32_dw = dw0;
+            backward(twin_dx.data(), twin_dw.data(), unused_db.data(), rounded(got_g), rounded(x), rounded(w));
+            cpu::dense_backward(nullptr, unused_dw.data(), twin_db.data(), got_g.data(), x.data(), w.data(), z.n, z.in,
+                                z.classes);
+            unused_db = db0;
+            backward(fp32_dx.data(), fp32_dw.data(), unused_db.data(), fp32_g, x, w);
+
+            compare_tf32(std::string(name) + ": logits", logits.download(), twin_z, fp32_z);
+            compare(std::string(name) + ": dlogits, the twin's", got_g, twin_g, gemm_tol);
+            compare_tf32(std::string(name) + ": dx", dx.download(), twin_dx, fp32_dx);
+            compare_tf32(std::string(name) + ": dw", dw.download(), twin_dw, fp32_dw);
+            compare(std::string(name) + ": db, the FP32 sum of dlogits", db.download(), twin_db, gemm_tol);
+            check_tickets(tickets, name);
+        }
+}
+
 void test_tf32() {
     if (!has_tf32()) return;
     // Each version of the kernels that take TF32 operands (versions.cu: tf32).
@@ -1358,6 +1426,9 @@ void test_tf32() {
         test_tf32_conv(version);
         test_tf32_first_layer(version, v >= 2);
         test_tf32_second_layer(version);
+        report(cuda::dense_loss_runs(256, 128, 10, Math::tf32) == (v >= 5),
+               std::string("the last layer with the loss ") + (v >= 5 ? "takes" : "leaves") + " --tf32" + version);
+        if (v >= 5) test_tf32_dense_loss(version);
     }
     cuda::select_default_versions();
     // And the latest input-gradient version, which rounds its operands as it

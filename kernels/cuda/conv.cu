@@ -2696,8 +2696,10 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
 // output's height is known when compiled, so the whole loop unrolls and
 // the window's rows are registers.
 // One staged sample's sums into a thread's taps (acc) and bias: the input
-// rows in order, each against the dy rows that meet it.
-template <int K, int OW, int OH>
+// rows in order, each against the dy rows that meet it. With tf32 (--tf32,
+// from tf32 version 6: x is staged rounded) each dy row is rounded to TF32
+// in registers once the bias has added it as it is.
+template <int K, int OW, int OH, bool tf32 = false>
 __device__ inline void weight_rows_window_sample(float (&acc)[K][K], float& bias, const float* sx, const float* sdy,
                                                  int lo, int ch, int xc) {
     using R = RowsWeight<K, OW>;
@@ -2709,6 +2711,8 @@ __device__ inline void weight_rows_window_sample(float (&acc)[K][K], float& bias
             load_row<R::OWP>(d[iy % K], sdy + (lo * OH + iy) * R::OWP);
 #pragma unroll
             for (int ox = 0; ox < OW; ++ox) bias += d[iy % K][ox];
+#pragma unroll
+            for (int ox = 0; ox < OW; ++ox) d[iy % K][ox] = operand(d[iy % K][ox], tf32);
         }
         float xr[R::XP];
         load_row<R::XP>(xr, sx + ch * xc + iy * R::XP);
@@ -2784,8 +2788,10 @@ struct WeightRowsPrefetch {
         for (int i = 0; i < dy_loads; ++i)
             if (t + i * step < mine * OH * OW) dy[i] = dys[t + i * step];
     }
-    // Where stage_weight_rows puts each value (x's padding columns are not stored: no sum reads them).
-    __device__ void store(float* sx, float* sdy, const Geometry& g, int mine, int xc) const {
+    // Where stage_weight_rows puts each value (x's padding columns are not
+    // stored: no sum reads them); x rounded to TF32 where tf32 (dy stays as
+    // it is, for the bias).
+    __device__ void store(float* sx, float* sdy, const Geometry& g, int mine, int xc, bool tf32) const {
         const int t = int(threadIdx.x), step = int(blockDim.x), fours = g.c * H * R::W / 4;
 #pragma unroll
         for (int i = 0; i < x_loads; ++i)
@@ -2793,7 +2799,7 @@ struct WeightRowsPrefetch {
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const int e = 4 * (t + i * step) + j, r = e / R::W, ix = e - r * R::W, c = r / H;
-                    sx[c * xc + (r - c * H) * R::XP + ix] = x[i].v[j];
+                    sx[c * xc + (r - c * H) * R::XP + ix] = operand(x[i].v[j], tf32);
                 }
             }
 #pragma unroll
@@ -2812,7 +2818,7 @@ struct WeightRowsPrefetch {
     }
 };
 
-template <int K, int OW>
+template <int K, int OW, bool tf32>
 __global__ void __launch_bounds__(weight_rows_most_threads)
     weight_grad_rows_prefetched(float* partial, const float* dy, const float* x, Geometry g, int per_slice) {
     using P = WeightRowsPrefetch<K, OW>;
@@ -2827,10 +2833,10 @@ __global__ void __launch_bounds__(weight_rows_most_threads)
     if (t.s0 < t.s1) next.load(x, dy, g, t.s0, t.first, t.mine);
     for (int sample = t.s0; sample < t.s1; ++sample) {
         __syncthreads();  // the previous sample's sums are done
-        next.store(sx, sdy, g, t.mine, xc);
+        next.store(sx, sdy, g, t.mine, xc, tf32);
         __syncthreads();
         if (sample + 1 < t.s1) next.load(x, dy, g, sample + 1, t.first, t.mine);
-        if (t.active) weight_rows_window_sample<K, OW, P::OH>(acc, bias, sx, sdy, t.lo, t.ch, xc);
+        if (t.active) weight_rows_window_sample<K, OW, P::OH, tf32>(acc, bias, sx, sdy, t.lo, t.ch, xc);
     }
     if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, t.ch);
 }
@@ -2847,8 +2853,10 @@ struct WeightRowsLaunch {
 };
 WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
     WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c), "weight_grad_rows"};
-    if (conv2d_backward_weight_version < 8 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.pad != 0 ||
-        s.kh != s.kw)
+    // --tf32 from tf32 version 6, on version 11's kernel alone.
+    const bool tf32 = s.math == Math::tf32;
+    if (conv2d_backward_weight_version < 8 || (tf32 && (tf32_version < 6 || conv2d_backward_weight_version < 11)) ||
+        s.n <= 0 || s.stride != 1 || s.pad != 0 || s.kh != s.kw)
         return l;
     const int splits = weight_grad_splits(s, 3);  // conv2d_scratch_floats holds this many [dw | db]
     if (splits < 2 || l.threads > weight_rows_most_threads) return l;
@@ -2864,9 +2872,11 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
                 l.kernel = weight_grad_rows_window_batched<5, 9, 9>, l.name = "weight_grad_rows_window_batched";
             if (conv2d_backward_weight_version >= 11 && WeightRowsPrefetch<5, 9>::fits(s, per, l.threads) &&
                 reinterpret_cast<std::uintptr_t>(x) % 16 == 0)
-                l.kernel = weight_grad_rows_prefetched<5, 9>, l.name = "weight_grad_rows_prefetched";
+                l.kernel = tf32 ? weight_grad_rows_prefetched<5, 9, true> : weight_grad_rows_prefetched<5, 9, false>,
+                l.name = "weight_grad_rows_prefetched";
         }
     }
+    if (tf32 && l.kernel != weight_grad_rows_prefetched<5, 9, true>) l.kernel = nullptr;
     return l;
 }
 // Version 13's slices kernel for s: the rows kernel (null where version 13

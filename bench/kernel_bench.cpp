@@ -486,8 +486,9 @@ struct DenseHeadCase {
                            cpu_scratch.data(), last.math);
         cpu::softmax_cross_entropy(g.data(), z.data(), targets.labels.data(), last.n, last.out);
         const std::vector<float> got_g = dlogits.get();
-        cpu::dense_backward_relu(want_dh.data(), want_dw.data(), want_db.data(), backward_dy(got_g, g, last.math).data(),
-                                 got_h.data(), w2.data(), last.n, last.in, last.out, cpu_scratch.data(), last.math);
+        const std::vector<float>& dy = backward_dy(got_g, g, last.math);
+        cpu::dense_backward_relu(want_dh.data(), want_dw.data(), want_db.data(), dy.data(), got_h.data(), w2.data(),
+                                 last.n, last.in, last.out, cpu_scratch.data(), last.math);
         return std::max({error(got_h, want_h), error(logits.get(), z), error(got_g, g), error(dh.get(), want_dh),
                          error(dw.get(), want_dw), error(db.get(), want_db)});
     }

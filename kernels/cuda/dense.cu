@@ -381,7 +381,6 @@ struct DenseLoss {
     const float *x, *w, *b;
     int n, in, classes;
     bool relu_before;
-    bool tf32;          // Math::tf32 (dense_loss_sample)
     float* losses;      // scratch: n
     float* group_sums;  // scratch: groups x classes x (in + 1)
     unsigned* tickets;  // groups + 1
@@ -490,8 +489,8 @@ __global__ void dense_loss(DenseLoss d) {
         float s = 0.0f;
         for (int r = first; r < first + rows; ++r) {
             const float gr = __ldcg(d.dlogits + size_t(r) * d.classes + c);
-            s = fmaf(tiled::operand(gr, tf32 && weight), weight ? tiled::operand(__ldcg(d.x + size_t(r) * d.in + j), tf32) : 1.0f,
-                     s);
+            const float xv = weight ? tiled::operand(__ldcg(d.x + size_t(r) * d.in + j), tf32) : 1.0f;
+            s = fmaf(tiled::operand(gr, tf32 && weight), xv, s);
         }
         sums[e] = s;
     }
@@ -543,7 +542,9 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) 
         float xr[group_rows];
 #pragma unroll
         for (int r = 0; r < group_rows; ++r)
-            xr[r] = r >= rows ? 0.0f : j < d.in ? tiled::operand(__ldcg(d.x + size_t(first + r) * d.in + j), tf32) : 1.0f;
+            xr[r] = r >= rows  ? 0.0f
+                    : j < d.in ? tiled::operand(__ldcg(d.x + size_t(first + r) * d.in + j), tf32)
+                               : 1.0f;
         for (int c = 0; c < d.classes; ++c) {
             float s = 0.0f;
 #pragma unroll
@@ -607,13 +608,15 @@ void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum
         throw std::invalid_argument("dense_softmax_cross_entropy: the unfinished layer before is not the one whose "
                                     "output is x, or its partial sums are not at the start of the scratch");
     float* scratch = ws.scratch + before.floats();  // (0 floats when x is ready)
+    const DenseLoss d{logits, dlogits,     loss_sum, labels,      dx,         dw,    db, x, w, b, n, in,
+                      classes, relu_before, scratch,  scratch + n, ws.tickets, before};
     const bool tf32 = math == Math::tf32;
-    const DenseLoss d{logits, dlogits, loss_sum,    labels,  dx,          dw,         db,    x, w, b, n, in,
-                      classes, relu_before, tf32, scratch, scratch + n, ws.tickets, before};
     if (dense_version >= 8)
         launch::kernel("dense_loss_wide", tf32 ? dense_loss_wide<true> : dense_loss_wide<false>, unsigned(n),
                        launch::threads, stream, d);
-    else launch::kernel("dense_loss", tf32 ? dense_loss<true> : dense_loss<false>, unsigned(n), launch::threads, stream, d);
+    else
+        launch::kernel("dense_loss", tf32 ? dense_loss<true> : dense_loss<false>, unsigned(n), launch::threads, stream,
+                       d);
 }
 
 }  // namespace dpt::cuda

@@ -982,8 +982,8 @@ struct LossInputs {
     std::vector<int32_t> labels;
 };
 LossInputs loss_inputs(int n, int in, int classes, bool relu, uint64_t seed) {
-    LossInputs l{random(size_t(n) * in, seed), random(size_t(classes) * in, seed + 1), random(size_t(classes), seed + 2),
-                 {}, {}, std::vector<int32_t>(size_t(n))};
+    LossInputs l{random(size_t(n) * in, seed),  random(size_t(classes) * in, seed + 1),
+                 random(size_t(classes), seed + 2), {}, {}, std::vector<int32_t>(size_t(n))};
     if (relu)
         for (float& v : l.x) v = v > -0.3f ? std::max(v, 0.0f) : 0.0f;
     l.dw0 = random(l.w.size(), seed + 3);

@@ -2697,11 +2697,11 @@ __global__ void __launch_bounds__(weight_rows_most_threads) weight_grad_rows(flo
 // the window's rows are registers.
 // One staged sample's sums into a thread's taps (acc) and bias: the input
 // rows in order, each against the dy rows that meet it. With tf32 (--tf32,
-// from tf32 version 6: x is staged rounded) each dy row is rounded to TF32
-// in registers once the bias has added it as it is.
+// from tf32 version 6) x and dy are staged rounded to TF32, and the bias
+// sums dy's rows as they are, from their copy at sdy_raw.
 template <int K, int OW, int OH, bool tf32 = false>
 __device__ inline void weight_rows_window_sample(float (&acc)[K][K], float& bias, const float* sx, const float* sdy,
-                                                 int lo, int ch, int xc) {
+                                                 int lo, int ch, int xc, const float* sdy_raw = nullptr) {
     using R = RowsWeight<K, OW>;
     constexpr int H = OH + K - 1;
     float d[K][R::OWP];  // dy row oy in d[oy % K]
@@ -2709,10 +2709,15 @@ __device__ inline void weight_rows_window_sample(float (&acc)[K][K], float& bias
     for (int iy = 0; iy < H; ++iy) {
         if (iy < OH) {
             load_row<R::OWP>(d[iy % K], sdy + (lo * OH + iy) * R::OWP);
+            if constexpr (tf32) {
+                float raw[R::OWP];
+                load_row<R::OWP>(raw, sdy_raw + (lo * OH + iy) * R::OWP);
 #pragma unroll
-            for (int ox = 0; ox < OW; ++ox) bias += d[iy % K][ox];
+                for (int ox = 0; ox < OW; ++ox) bias += raw[ox];
+            } else {
 #pragma unroll
-            for (int ox = 0; ox < OW; ++ox) d[iy % K][ox] = operand(d[iy % K][ox], tf32);
+                for (int ox = 0; ox < OW; ++ox) bias += d[iy % K][ox];
+            }
         }
         float xr[R::XP];
         load_row<R::XP>(xr, sx + ch * xc + iy * R::XP);
@@ -2789,9 +2794,10 @@ struct WeightRowsPrefetch {
             if (t + i * step < mine * OH * OW) dy[i] = dys[t + i * step];
     }
     // Where stage_weight_rows puts each value (x's padding columns are not
-    // stored: no sum reads them); x rounded to TF32 where tf32 (dy stays as
-    // it is, for the bias).
-    __device__ void store(float* sx, float* sdy, const Geometry& g, int mine, int xc, bool tf32) const {
+    // stored: no sum reads them); where tf32, x and dy rounded to TF32, and
+    // dy as it is at sdy_raw too, for the bias.
+    __device__ void store(float* sx, float* sdy, const Geometry& g, int mine, int xc, bool tf32,
+                          float* sdy_raw) const {
         const int t = int(threadIdx.x), step = int(blockDim.x), fours = g.c * H * R::W / 4;
 #pragma unroll
         for (int i = 0; i < x_loads; ++i)
@@ -2807,7 +2813,8 @@ struct WeightRowsPrefetch {
             const int e = t + i * step;
             if (e < mine * OH * OW) {
                 const int r = e / OW;
-                sdy[r * R::OWP + (e - r * OW)] = dy[i];
+                sdy[r * R::OWP + (e - r * OW)] = operand(dy[i], tf32);
+                if (tf32) sdy_raw[r * R::OWP + (e - r * OW)] = dy[i];
             }
         }
     }
@@ -2828,15 +2835,16 @@ __global__ void __launch_bounds__(weight_rows_most_threads)
     float* const sx = staged;
     float* const sdy = staged + g.c * xc;
     const WeightRowsThread t(g, per_slice);
+    float* const sdy_raw = sdy + t.mine * P::OH * R::OWP;  // (tf32) dy as it is, for the bias
     float acc[K][K] = {}, bias = 0.0f;
     P next;
     if (t.s0 < t.s1) next.load(x, dy, g, t.s0, t.first, t.mine);
     for (int sample = t.s0; sample < t.s1; ++sample) {
         __syncthreads();  // the previous sample's sums are done
-        next.store(sx, sdy, g, t.mine, xc, tf32);
+        next.store(sx, sdy, g, t.mine, xc, tf32, sdy_raw);
         __syncthreads();
         if (sample + 1 < t.s1) next.load(x, dy, g, sample + 1, t.first, t.mine);
-        if (t.active) weight_rows_window_sample<K, OW, P::OH, tf32>(acc, bias, sx, sdy, t.lo, t.ch, xc);
+        if (t.active) weight_rows_window_sample<K, OW, P::OH, tf32>(acc, bias, sx, sdy, t.lo, t.ch, xc, sdy_raw);
     }
     if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, t.ch);
 }
@@ -2876,7 +2884,10 @@ WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
                 l.name = "weight_grad_rows_prefetched";
         }
     }
-    if (tf32 && l.kernel != weight_grad_rows_prefetched<5, 9, true>) l.kernel = nullptr;
+    // (--tf32 stages dy twice: rounded, and as it is for the bias.)
+    if (tf32 && (l.kernel != weight_grad_rows_prefetched<5, 9, true> ||
+                 s.c * R::channel(s.h) + 2 * per * s.oh() * R::OWP > staged_rows_floats))
+        l.kernel = nullptr;
     return l;
 }
 // Version 13's slices kernel for s: the rows kernel (null where version 13

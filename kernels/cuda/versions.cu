@@ -164,8 +164,8 @@ const char* const tf32_versions[] = {
     "(the bias's gradient from dlogits as they are), on the FP32 units: with --tf32 LeNet's dense head runs as "
     "FP32's does",
     "version 5, and conv2's weight gradient on conv2d_backward_weight 11's rows kernel (weight_grad_rows_prefetched; "
-    "with version 13 its slices added by the input gradient's kernel) takes --tf32 too, x rounded as it is staged, "
-    "each dy row in registers once the bias has added it as it is: no product, bias or finishing kernels of its own",
+    "with version 13 its slices added by the input gradient's kernel) takes --tf32 too, x and dy rounded as they are "
+    "staged, and dy staged as it is too, for the bias: no product, bias or finishing kernels of its own",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

@@ -839,8 +839,9 @@ bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
 }
 // Whether s's input gradient runs on a kernel that adds a weight
 // gradient's slices itself (version 9's, as input_grad_rows_tiled_finishing).
+bool input_grad_mma_fits(const ConvShape& s);
 bool input_grad_finishes_slices(const ConvShape& s, const float* w) {
-    return conv2d_backward_data_version >= 9 && input_grad_rows_tiled_fits(s, w);
+    return input_grad_mma_fits(s) || (conv2d_backward_data_version >= 9 && input_grad_rows_tiled_fits(s, w));
 }
 
 struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
@@ -2310,6 +2311,155 @@ bool rows_forward_mma_fits(const ConvShape& s) {
            s.oc <= T::most_oc;
 }
 
+// Version 7 of --tf32: LeNet's conv2 input gradient (5x5 filters, stride 1,
+// no padding, 13x13 inputs, at most 20 input and 56 output channels) on the
+// tensor cores, a block a sample. Unfolding dy for a product along k = oc *
+// 25 would copy each value 25 times (240,000 copies a sample, for a product
+// of 4.2 million multiply-adds, half of them by zeros); instead the block
+// multiplies first and unfolds after, as the CPU's GEMM twin does
+// (conv2d_backward_data_gemm): for each input channel ch,
+//   z (25 taps, 81 pixels) = w[:, ch]^T (25, oc) . dy (oc, 81),
+//   dx[ch] (13 x 13): each input pixel the sum over taps (ky, kx) of z at
+//   the output pixel (iy - ky, ix - kx) where that is one (col2im),
+// so that the product is dense (2.0 million multiply-adds a sample) and
+// the unfolding 20 x 169 sums of at most 25 terms:
+// - dy staged once, rounded to TF32, as B: oc rows padded with zeros to 56
+//   (7 k-steps of 8), each 9 x 9 plane in rows 13 floats apart (the last 4
+//   zeros) in 128 columns. Each of 8 warps then holds its 16 columns' 7
+//   fragments in registers for every channel, and the shared memory is
+//   reused for A and z;
+// - a channel's taps as A, 25 rows padded to 32 (rounded; zeros past 25
+//   and past oc, stored once): a thread's 6 loads of the next channel in
+//   flight while this one is multiplied;
+// - each warp's 2 x 1 fragments of z (32 x 16) stored to shared memory;
+//   then a thread an input pixel sums its taps in order. z's columns keep
+//   dy's rows 13 apart, so a tap that falls left or right of the plane
+//   reads one of its zero columns (or, left of z's first row, zeros before
+//   it): a thread tests its 5 filter rows alone.
+// Three barriers a channel. With conv2d_backward_weight 13 (as
+// input_grad_rows_tiled_finishing) its blocks first add the weight
+// gradient's slices that the layer's weight gradient left
+// (finish_weight_slices: finish_splits' bits). The tensor cores add each
+// product's terms in an order of their own: dx is the TF32 twin's within a
+// product's rounding.
+struct MmaInputGrad {
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, P = OW * OW, R = H;  // R: a plane's row in z
+    static constexpr int most_c = 20, most_oc = 56;
+    static constexpr int M = 32, N = 128, KC = most_oc;  // z's rows (taps) and columns (pixels); k, all at once
+    static constexpr int AS = KC + 4, BS = N + 8;       // shared rows of A, and of dy and z, padded
+    static constexpr int warps = N / 16, threads = warps * 32, ksteps = KC / 8;
+    static constexpr int a_floats = M * AS, gap = 8, z_floats = M * BS;  // z after A and `gap` zeros
+    static constexpr int staged_floats = KC * BS;                        // dy; then A, the gap and z
+    static constexpr int a_loads = (KK * most_oc + threads - 1) / threads;
+    static_assert(OW * R <= N && R >= OW + K - 1 && gap >= K - 1 && a_floats + gap + z_floats <= staged_floats &&
+                  M >= KK && KC % 8 == 0 && H * H <= threads && (a_floats + gap) % 8 == 0);
+
+    // Channel ch's taps, w[o][ch][tap] rounded to TF32, a thread's share:
+    // element q is output channel q / 25, tap q % 25, so that a warp reads
+    // runs of 25 floats; `at` holds where each of the thread's elements
+    // lies from channel 0's (-1 past oc), worked out once. store() puts
+    // them at sa[tap][o].
+    struct Taps {
+        int at[a_loads];
+        float v[a_loads];
+        __device__ explicit Taps(const Geometry& g) {
+#pragma unroll
+            for (int i = 0; i < a_loads; ++i) {
+                const int q = int(threadIdx.x) + i * threads, o = q / KK;
+                at[i] = q < g.oc * KK ? o * g.c * KK + (q - o * KK) : -1;
+            }
+        }
+        __device__ void load(const float* w, int ch) {
+            const float* w_ch = w + ch * KK;
+#pragma unroll
+            for (int i = 0; i < a_loads; ++i)
+                if (at[i] >= 0) v[i] = operand(w_ch[at[i]], true);
+        }
+        __device__ void store(float* sa) const {
+#pragma unroll
+            for (int i = 0; i < a_loads; ++i) {
+                const int q = int(threadIdx.x) + i * threads, o = q / KK;
+                if (at[i] >= 0) sa[(q - o * KK) * AS + o] = v[i];
+            }
+        }
+    };
+};
+
+template <bool finishing>
+__global__ void __launch_bounds__(MmaInputGrad::threads, 2)
+    input_grad_mma(float* dx, const float* dy, const float* w, Geometry g, UnfinishedWeightGrad weight) {
+    using T = MmaInputGrad;
+    constexpr int H = T::H, K = T::K, OW = T::OW, P = T::P, R = T::R, N = T::N, AS = T::AS, BS = T::BS;
+    if constexpr (finishing) finish_weight_slices(weight);
+    __shared__ __align__(32) float staged[T::staged_floats];
+    const int sample = int(blockIdx.x), t = int(threadIdx.x), warp = t / 32;
+    const float* dy_sample = dy + size_t(sample) * g.oc * P;
+    for (int e = t; e < T::KC * N; e += T::threads) {
+        const int o = e / N, c = e - o * N, oy = c / R, ox = c - oy * R;
+        staged[o * BS + c] = o < g.oc && oy < OW && ox < OW ? operand(dy_sample[o * P + oy * OW + ox], true) : 0.0f;
+    }
+    T::Taps taps(g);
+    taps.load(w, 0);
+#ifdef DPTRAIN_TENSOR_CORES
+    using namespace nvcuda;
+    __syncthreads();
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[T::ksteps];
+#pragma unroll
+    for (int ks = 0; ks < T::ksteps; ++ks) wmma::load_matrix_sync(fb[ks], staged + 8 * ks * BS + 16 * warp, BS);
+    __syncthreads();  // dy is in registers: the space holds A, the gap and z now
+    for (int e = t; e < T::a_floats + T::gap + T::z_floats; e += T::threads) staged[e] = 0.0f;
+    float* const sa = staged;
+    float* const sz = staged + T::a_floats + T::gap;
+    // This thread's input pixel (iy, ix), and where its sums start in z.
+    const int iy = t / H, ix = t - iy * H;
+    const float* const z_at = sz + iy * R + ix;
+    float* const dx_sample = dx + size_t(sample) * g.c * H * H;
+    for (int ch = 0; ch < g.c; ++ch) {
+        __syncthreads();  // the channel before is multiplied and summed (the first time: the zeros stored)
+        taps.store(sa);
+        __syncthreads();
+        if (ch + 1 < g.c) taps.load(w, ch + 1);
+        wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) wmma::fill_fragment(acc[i], 0.0f);
+#pragma unroll
+        for (int ks = 0; ks < T::ksteps; ++ks) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                wmma::load_matrix_sync(fa, sa + 16 * i * AS + 8 * ks, AS);
+                wmma::mma_sync(acc[i], fa, fb[ks], acc[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+            wmma::store_matrix_sync(sz + 16 * i * BS + 16 * warp, acc[i], BS, wmma::mem_row_major);
+        __syncthreads();
+        if (t < H * H) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                if (unsigned(iy - ky) >= unsigned(OW)) continue;  // this filter row misses the pixel's row
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) sum += z_at[(ky * K + kx) * BS - ky * R - kx];
+            }
+            dx_sample[ch * H * H + t] = sum;
+        }
+    }
+#else
+    (void)dx;
+    __trap();
+#endif
+}
+
+// Whether tf32 version 7's kernel takes s.
+bool input_grad_mma_fits(const ConvShape& s) {
+    using T = MmaInputGrad;
+    return tf32_version >= 7 && s.math == Math::tf32 && s.n > 0 && s.stride == 1 && s.pad == 0 && s.kh == T::K &&
+           s.kw == T::K && s.h == T::H && s.w == T::H && s.c >= 1 && s.c <= T::most_c && s.oc >= 1 &&
+           s.oc <= T::most_oc;
+}
+
 // Runs version 6's, 7's, 9's or 10's forward, or tf32 version 4's, where one takes s; false where none does.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
@@ -2540,6 +2690,13 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
                           cudaStream_t stream, const UnfinishedWeightGrad& weight) {
     const Geometry g(s);
+    if (input_grad_mma_fits(s)) {
+        if (weight.dw)
+            return launch::kernel("input_grad_mma", input_grad_mma<true>, unsigned(s.n),
+                                  unsigned(MmaInputGrad::threads), stream, dx, dy, w, g, weight);
+        return launch::kernel("input_grad_mma", input_grad_mma<false>, unsigned(s.n), unsigned(MmaInputGrad::threads),
+                              stream, dx, dy, w, g, weight);
+    }
     if (weight.dw && input_grad_finishes_slices(s, w))
         return launch::kernel("input_grad_rows_tiled_finishing", input_grad_rows_tiled_finishing, unsigned(s.n),
                               unsigned(tiled_input_grad_threads), stream, dx, dy, w, g, weight);

@@ -92,7 +92,8 @@ struct UnfinishedWeightGrad {
 // dx (n, c, h, w), overwritten. `weight`: a weight gradient left unfinished
 // just before (its slices in the scratch this call is handed): added first,
 // as finish_splits adds them, by the input gradient's own kernel where that
-// is the tiled rows kernel (LeNet's conv2), else by finish_splits.
+// is the tiled rows kernel or, with --tf32 from tf32 version 7, the tensor
+// cores' (LeNet's conv2), else by finish_splits.
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
                           const ConvShape& s, float* scratch, cudaStream_t stream,
                           const UnfinishedWeightGrad& weight = {});

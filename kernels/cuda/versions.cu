@@ -166,6 +166,11 @@ const char* const tf32_versions[] = {
     "version 5, and conv2's weight gradient on conv2d_backward_weight 11's rows kernel (weight_grad_rows_prefetched; "
     "with version 13 its slices added by the input gradient's kernel) takes --tf32 too, x and dy rounded as they are "
     "staged, and dy staged as it is too, for the bias: no product, bias or finishing kernels of its own",
+    "version 6, and LeNet's conv2 input gradient (5x5 filters on 13x13 inputs, at most 20 input and 56 output "
+    "channels) on the tensor cores by a kernel of its own (input_grad_mma): a block a sample, dy staged once; for "
+    "each input channel the product of its filters' taps and dy (25 x oc by oc x 81), then each input pixel the sum "
+    "of its taps' products (the CPU twin's order of work); with conv2d_backward_weight 13 its blocks add the weight "
+    "gradient's slices first. The tensor cores' sums, not version 6's bits",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

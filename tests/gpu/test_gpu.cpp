@@ -1282,6 +1282,8 @@ void test_tf32_conv(const std::string& version) {
         {2, 3, 8, 8, 4, 3, 3, 2, 1},
         {4, 64, 12, 12, 128, 3, 3, 2, 1},  // 128 rows forward, 576 backward-data
         {4, 16, 6, 6, 64, 3, 3, 1, 1},     // 64 rows
+        {3, 1, 13, 13, 1, 5, 5, 1, 0},     // LeNet's conv2 kernels (tf32 4 and 7) on their edges: the fewest
+        {2, 20, 13, 13, 56, 5, 5, 1, 0},   // channels, and the most both take (k = 56 for input_grad_mma)
     };
     for (int n : {7, 64})
         for (const ConvShape& s : lenet::model().conv_shapes(n)) shapes.push_back(s);
@@ -1417,6 +1419,46 @@ void test_tf32_dense_loss(const std::string& version) {
         }
 }
 
+// LeNet's conv2 under --tf32 as training runs it (from tf32 version 6):
+// the weight gradient leaves its slices (conv2d_backward_weight_unfinished)
+// and the input gradient's kernel adds them, input_grad_rows_tiled_finishing
+// in version 6, input_grad_mma in 7. The same bits as the two whole calls
+// (dx, dw and db), which test_tf32_conv holds against the TF32 twin.
+// Batches of 7, 64 and 256.
+void test_tf32_weight_left(const std::string& version) {
+    for (const int n : {7, 64, 256}) {
+        ConvShape s = lenet::model().conv_shapes(n)[1];
+        s.math = Math::tf32;
+        const auto x = random(s.in_size(), 90), w = random(s.weight_size(), 91), dy = random(s.out_size(), 92);
+        const auto dw0 = random(s.weight_size(), 93), db0 = random(size_t(s.oc), 94);
+        Buffer<float> gx(x), gw(w), gdy(dy), dx(s.in_size()), dw(dw0), db(db0), scratch(cuda::conv2d_scratch_floats(s));
+        Tickets tickets;
+        const cuda::Workspace ws{scratch.p, tickets.p};
+        const auto downloads = [&] {
+            return std::vector<std::vector<float>>{dx.download(), dw.download(), db.download()};
+        };
+        for (Buffer<float>* p : {&dx, &scratch}) p->poison();
+        cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, ws, nullptr);
+        cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, nullptr);
+        const auto whole = downloads();
+
+        for (Buffer<float>* p : {&dx, &scratch}) p->poison();
+        dw.upload(dw0), db.upload(db0);
+        const cuda::UnfinishedWeightGrad left =
+            cuda::conv2d_backward_weight_unfinished(dw.p, db.p, gdy.p, gx.p, s, ws, nullptr);
+        const bool leaves = cuda::conv2d_backward_weight_leaves_slices(s, gx.p, gw.p);
+        cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, nullptr, left);
+        const auto split = downloads();
+        const std::string name = "conv2 n" + std::to_string(n) + " --tf32" + version;
+        report(left.dw != nullptr && leaves,
+               name + ": the weight gradient leaves its slices to the input gradient's kernel");
+        const char* names[] = {"dx", "dw", "db"};
+        for (size_t k = 0; k < split.size(); ++k)
+            compare(name + ": " + names[k] + " with the slices left = two whole calls", split[k], whole[k], 0.0);
+        check_tickets(tickets, name);
+    }
+}
+
 void test_tf32() {
     if (!has_tf32()) return;
     // Each version of the kernels that take TF32 operands (versions.cu: tf32).
@@ -1429,6 +1471,7 @@ void test_tf32() {
         report(cuda::dense_loss_runs(256, 128, 10, Math::tf32) == (v >= 5),
                std::string("the last layer with the loss ") + (v >= 5 ? "takes" : "leaves") + " --tf32" + version);
         if (v >= 5) test_tf32_dense_loss(version);
+        if (v >= 6) test_tf32_weight_left(version);
     }
     cuda::select_default_versions();
     // And the latest input-gradient version, which rounds its operands as it

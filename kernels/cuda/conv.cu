@@ -2311,9 +2311,9 @@ bool rows_forward_mma_fits(const ConvShape& s) {
            s.oc <= T::most_oc;
 }
 
-// Version 7 of --tf32: LeNet's conv2 input gradient (5x5 filters, stride 1,
-// no padding, 13x13 inputs, at most 20 input and 56 output channels) on the
-// tensor cores, a block a sample. Unfolding dy for a product along k = oc *
+// Versions 7 and 8 of --tf32: LeNet's conv2 input gradient (5x5 filters,
+// stride 1, no padding, 13x13 inputs, at most 20 input and 56 output
+// channels) on the tensor cores, a block a sample. Unfolding dy for a product along k = oc *
 // 25 would copy each value 25 times (240,000 copies a sample, for a product
 // of 4.2 million multiply-adds, half of them by zeros); instead the block
 // multiplies first and unfolds after, as the CPU's GEMM twin does
@@ -2325,14 +2325,17 @@ bool rows_forward_mma_fits(const ConvShape& s) {
 // the unfolding 20 x 169 sums of at most 25 terms:
 // - dy staged once, rounded to TF32, as B: oc rows padded with zeros to 56
 //   (7 k-steps of 8), each 9 x 9 plane in rows 13 floats apart (the last 4
-//   zeros) in 128 columns. Each of 8 warps then holds its 16 columns' 7
-//   fragments in registers for every channel, and the shared memory is
-//   reused for A and z;
+//   zeros) in 128 columns. Each warp then holds its columns' fragments in
+//   registers for every channel (version 7: 8 warps of 16 columns, 7
+//   fragments each; version 8: 4 warps of 32, 14), and the shared memory
+//   is reused for A and z;
 // - a channel's taps as A, 25 rows padded to 32 (rounded; zeros past 25
-//   and past oc, stored once): a thread's 6 loads of the next channel in
-//   flight while this one is multiplied;
-// - each warp's 2 x 1 fragments of z (32 x 16) stored to shared memory;
-//   then a thread an input pixel sums its taps in order. z's columns keep
+//   and past oc, stored once): a thread's loads of the next channel (6 in
+//   version 7, 11 in 8) in flight while this one is multiplied;
+// - each warp's 2 x FC fragments of z stored to shared memory; then a
+//   thread an input pixel sums its taps in order. Every warp loads all of
+//   A's fragments, so version 8's warps, with twice the columns, load half
+//   as many a block as version 7's. z's columns keep
 //   dy's rows 13 apart, so a tap that falls left or right of the plane
 //   reads one of its zero columns (or, left of z's first row, zeros before
 //   it): a thread tests its 5 filter rows alone.
@@ -2342,17 +2345,22 @@ bool rows_forward_mma_fits(const ConvShape& s) {
 // (finish_weight_slices: finish_splits' bits). The tensor cores add each
 // product's terms in an order of their own: dx is the TF32 twin's within a
 // product's rounding.
-struct MmaInputGrad {
-    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, P = OW * OW, R = H;  // R: a plane's row in z
+struct MmaInputGradShape {  // the shapes both versions take
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, P = OW * OW;
     static constexpr int most_c = 20, most_oc = 56;
+};
+template <int FC_>
+struct MmaInputGrad : MmaInputGradShape {
+    static constexpr int FC = FC_;  // a warp's columns of fragments
+    static constexpr int R = H;     // a plane's row in z
     static constexpr int M = 32, N = 128, KC = most_oc;  // z's rows (taps) and columns (pixels); k, all at once
     static constexpr int AS = KC + 4, BS = N + 8;       // shared rows of A, and of dy and z, padded
-    static constexpr int warps = N / 16, threads = warps * 32, ksteps = KC / 8;
+    static constexpr int warps = N / (16 * FC), threads = warps * 32, ksteps = KC / 8;
     static constexpr int a_floats = M * AS, gap = 8, z_floats = M * BS;  // z after A and `gap` zeros
     static constexpr int staged_floats = KC * BS;                        // dy; then A, the gap and z
     static constexpr int a_loads = (KK * most_oc + threads - 1) / threads;
     static_assert(OW * R <= N && R >= OW + K - 1 && gap >= K - 1 && a_floats + gap + z_floats <= staged_floats &&
-                  M >= KK && KC % 8 == 0 && H * H <= threads && (a_floats + gap) % 8 == 0);
+                  M >= KK && KC % 8 == 0 && N % (16 * FC) == 0 && (a_floats + gap) % 8 == 0);
 
     // Channel ch's taps, w[o][ch][tap] rounded to TF32, a thread's share:
     // element q is output channel q / 25, tap q % 25, so that a warp reads
@@ -2385,10 +2393,10 @@ struct MmaInputGrad {
     };
 };
 
-template <bool finishing>
-__global__ void __launch_bounds__(MmaInputGrad::threads, 2)
+template <int FC, bool finishing>
+__global__ void __launch_bounds__(MmaInputGrad<FC>::threads, 2)
     input_grad_mma(float* dx, const float* dy, const float* w, Geometry g, UnfinishedWeightGrad weight) {
-    using T = MmaInputGrad;
+    using T = MmaInputGrad<FC>;
     constexpr int H = T::H, K = T::K, OW = T::OW, P = T::P, R = T::R, N = T::N, AS = T::AS, BS = T::BS;
     if constexpr (finishing) finish_weight_slices(weight);
     __shared__ __align__(32) float staged[T::staged_floats];
@@ -2398,44 +2406,51 @@ __global__ void __launch_bounds__(MmaInputGrad::threads, 2)
         const int o = e / N, c = e - o * N, oy = c / R, ox = c - oy * R;
         staged[o * BS + c] = o < g.oc && oy < OW && ox < OW ? operand(dy_sample[o * P + oy * OW + ox], true) : 0.0f;
     }
-    T::Taps taps(g);
+    typename T::Taps taps(g);
     taps.load(w, 0);
 #ifdef DPTRAIN_TENSOR_CORES
     using namespace nvcuda;
     __syncthreads();
-    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[T::ksteps];
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[FC][T::ksteps];
 #pragma unroll
-    for (int ks = 0; ks < T::ksteps; ++ks) wmma::load_matrix_sync(fb[ks], staged + 8 * ks * BS + 16 * warp, BS);
+    for (int j = 0; j < FC; ++j)
+#pragma unroll
+        for (int ks = 0; ks < T::ksteps; ++ks)
+            wmma::load_matrix_sync(fb[j][ks], staged + 8 * ks * BS + 16 * (FC * warp + j), BS);
     __syncthreads();  // dy is in registers: the space holds A, the gap and z now
     for (int e = t; e < T::a_floats + T::gap + T::z_floats; e += T::threads) staged[e] = 0.0f;
     float* const sa = staged;
     float* const sz = staged + T::a_floats + T::gap;
-    // This thread's input pixel (iy, ix), and where its sums start in z.
-    const int iy = t / H, ix = t - iy * H;
-    const float* const z_at = sz + iy * R + ix;
     float* const dx_sample = dx + size_t(sample) * g.c * H * H;
     for (int ch = 0; ch < g.c; ++ch) {
         __syncthreads();  // the channel before is multiplied and summed (the first time: the zeros stored)
         taps.store(sa);
         __syncthreads();
         if (ch + 1 < g.c) taps.load(w, ch + 1);
-        wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+        wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2][FC];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) wmma::fill_fragment(acc[i], 0.0f);
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < FC; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 #pragma unroll
         for (int ks = 0; ks < T::ksteps; ++ks) {
             wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 wmma::load_matrix_sync(fa, sa + 16 * i * AS + 8 * ks, AS);
-                wmma::mma_sync(acc[i], fa, fb[ks], acc[i]);
+#pragma unroll
+                for (int j = 0; j < FC; ++j) wmma::mma_sync(acc[i][j], fa, fb[j][ks], acc[i][j]);
             }
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i)
-            wmma::store_matrix_sync(sz + 16 * i * BS + 16 * warp, acc[i], BS, wmma::mem_row_major);
+#pragma unroll
+            for (int j = 0; j < FC; ++j)
+                wmma::store_matrix_sync(sz + 16 * i * BS + 16 * (FC * warp + j), acc[i][j], BS, wmma::mem_row_major);
         __syncthreads();
-        if (t < H * H) {
+        for (int p = t; p < H * H; p += T::threads) {  // input pixel (iy, ix)
+            const int iy = p / H, ix = p - iy * H;
+            const float* const z_at = sz + iy * R + ix;
             float sum = 0.0f;
 #pragma unroll
             for (int ky = 0; ky < K; ++ky) {
@@ -2443,7 +2458,7 @@ __global__ void __launch_bounds__(MmaInputGrad::threads, 2)
 #pragma unroll
                 for (int kx = 0; kx < K; ++kx) sum += z_at[(ky * K + kx) * BS - ky * R - kx];
             }
-            dx_sample[ch * H * H + t] = sum;
+            dx_sample[ch * H * H + p] = sum;
         }
     }
 #else
@@ -2452,9 +2467,9 @@ __global__ void __launch_bounds__(MmaInputGrad::threads, 2)
 #endif
 }
 
-// Whether tf32 version 7's kernel takes s.
+// Whether tf32 version 7's (8's) kernel takes s.
 bool input_grad_mma_fits(const ConvShape& s) {
-    using T = MmaInputGrad;
+    using T = MmaInputGradShape;
     return tf32_version >= 7 && s.math == Math::tf32 && s.n > 0 && s.stride == 1 && s.pad == 0 && s.kh == T::K &&
            s.kw == T::K && s.h == T::H && s.w == T::H && s.c >= 1 && s.c <= T::most_c && s.oc >= 1 &&
            s.oc <= T::most_oc;
@@ -2691,11 +2706,14 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
                           cudaStream_t stream, const UnfinishedWeightGrad& weight) {
     const Geometry g(s);
     if (input_grad_mma_fits(s)) {
-        if (weight.dw)
-            return launch::kernel("input_grad_mma", input_grad_mma<true>, unsigned(s.n),
-                                  unsigned(MmaInputGrad::threads), stream, dx, dy, w, g, weight);
-        return launch::kernel("input_grad_mma", input_grad_mma<false>, unsigned(s.n), unsigned(MmaInputGrad::threads),
-                              stream, dx, dy, w, g, weight);
+        const auto run = [&](auto kernel, unsigned threads) {
+            launch::kernel("input_grad_mma", kernel, unsigned(s.n), threads, stream, dx, dy, w, g, weight);
+        };
+        if (tf32_version >= 8)
+            return weight.dw ? run(input_grad_mma<2, true>, MmaInputGrad<2>::threads)
+                             : run(input_grad_mma<2, false>, MmaInputGrad<2>::threads);
+        return weight.dw ? run(input_grad_mma<1, true>, MmaInputGrad<1>::threads)
+                         : run(input_grad_mma<1, false>, MmaInputGrad<1>::threads);
     }
     if (weight.dw && input_grad_finishes_slices(s, w))
         return launch::kernel("input_grad_rows_tiled_finishing", input_grad_rows_tiled_finishing, unsigned(s.n),

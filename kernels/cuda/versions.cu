@@ -171,6 +171,9 @@ const char* const tf32_versions[] = {
     "each input channel the product of its filters' taps and dy (25 x oc by oc x 81), then each input pixel the sum "
     "of its taps' products (the CPU twin's order of work); with conv2d_backward_weight 13 its blocks add the weight "
     "gradient's slices first. The tensor cores' sums, not version 6's bits",
+    "version 7 with 4 warps a block instead of 8, each 32 columns of the products instead of 16: every warp loads "
+    "all of a channel's tap fragments, so a block loads half as many, and each thread twice the taps. The same "
+    "sums as version 7, bit for bit",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

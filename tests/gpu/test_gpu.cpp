@@ -1459,6 +1459,28 @@ void test_tf32_weight_left(const std::string& version) {
     }
 }
 
+// tf32 version 8 runs version 7's input gradient (input_grad_mma) with 4
+// warps of twice the columns instead of 8: the same products in the same
+// order, so the same bits, on LeNet's conv2 at 7 and 256 samples and on
+// the kernel's edges (1 channel in and out; 20 in and 56 out).
+void test_tf32_input_grad_warps() {
+    std::vector<ConvShape> shapes = {lenet::model().conv_shapes(7)[1], lenet::model().conv_shapes(256)[1],
+                                     {3, 1, 13, 13, 1, 5, 5, 1, 0}, {2, 20, 13, 13, 56, 5, 5, 1, 0}};
+    for (ConvShape s : shapes) {
+        s.math = Math::tf32;
+        const auto dy = random(s.out_size(), 95), w = random(s.weight_size(), 96);
+        Buffer<float> gdy(dy), gw(w), dx(s.in_size()), scratch(cuda::conv2d_scratch_floats(s));
+        const auto under = [&](int version) {
+            cuda::select_version("tf32", version);
+            dx.poison();
+            cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, nullptr);
+            cuda::select_default_versions();
+            return dx.download();
+        };
+        compare("conv2d_backward_data " + describe(s) + " --tf32: tf32 version 8 = 7", under(8), under(7), 0.0);
+    }
+}
+
 void test_tf32() {
     if (!has_tf32()) return;
     // Each version of the kernels that take TF32 operands (versions.cu: tf32).
@@ -1474,6 +1496,7 @@ void test_tf32() {
         if (v >= 6) test_tf32_weight_left(version);
     }
     cuda::select_default_versions();
+    test_tf32_input_grad_warps();
     // And the latest input-gradient version, which rounds its operands as it
     // stages them too (LeNet's conv2), under the default tf32 version.
     const int latest = cuda::version_count("conv2d_backward_data");

@@ -862,7 +862,10 @@ int main(int argc, char** argv) {
                 if (launcher == "tf32") {
                     if (math != Math::tf32) return std::vector<std::string>{};
                     std::vector<std::string> runs = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
-                    if (kind == ModelKind::lenet) runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
+                    if (kind == ModelKind::lenet) {  // (and the two gradients as training calls them, from tf32 6)
+                        runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
+                        runs.push_back("conv2d_backward_weight_data");
+                    }
                     return runs;
                 }
                 if (launcher == "conv2d_forward" && kind == ModelKind::lenet)

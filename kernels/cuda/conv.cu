@@ -838,7 +838,8 @@ bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
            reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 // Whether s's input gradient runs on a kernel that adds a weight
-// gradient's slices itself (version 9's, as input_grad_rows_tiled_finishing).
+// gradient's slices itself (version 9's, as input_grad_rows_tiled_finishing;
+// with --tf32 from tf32 version 7, input_grad_mma).
 bool input_grad_mma_fits(const ConvShape& s);
 bool input_grad_finishes_slices(const ConvShape& s, const float* w) {
     return input_grad_mma_fits(s) || (conv2d_backward_data_version >= 9 && input_grad_rows_tiled_fits(s, w));
@@ -2313,11 +2314,11 @@ bool rows_forward_mma_fits(const ConvShape& s) {
 
 // Versions 7 and 8 of --tf32: LeNet's conv2 input gradient (5x5 filters,
 // stride 1, no padding, 13x13 inputs, at most 20 input and 56 output
-// channels) on the tensor cores, a block a sample. Unfolding dy for a product along k = oc *
-// 25 would copy each value 25 times (240,000 copies a sample, for a product
-// of 4.2 million multiply-adds, half of them by zeros); instead the block
-// multiplies first and unfolds after, as the CPU's GEMM twin does
-// (conv2d_backward_data_gemm): for each input channel ch,
+// channels) on the tensor cores, a block a sample. Unfolding dy for a
+// product along k = oc * 25 would copy each value 25 times (240,000 copies
+// a sample, for a product of 4.2 million multiply-adds, half of them by
+// zeros); instead the block multiplies first and unfolds after, as the
+// CPU's GEMM twin does (conv2d_backward_data_gemm): for each input channel
 //   z (25 taps, 81 pixels) = w[:, ch]^T (25, oc) . dy (oc, 81),
 //   dx[ch] (13 x 13): each input pixel the sum over taps (ky, kx) of z at
 //   the output pixel (iy - ky, ix - kx) where that is one (col2im),
@@ -2331,20 +2332,20 @@ bool rows_forward_mma_fits(const ConvShape& s) {
 //   is reused for A and z;
 // - a channel's taps as A, 25 rows padded to 32 (rounded; zeros past 25
 //   and past oc, stored once): a thread's loads of the next channel (6 in
-//   version 7, 11 in 8) in flight while this one is multiplied;
+//   version 7, 11 in 8) in flight while this one is multiplied. Every warp
+//   loads all of A's fragments, so version 8's warps, with twice the
+//   columns, load half as many a block as version 7's;
 // - each warp's 2 x FC fragments of z stored to shared memory; then a
-//   thread an input pixel sums its taps in order. Every warp loads all of
-//   A's fragments, so version 8's warps, with twice the columns, load half
-//   as many a block as version 7's. z's columns keep
-//   dy's rows 13 apart, so a tap that falls left or right of the plane
-//   reads one of its zero columns (or, left of z's first row, zeros before
-//   it): a thread tests its 5 filter rows alone.
+//   thread an input pixel sums its taps in order. z's columns keep dy's
+//   rows 13 apart, so a tap that falls left or right of the plane reads
+//   one of its zero columns (or, left of z's first row, zeros before it):
+//   a thread tests its 5 filter rows alone.
 // Three barriers a channel. With conv2d_backward_weight 13 (as
 // input_grad_rows_tiled_finishing) its blocks first add the weight
 // gradient's slices that the layer's weight gradient left
 // (finish_weight_slices: finish_splits' bits). The tensor cores add each
 // product's terms in an order of their own: dx is the TF32 twin's within a
-// product's rounding.
+// product's rounding; versions 7 and 8 are the same bits.
 struct MmaInputGradShape {  // the shapes both versions take
     static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, P = OW * OW;
     static constexpr int most_c = 20, most_oc = 56;

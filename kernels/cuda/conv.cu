@@ -2305,12 +2305,15 @@ __global__ void __launch_bounds__(MmaRows::threads, 2) rows_forward_mma(float* y
 }
 
 // Whether tf32 version 4's kernel takes s.
-bool rows_forward_mma_fits(const ConvShape& s) {
-    using T = MmaRows;
-    return tf32_version >= 4 && s.math == Math::tf32 && s.n > 0 && s.stride == 1 && s.pad == 0 && s.kh == T::K &&
-           s.kw == T::K && s.h == T::H && s.w == T::H && s.c >= 1 && s.c <= T::most_c && s.oc >= 1 &&
-           s.oc <= T::most_oc;
+// Whether s, with --tf32, is the convolution a tensor-core kernel's T takes:
+// LeNet's conv2 (T::K x T::K filters, stride 1, no padding, T::H x T::H
+// inputs), with at most T::most_c input and T::most_oc output channels.
+template <class T>
+bool conv2_mma_fits(const ConvShape& s) {
+    return s.math == Math::tf32 && s.n > 0 && s.stride == 1 && s.pad == 0 && s.kh == T::K && s.kw == T::K &&
+           s.h == T::H && s.w == T::H && s.c >= 1 && s.c <= T::most_c && s.oc >= 1 && s.oc <= T::most_oc;
 }
+bool rows_forward_mma_fits(const ConvShape& s) { return tf32_version >= 4 && conv2_mma_fits<MmaRows>(s); }
 
 // Versions 7 and 8 of --tf32: LeNet's conv2 input gradient (5x5 filters,
 // stride 1, no padding, 13x13 inputs, at most 20 input and 56 output
@@ -2469,12 +2472,7 @@ __global__ void __launch_bounds__(MmaInputGrad<FC>::threads, 2)
 }
 
 // Whether tf32 version 7's (8's) kernel takes s.
-bool input_grad_mma_fits(const ConvShape& s) {
-    using T = MmaInputGradShape;
-    return tf32_version >= 7 && s.math == Math::tf32 && s.n > 0 && s.stride == 1 && s.pad == 0 && s.kh == T::K &&
-           s.kw == T::K && s.h == T::H && s.w == T::H && s.c >= 1 && s.c <= T::most_c && s.oc >= 1 &&
-           s.oc <= T::most_oc;
-}
+bool input_grad_mma_fits(const ConvShape& s) { return tf32_version >= 7 && conv2_mma_fits<MmaInputGradShape>(s); }
 
 // Runs version 6's, 7's, 9's or 10's forward, or tf32 version 4's, where one takes s; false where none does.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>

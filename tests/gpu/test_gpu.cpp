@@ -1422,7 +1422,7 @@ void test_tf32_dense_loss(const std::string& version) {
 // LeNet's conv2 under --tf32 as training runs it (from tf32 version 6):
 // the weight gradient leaves its slices (conv2d_backward_weight_unfinished)
 // and the input gradient's kernel adds them, input_grad_rows_tiled_finishing
-// in version 6, input_grad_mma in 7. The same bits as the two whole calls
+// in version 6, input_grad_mma in 7 and 8. The same bits as the two whole calls
 // (dx, dw and db), which test_tf32_conv holds against the TF32 twin.
 // Batches of 7, 64 and 256.
 void test_tf32_weight_left(const std::string& version) {

@@ -3023,20 +3023,165 @@ __global__ void __launch_bounds__(weight_rows_most_threads)
     if (t.active) store_weight_rows<K>(partial, acc, bias, g, t.slice, t.co, t.ch);
 }
 
+// Version 9 of --tf32: LeNet's conv2 weight gradient (5x5 filters, stride
+// 1, no padding, 13x13 inputs, at most 20 input and 56 output channels) on
+// the tensor cores. For a sample, [dw] (oc, c * 25) += dy (oc, 81 pixels) .
+// unfold(x) (81 pixels, c * 25): a product along the sample's pixels, k = 81
+// (11 k-steps of 8, the last 7 zeros). The unfolded input's c * 25 columns
+// (500 for LeNet) go to blocks 64 at a time, so that each block unfolds its
+// own and the unfolding is done once a sample; a block takes a slice of the
+// batch (the rows kernels' slices, into the same scratch: [dw | db] an
+// output channel, a slice after another) and one chunk of 64 columns:
+// - for each sample, dy staged as A (oc rows of 81 pixels, rows 92 floats
+//   apart, zeros past oc and past 81, rounded), and the chunk's input
+//   channels (at most 4) staged rounded; then its unfolded input built as B
+//   (81 rows of 64 columns, then 7 rows of zeros): each of the 128 threads
+//   one column's half of the pixels, whose places in the staged planes are
+//   known when compiled;
+// - each of 4 warps 2 x 2 fragments of the block's 64 x 64 results, held
+//   across the slice's samples, so each (output channel, tap) sums samples
+//   then pixels in the tensor cores' order;
+// - A's rows past 56 are the staged input channels: A's fragments of 16
+//   rows read them, and only result rows past oc, never stored, take them;
+// - the bias, from dy as it is (the TF32 twin's): the chunk's block of a
+//   slice sums output channels chunk, chunk + chunks, ... in the rows
+//   kernels' order, samples, then pixels.
+// Three barriers a sample. The tensor cores add each product's terms in an
+// order of their own: dw is the TF32 twin's within a product's rounding.
+struct MmaWeightGrad {
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, P = OW * OW;
+    static constexpr int most_c = 20, most_oc = 56;
+    static constexpr int M = 64, N = 64, KP = 88;  // the block's result rows and columns; k, padded to k-steps
+    static constexpr int AS = KP + 4, BS = N + 4;  // shared rows of A and B, padded
+    static constexpr int warps = 4, threads = warps * 32, ksteps = KP / 8;
+    static constexpr int most_planes = (N - 1 + KK - 1) / KK + 1;  // input channels a chunk's columns meet
+    static constexpr int a_floats = M * AS, x_at = most_oc * AS, b_floats = KP * BS;
+    static constexpr int dy_rows = 4, half_p = (P + 1) / 2;  // rows of dy a warp stages at a time; a half-column
+    static_assert(threads == 2 * N && KP >= P && KP % 8 == 0 && 3 * 32 >= P && x_at + most_planes * H * H <= a_floats &&
+                  M * BS <= b_floats && N % 32 == 0 && M % 32 == 0);
+    static int chunks(const ConvShape& s) { return tiled::ceil_div(s.c * KK, N); }
+
+    // Builds rows `from` to `to` (pixels) of the unfolded column whose
+    // window starts at sx + at (at < 0: a column past c * 25, zeros).
+    template <int from, int to>
+    __device__ static void unfold(float* sb, const float* sx, int at, int col) {
+#pragma unroll
+        for (int p = from; p < to; ++p) sb[p * BS + col] = at >= 0 ? sx[at + (p / OW) * H + p % OW] : 0.0f;
+    }
+};
+
+__global__ void __launch_bounds__(MmaWeightGrad::threads, 4)
+    weight_grad_mma(float* partial, const float* dy, const float* x, Geometry g, int per_slice) {
+    using T = MmaWeightGrad;
+    constexpr int H = T::H, KK = T::KK, P = T::P, AS = T::AS, BS = T::BS, N = T::N;
+#ifdef DPTRAIN_TENSOR_CORES
+    using namespace nvcuda;
+    __shared__ __align__(32) float staged[T::a_floats + T::b_floats];
+    float* const sa = staged;
+    float* const sx = staged + T::x_at;
+    float* const sb = staged + T::a_floats;
+    const int slice = int(blockIdx.x), chunk = int(blockIdx.y), chunks = int(gridDim.y), t = int(threadIdx.x);
+    const int s0 = slice * per_slice, s1 = min(g.n, s0 + per_slice), taps = g.c * KK;
+    // The chunk's columns and the input channels they meet.
+    const int n0 = chunk * N, c0 = n0 / KK, planes = min(g.c, (n0 + N - 1) / KK + 1) - c0;
+    // This thread's column of B and half of its pixels, and where the
+    // column's window starts among the staged planes.
+    const int col = t % N, half = t / N, n = n0 + col, ch = n / KK, tap = n - ch * KK, ky = tap / T::K;
+    const int at = n < taps ? (ch - c0) * H * H + ky * H + (tap - ky * T::K) : -1;
+    // The bias: output channel `bias_o` of the slice, where this thread has one.
+    const int bias_o = chunk + t * chunks;
+    float bias = 0.0f;
+    for (int e = t; e < T::a_floats + T::b_floats; e += T::threads) staged[e] = 0.0f;
+    const int warp = t / 32, lane = t % 32, wm = 32 * (warp % 2), wn = 32 * (warp / 2);  // its results' first row, column
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int sample = s0; sample < s1; ++sample) {
+        __syncthreads();  // the sample before is multiplied (the first time: the zeros are stored)
+        const float* dy_sample = dy + size_t(sample) * g.oc * P;
+        for (int o0 = warp; o0 < g.oc; o0 += T::dy_rows * T::warps) {  // a warp a row, 3 pixels a lane
+            float v[T::dy_rows][3];  // a batch's loads in flight before it stores any
+#pragma unroll
+            for (int r = 0; r < T::dy_rows; ++r)
+#pragma unroll
+                for (int q = 0; q < 3; ++q) {
+                    const int o = o0 + r * T::warps, p = lane + 32 * q;
+                    v[r][q] = o < g.oc && p < P ? operand(dy_sample[o * P + p], true) : 0.0f;
+                }
+#pragma unroll
+            for (int r = 0; r < T::dy_rows; ++r)
+#pragma unroll
+                for (int q = 0; q < 3; ++q) {
+                    const int o = o0 + r * T::warps, p = lane + 32 * q;
+                    if (o < g.oc && p < P) sa[o * AS + p] = v[r][q];
+                }
+        }
+        const float* x_planes = x + (size_t(sample) * g.c + c0) * H * H;
+        for (int e = t; e < planes * H * H; e += T::threads) sx[e] = operand(x_planes[e], true);
+        __syncthreads();
+        if (half == 0) T::unfold<0, T::half_p>(sb, sx, at, col);
+        else T::unfold<T::half_p, P>(sb, sx, at, col);
+        if (bias_o < g.oc) {
+            const float* row = dy_sample + bias_o * P;
+            for (int p = 0; p < P; ++p) bias += row[p];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < T::ksteps; ++ks) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], sa + (wm + 16 * i) * AS + 8 * ks, AS);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], sb + 8 * ks * BS + wn + 16 * j, BS);
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+    }
+    __syncthreads();  // every warp's last fragments are read: B's space holds the results now (M rows of BS)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+            wmma::store_matrix_sync(sb + (wm + 16 * i) * BS + wn + 16 * j, acc[i][j], BS, wmma::mem_row_major);
+    __syncthreads();
+    float* const out = partial + size_t(slice) * g.oc * (taps + 1);
+    for (int e = t; e < g.oc * N; e += T::threads) {
+        const int o = e / N, q = e - o * N;
+        if (n0 + q < taps) out[size_t(o) * (taps + 1) + n0 + q] = sb[o * BS + q];
+    }
+    if (bias_o < g.oc) out[size_t(bias_o) * (taps + 1) + taps] = bias;
+#else
+    (void)partial, (void)dy, (void)x, (void)g, (void)per_slice;
+    __trap();
+#endif
+}
+
 namespace {  // (Geometry's namespace)
 // Version 8's kernel for s (null where the other versions run), the
-// batch's slices (the splits add_splits adds), the samples in each, and the
-// block's threads.
+// batch's slices (the splits add_splits adds), the samples in each, the
+// block's threads, and the blocks a slice (grid y); or, with --tf32 from
+// tf32 version 9, the tensor cores' kernel, into the same slices.
 using WeightRowsKernel = void (*)(float*, const float*, const float*, Geometry, int);
 struct WeightRowsLaunch {
     WeightRowsKernel kernel;
     int slices, per_slice, threads;
     const char* name;
+    int parts = weight_rows_parts;
 };
 WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
+    const bool tf32 = s.math == Math::tf32;
+    if (tf32 && tf32_version >= 9 && s.n > 0 && conv2_mma_fits<MmaWeightGrad>(s)) {
+        const int per_slice = tiled::ceil_div(s.n, weight_grad_splits(s, 3));
+        return {weight_grad_mma, tiled::ceil_div(s.n, per_slice), per_slice, MmaWeightGrad::threads,
+                "weight_grad_mma", MmaWeightGrad::chunks(s)};
+    }
     WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c), "weight_grad_rows"};
     // --tf32 from tf32 version 6, on version 11's kernel alone.
-    const bool tf32 = s.math == Math::tf32;
     if (conv2d_backward_weight_version < 8 || (tf32 && (tf32_version < 6 || conv2d_backward_weight_version < 11)) ||
         s.n <= 0 || s.stride != 1 || s.pad != 0 || s.kh != s.kw)
         return l;
@@ -3073,7 +3218,7 @@ WeightRowsLaunch weight_slices_left(const ConvShape& s, const float* x) {
 // The rows kernel's slices of s's weight gradient into scratch, not added.
 UnfinishedWeightGrad weight_rows_slices(const WeightRowsLaunch& l, float* dw, float* db, const float* dy,
                                         const float* x, const ConvShape& s, float* scratch, cudaStream_t stream) {
-    launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)), unsigned(l.threads),
+    launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(l.parts)), unsigned(l.threads),
                    stream, scratch, dy, x, Geometry(s), l.per_slice);
     return {dw, db, scratch, l.slices, s.oc, s.col_rows()};
 }

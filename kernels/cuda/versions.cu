@@ -174,6 +174,12 @@ const char* const tf32_versions[] = {
     "version 7 with 4 warps a block instead of 8, each 32 columns of the products instead of 16: every warp loads "
     "all of a channel's tap fragments, so a block loads half as many, and each thread twice the taps. The same "
     "sums as version 7, bit for bit",
+    "version 8, and LeNet's conv2 weight gradient (5x5 filters on 13x13 inputs, at most 20 input and 56 output "
+    "channels) on the tensor cores by a kernel of its own (weight_grad_mma): a block a slice of the batch and 64 of "
+    "the unfolded input's columns; for each sample dy (oc x 81) times the unfolded input (81 x 64) that the block "
+    "builds in shared memory, the results held in the warps' fragments across the slice; the bias summed from dy as "
+    "it is. Into the rows kernels' slices, which the input gradient's kernel adds. The tensor cores' sums, not "
+    "version 8's bits",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

@@ -1481,6 +1481,30 @@ void test_tf32_input_grad_warps() {
     }
 }
 
+// tf32 version 9 runs conv2's weight gradient on the tensor cores
+// (weight_grad_mma), but sums the bias from dy as it is, in the rows
+// kernel's order and into its slices: db the bits of version 8's, on
+// LeNet's conv2 at 7, 64 and 256 samples.
+void test_tf32_weight_bias() {
+    for (const int n : {7, 64, 256}) {
+        ConvShape s = lenet::model().conv_shapes(n)[1];
+        s.math = Math::tf32;
+        const auto x = random(s.in_size(), 97), dy = random(s.out_size(), 98), db0 = random(size_t(s.oc), 99);
+        Buffer<float> gx(x), gdy(dy), dw(s.weight_size()), db(db0), scratch(cuda::conv2d_scratch_floats(s));
+        Tickets tickets;
+        const auto under = [&](int version) {
+            cuda::select_version("tf32", version);
+            db.upload(db0);
+            scratch.poison();
+            cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, nullptr);
+            cuda::select_default_versions();
+            return db.download();
+        };
+        compare("conv2d_backward_weight db " + describe(s) + " --tf32: tf32 version 9 = 8", under(9), under(8), 0.0);
+        check_tickets(tickets, "conv2d_backward_weight " + describe(s) + " --tf32");
+    }
+}
+
 void test_tf32() {
     if (!has_tf32()) return;
     // Each version of the kernels that take TF32 operands (versions.cu: tf32).
@@ -1497,6 +1521,7 @@ void test_tf32() {
     }
     cuda::select_default_versions();
     test_tf32_input_grad_warps();
+    test_tf32_weight_bias();
     // And the latest input-gradient version, which rounds its operands as it
     // stages them too (LeNet's conv2), under the default tf32 version.
     const int latest = cuda::version_count("conv2d_backward_data");

@@ -31,7 +31,8 @@
 #             for 6 to 7 on an H200): the build and the GPU test suite as
 #             `build` runs them, then what decides the next defaults: whole
 #             epochs with the versions not yet timed (UNTIMED_RESNET18,
-#             UNTIMED_LENET_TF32 below) against the defaults, memcheck and
+#             UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
+#             defaults, memcheck and
 #             racecheck on a tiny ResNet-18 run with all of them, a ResNet-18
 #             step's kernels by ncu, and the classroom pair
 #
@@ -68,6 +69,9 @@ done
 # stage times them against the defaults.
 UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 batch_norm=7,pool=2,waves=2"}
 UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4 tf32=5 tf32=6 tf32=7 tf32=8 tf32=9"}
+# ResNet-18 with --tf32 (its convolutions on the GEMM core's tensor-core
+# tiles) has never run a timed epoch: its defaults, at least.
+UNTIMED_RESNET18_TF32=${UNTIMED_RESNET18_TF32-"default"}
 
 # --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
 # loader's path may still have one from its PyTorch wheel: use it.
@@ -652,13 +656,17 @@ stage_quick() {
     note "info  $(gpu_name); data $data"
     # The versions not yet timed, in whole epochs against the defaults: the
     # median of 2 runs in turns, each the median of epochs 2 to 3 (ResNet-18)
-    # or 2 to 5 (LeNet, --tf32).
-    local model only args table
-    for model in resnet18 lenet; do
-        only=$UNTIMED_RESNET18 args="" table=$logs/untimed-resnet18.txt
-        [[ $model == lenet ]] && only=$UNTIMED_LENET_TF32 args="--batch 256 --lr 0.3 --tf32" table=$logs/untimed-lenet-tf32.txt
+    # or 2 to 5 (LeNet, --tf32); ResNet-18 with --tf32 last.
+    local run model only args table
+    for run in resnet18 lenet-tf32 resnet18-tf32; do
+        case $run in
+            resnet18) model=resnet18 only=$UNTIMED_RESNET18 args="" ;;
+            lenet-tf32) model=lenet only=$UNTIMED_LENET_TF32 args="--batch 256 --lr 0.3 --tf32" ;;
+            resnet18-tf32) model=resnet18 only=$UNTIMED_RESNET18_TF32 args="--batch 256 --lr 0.1 --tf32" ;;
+        esac
+        table=$logs/untimed-$run.txt
         [[ -z $only ]] && continue
-        over_budget "kernel_versions.sh $model" && continue
+        over_budget "kernel_versions.sh $run" && continue
         if DPTRAIN_ARGS=$args ONLY=$only bench/kernel_versions.sh "$dir/dptrain" "$model" 2 \
             "$([[ $model == lenet ]] && echo 5 || echo 3)" >"$table" 2>&1; then
             cat "$table"

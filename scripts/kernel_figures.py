@@ -382,7 +382,7 @@ def main():
     for name, pretty in zip(names, demangle(names)):
         kernels[name]["pretty"] = pretty
         kernels[name]["key"] = base_name(pretty) + key_of(pretty)
-        short = re.sub(r"dpt::cuda::|dpt::|_GLOBAL__N__\w+::|\(anonymous namespace\)::|tiled::", "", pretty)
+        short = re.sub(r"dpt::cuda::|dpt::|_GLOBAL__N__\w+::|\(anonymous namespace\)::|tiled::|\bconv::", "", pretty)
         kernels[name]["label"] = split_params(short)[0].removeprefix("void ")
 
     arch = ARCHES[args.arch]

@@ -32,9 +32,9 @@
 #             `build` runs them, then what decides the next defaults: whole
 #             epochs with the versions not yet timed (UNTIMED_RESNET18,
 #             UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
-#             defaults, memcheck and
-#             racecheck on a tiny ResNet-18 run with all of them, a ResNet-18
-#             step's kernels by ncu, and the classroom pair
+#             defaults, memcheck and racecheck on a tiny ResNet-18 run with
+#             all of them, a ResNet-18 step's kernels by ncu, and the
+#             classroom pair
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #

@@ -48,7 +48,6 @@ using conv::PoolGeometry;
 using conv::StoreWeightsAndBias;
 namespace {
 
-
 // The kernels below that sum a convolution directly, on the FP32 units
 // rather than through the GEMM core, take --tf32 from version 2 of the
 // `tf32` launcher (versions.cu): they round each operand to TF32 as they
@@ -1558,7 +1557,6 @@ constexpr int direct_group = 4;  // (tiled::read4's width)
 constexpr int direct_max_taps = 64, direct_max_oc = 64, direct_max_image = 4096,
               direct_max_plane = 1024;
 
-
 bool direct_forward_fits(const ConvShape& s) {
     return conv2d_forward_version >= 2 && direct_math(s) && s.n > 0 && s.oc <= direct_max_oc &&
            s.col_rows() <= direct_max_taps && size_t(s.c) * s.h * s.w <= size_t(direct_max_image) &&
@@ -1813,7 +1811,6 @@ __device__ inline void stage_input_rows(float* sx, const float* x_sample, const 
         return ix >= 0 && ix < R::W ? from[size_t(r) * R::W + ix] : 0.0f;
     });
 }
-
 
 // Version 7 splits each sample's output channels between gridDim.y blocks
 // (`split`): a block stages the filters of its own channels alone, and each
@@ -2664,21 +2661,21 @@ struct WeightRowsLaunch {
     int parts = weight_rows_parts;
 };
 WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
-    const bool tf32 = s.math == Math::tf32;
-    if (conv::weight_grad_mma_fits(s)) {
-        const int per_slice = tiled::ceil_div(s.n, weight_grad_splits(s, 3));
-        return {conv::weight_grad_mma_kernel(), tiled::ceil_div(s.n, per_slice), per_slice,
-                conv::weight_grad_mma_threads, "weight_grad_mma", conv::weight_grad_mma_chunks(s)};
-    }
+    // The batch's slices: weight_grad_splits(s, 3) of them, whole samples
+    // each (conv2d_scratch_floats holds this many [dw | db]).
+    const int splits = weight_grad_splits(s, 3), per_slice = tiled::ceil_div(s.n, splits),
+              slices = per_slice > 0 ? tiled::ceil_div(s.n, per_slice) : 0;
+    if (conv::weight_grad_mma_fits(s))
+        return {conv::weight_grad_mma_kernel(), slices, per_slice, conv::weight_grad_mma_threads, "weight_grad_mma",
+                conv::weight_grad_mma_chunks(s)};
     WeightRowsLaunch l{nullptr, 0, 0, whole_warps(tiled::ceil_div(s.oc, weight_rows_parts) * s.c), "weight_grad_rows"};
     // --tf32 from tf32 version 6, on version 11's kernel alone.
+    const bool tf32 = s.math == Math::tf32;
     if (conv2d_backward_weight_version < 8 || (tf32 && (tf32_version < 6 || conv2d_backward_weight_version < 11)) ||
         s.n <= 0 || s.stride != 1 || s.pad != 0 || s.kh != s.kw)
         return l;
-    const int splits = weight_grad_splits(s, 3);  // conv2d_scratch_floats holds this many [dw | db]
     if (splits < 2 || l.threads > weight_rows_most_threads) return l;
-    l.per_slice = tiled::ceil_div(s.n, splits);
-    l.slices = tiled::ceil_div(s.n, l.per_slice);
+    l.per_slice = per_slice, l.slices = slices;
     using R = RowsWeight<5, 9>;
     const int per = tiled::ceil_div(s.oc, weight_rows_parts);
     if (s.kh == 5 && s.ow() == 9 && s.c * R::channel(s.h) + per * s.oh() * R::OWP <= staged_rows_floats) {

@@ -68,9 +68,12 @@ struct MmaRows {
     }
 };
 
-// A warp's 2 x 2 fragments of MmaRows' product (rows m0 to m0 + 32,
-// columns n0 to n0 + 32), on the tensor cores (compute capability 8.0 and
-// later; before it they trap, as Tf32Core's do).
+// A warp's 2 x 2 fragments of a block's product (rows m0 to m0 + 32,
+// columns n0 to n0 + 32; warps in pairs down the rows), from A in shared
+// rows of AS floats and B in rows of BS, on the tensor cores (compute
+// capability 8.0 and later; before it they trap, as Tf32Core's do). The
+// forward's and the weight gradient's kernels multiply through it.
+template <int AS, int BS>
 struct MmaWarp {
     int m0, n0;
 #ifdef DPTRAIN_TENSOR_CORES
@@ -82,18 +85,18 @@ struct MmaWarp {
 #pragma unroll
             for (int j = 0; j < 2; ++j) nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);
     }
-    // Adds a chunk's product: A (rows of MmaRows::AS floats) times B (rows of BS).
+    // Adds the product of A's first 8 * ksteps columns and B's first 8 * ksteps rows.
+    template <int ksteps>
     __device__ void multiply(const float* sa, const float* sb) {
         using namespace nvcuda;
-        constexpr int AS = MmaRows::AS, BS = MmaRows::BS;
 #pragma unroll
-        for (int ks = 0; ks < MmaRows::KC; ks += 8) {
+        for (int ks = 0; ks < ksteps; ++ks) {
             wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa[2];
             wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[2];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], sa + (m0 + 16 * i) * AS + ks, AS);
+            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], sa + (m0 + 16 * i) * AS + 8 * ks, AS);
 #pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], sb + ks * BS + n0 + 16 * j, BS);
+            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], sb + 8 * ks * BS + n0 + 16 * j, BS);
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -106,11 +109,12 @@ struct MmaWarp {
         for (int i = 0; i < 2; ++i)
 #pragma unroll
             for (int j = 0; j < 2; ++j)
-                nvcuda::wmma::store_matrix_sync(to + (m0 + 16 * i) * MmaRows::BS + n0 + 16 * j, acc[i][j],
-                                                MmaRows::BS, nvcuda::wmma::mem_row_major);
+                nvcuda::wmma::store_matrix_sync(to + (m0 + 16 * i) * BS + n0 + 16 * j, acc[i][j], BS,
+                                                nvcuda::wmma::mem_row_major);
     }
 #else
     __device__ explicit MmaWarp(int) : m0(0), n0(0) { __trap(); }
+    template <int ksteps>
     __device__ void multiply(const float*, const float*) { __trap(); }
     __device__ void store(float*) const { __trap(); }
 #endif
@@ -138,7 +142,7 @@ __global__ void __launch_bounds__(MmaRows::threads, 2) rows_forward_mma(float* y
     // plane; -1 past the 81 pixels), and its half of the chunk's rows.
     const int col = t % T::N, half = t / T::N, oy = col / T::OW;
     const int at = col < P ? oy * H + (col - oy * T::OW) : -1;
-    MmaWarp product(t / 32);
+    MmaWarp<T::AS, T::BS> product(t / 32);
     for (int k0 = 0; k0 < k_all; k0 += KC) {
         float taps[T::a_loads];
         T::load_a(taps, w, g.oc, k_all, k0);
@@ -150,7 +154,7 @@ __global__ void __launch_bounds__(MmaRows::threads, 2) rows_forward_mma(float* y
             sb[r * BS + col] = from >= 0 && at >= 0 ? sx[from + at] : 0.0f;
         }
         __syncthreads();
-        product.multiply(sa, sb);
+        product.multiply<KC / 8>(sa, sb);
     }
     __syncthreads();  // every warp's last fragments are read: the space holds the results now (oc rows of BS)
     product.store(staged);
@@ -369,7 +373,7 @@ struct MmaWeightGrad {
     static constexpr int a_floats = M * AS, x_at = most_oc * AS, b_floats = KP * BS;
     static constexpr int dy_rows = 4, half_p = (P + 1) / 2;  // rows of dy a warp stages at a time; a half-column
     static_assert(threads == 2 * N && KP >= P && KP % 8 == 0 && 3 * 32 >= P && x_at + most_planes * H * H <= a_floats &&
-                  M * BS <= b_floats && N % 32 == 0 && M % 32 == 0);
+                  M * BS <= b_floats && M == 64 && warps == 2 * (N / 32));  // (MmaWarp: warps in pairs down the rows)
     static int chunks(const ConvShape& s) { return tiled::ceil_div(s.c * KK, N); }
 
     // Builds rows `from` to `to` (pixels) of the unfolded column whose
@@ -385,7 +389,6 @@ __global__ void __launch_bounds__(MmaWeightGrad::threads, 4)
     weight_grad_mma(float* partial, const float* dy, const float* x, Geometry g, int per_slice) {
     using T = MmaWeightGrad;
 #ifdef DPTRAIN_TENSOR_CORES
-    using namespace nvcuda;
     constexpr int H = T::H, KK = T::KK, P = T::P, AS = T::AS, BS = T::BS, N = T::N;
     __shared__ __align__(32) float staged[T::a_floats + T::b_floats];
     float* const sa = staged;
@@ -403,12 +406,8 @@ __global__ void __launch_bounds__(MmaWeightGrad::threads, 4)
     const int bias_o = chunk + t * chunks;
     float bias = 0.0f;
     for (int e = t; e < T::a_floats + T::b_floats; e += T::threads) staged[e] = 0.0f;
-    const int warp = t / 32, lane = t % 32, wm = 32 * (warp % 2), wn = 32 * (warp / 2);  // its results' first row, column
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2][2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    const int warp = t / 32, lane = t % 32;
+    MmaWarp<AS, BS> product(warp);  // the block's 64 x 64 results, held across the slice's samples
     for (int sample = s0; sample < s1; ++sample) {
         __syncthreads();  // the sample before is multiplied (the first time: the zeros are stored)
         const float* dy_sample = dy + size_t(sample) * g.oc * P;
@@ -439,26 +438,10 @@ __global__ void __launch_bounds__(MmaWeightGrad::threads, 4)
             for (int p = 0; p < P; ++p) bias += row[p];
         }
         __syncthreads();
-#pragma unroll
-        for (int ks = 0; ks < T::ksteps; ++ks) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], sa + (wm + 16 * i) * AS + 8 * ks, AS);
-#pragma unroll
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], sb + 8 * ks * BS + wn + 16 * j, BS);
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
+        product.multiply<T::ksteps>(sa, sb);
     }
     __syncthreads();  // every warp's last fragments are read: B's space holds the results now (M rows of BS)
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-            wmma::store_matrix_sync(sb + (wm + 16 * i) * BS + wn + 16 * j, acc[i][j], BS, wmma::mem_row_major);
+    product.store(sb);
     __syncthreads();
     float* const out = partial + size_t(slice) * g.oc * (taps + 1);
     for (int e = t; e < g.oc * N; e += T::threads) {

@@ -903,6 +903,58 @@ struct UnfoldTransposedAndOnes {
         return inside ? pixel.corner[tap.offset] : tap.outside;
     }
 };
+// Version 14's two operands above: the same elements, each one predicate
+// (tiles.cuh: LoadsIf). In versions 1 to 13 an element took two branches,
+// one past the k-step's edge and one past the image's, and its address was
+// rebuilt from the sample's element index (5 instructions); here the
+// window's corner is a pointer held in registers, the edge, the rows and
+// the columns one predicate, and the load predicated on it.
+struct UnfoldTransposedPredicated : UnfoldTransposed {
+    // The element at `offset` from the corner: one multiply-add, from a 32-bit
+    // offset. (Left to itself nvcc keeps every load's offset widened to 64
+    // bits across the loop: two registers a load, and a 64-bit add.)
+    __device__ static float at(const float* corner, int offset) {
+#ifdef __CUDA_ARCH__
+        asm volatile("" : "+r"(offset));
+#endif
+        return __ldg(corner + offset);
+    }
+    __device__ Step step(int col) const {
+        Step pixel = UnfoldTransposed::step(col);
+#ifdef __CUDA_ARCH__
+        asm("" : "+l"(pixel.corner));  // a pointer in registers: a load is one multiply-add from it
+#endif
+        return pixel;
+    }
+    __device__ float load_if(bool wanted, const Fixed& tap, const Step& pixel) const {
+        const bool inside = wanted & (unsigned(pixel.iy0 + tap.ky) < unsigned(g.h)) &
+                            (unsigned(pixel.ix0 + tap.kx) < unsigned(g.w));
+        return inside ? at(pixel.corner, tap.offset) : 0.0f;
+    }
+};
+struct UnfoldTransposedAndOnesPredicated : UnfoldTransposedAndOnes {
+    __device__ Step step(int col) const { return UnfoldTransposedPredicated{unfold}.step(col); }
+    __device__ float load_if(bool wanted, const Fixed& tap, const Step& pixel) const {
+        const Geometry& g = unfold.g;
+        const bool inside = wanted & (unsigned(pixel.iy0 + tap.ky) < unsigned(g.h)) &
+                            (unsigned(pixel.ix0 + tap.kx) < unsigned(g.w));
+        float v = wanted ? tap.outside : 0.0f;
+        if (inside) v = UnfoldTransposedPredicated::at(pixel.corner, tap.offset);
+        return v;
+    }
+};
+// f(dy, unfold(x)^T, [unfold(x)^T | 1]) as the weight gradient's version reads them.
+template <class F>
+void with_weight_grad_operands(const float* dy, const float* x, const ConvShape& s, F&& f) {
+    const OutputGrad dy_rows{dy, s.oc, FastDiv(s.col_cols())};
+    const UnfoldTransposed unfold{x, Geometry(s)};
+    if (conv2d_backward_weight_version >= 14)
+        f(dy_rows, UnfoldTransposedPredicated{unfold},
+          UnfoldTransposedAndOnesPredicated{{unfold, s.col_rows()}});
+    else
+        f(dy_rows, unfold, UnfoldTransposedAndOnes{unfold, s.col_rows()});
+}
+
 void add_weight_slices(const UnfinishedWeightGrad& u, cudaStream_t stream) {
     tiled::add_splits(StoreWeightsAndBias{u.dw, u.db, u.taps}, u.scratch, u.slices, u.oc, u.taps + 1, stream);
 }
@@ -2727,24 +2779,24 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
                             Workspace ws, cudaStream_t stream) {
     float* scratch = ws.scratch;
     if (small_weight_grad(s)) return launch_small_weight_grad(dw, db, OutputGradIn{dy}, x, s, ws, stream);
-    const Geometry g(s);
     if (const WeightRowsLaunch l = weight_grad_rows_kernel(s, x); l.kernel)
         return add_weight_slices(weight_rows_slices(l, dw, db, dy, x, s, scratch, stream), stream);
     const int m = s.oc, n = s.col_rows(), k = s.n * s.col_cols(), splits = product_weight_grad_splits(s);
-    const OutputGrad a{dy, s.oc, FastDiv(s.col_cols())};
-    const UnfoldTransposed b{x, g};
     if (bias_in_product(s)) {  // version 4: [dw | db] += dy . [unfold(x)^T | 1]
-        const UnfoldTransposedAndOnes b1{b, n};
-        const StoreWeightsAndBias out{dw, db, n};
-        if (splits == 1) tiled::gemm(m, n + 1, k, a, b1, out, stream);
-        else tiled::gemm_splits(m, n + 1, k, a, b1, out, ws, splits, stream);
+        with_weight_grad_operands(dy, x, s, [&](auto a, auto, auto b1) {
+            const StoreWeightsAndBias out{dw, db, n};
+            if (splits == 1) tiled::gemm(m, n + 1, k, a, b1, out, stream);
+            else tiled::gemm_splits(m, n + 1, k, a, b1, out, ws, splits, stream);
+        });
         return;
     }
-    if (splits == 1) {
-        tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream, 1, s.math);
-    } else {
-        tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits, s.math);
-    }
+    with_weight_grad_operands(dy, x, s, [&](auto a, auto b, auto) {
+        if (splits == 1) {
+            tiled::gemm(m, n, k, a, b, StorePartial{dw, s.weight_size(), n, true}, stream, 1, s.math);
+        } else {
+            tiled::gemm(m, n, k, a, b, StorePartial{scratch, s.weight_size(), n, false}, stream, splits, s.math);
+        }
+    });
     if (conv2d_backward_weight_version >= 2) {
         if (s.n == 0) return;  // (no samples: k is 0, so the product was not split either)
         float* b_partial = scratch + (splits > 1 ? size_t(splits) * s.weight_size() : 0);

@@ -188,6 +188,15 @@ __device__ constexpr int spread_index(int slot, int r) {
     return (r / 4) * (extent / (T / 4)) + slot * 4 + r % 4;
 }
 
+// Whether a loader of SplitsAlongK takes the edge's test into its own
+// (load_if(wanted, fixed, step): its element where `wanted`, else 0), so that
+// an element is one predicate and not a branch past the edge and another
+// in the loader (conv.cu: UnfoldTransposedPredicated).
+template <class L, class = void>
+struct LoadsIf : std::false_type {};
+template <class L>
+struct LoadsIf<L, std::void_t<decltype(&L::load_if)>> : std::true_type {};
+
 // A thread's fixed parts of an operand (SplitsAlongK), one a load.
 template <class L, int N>
 struct FixedParts {
@@ -235,7 +244,9 @@ struct Operand {
             for (int l = 0; l < loads; ++l) {
                 int index, unused;
                 at(l, index, unused);
-                r[l] = origin + index < limit && k0 + kk < k_end ? op.load(f.at[l], step) : 0.0f;
+                const bool wanted = origin + index < limit && k0 + kk < k_end;
+                if constexpr (LoadsIf<L>::value) r[l] = op.load_if(wanted, f.at[l], step);
+                else r[l] = wanted ? op.load(f.at[l], step) : 0.0f;
             }
         } else {
 #pragma unroll

@@ -1522,12 +1522,15 @@ void test_tf32() {
     cuda::select_default_versions();
     test_tf32_input_grad_warps();
     test_tf32_weight_bias();
-    // And the latest input-gradient version, which rounds its operands as it
-    // stages them too (LeNet's conv2), under the default tf32 version.
-    const int latest = cuda::version_count("conv2d_backward_data");
-    cuda::select_version("conv2d_backward_data", latest);
-    test_tf32_conv(" (conv2d_backward_data version " + std::to_string(latest) + ")");
-    cuda::select_default_versions();
+    // And, under the default tf32 version, the latest input-gradient version,
+    // which rounds its operands as it stages them too (LeNet's conv2), and the
+    // latest weight-gradient version (14: the implicit GEMM's predicated loads).
+    for (const char* launcher : {"conv2d_backward_data", "conv2d_backward_weight"}) {
+        const int latest = cuda::version_count(launcher);
+        cuda::select_version(launcher, latest);
+        test_tf32_conv(" (" + std::string(launcher) + " version " + std::to_string(latest) + ")");
+        cuda::select_default_versions();
+    }
     test_tf32_dense();
 }
 

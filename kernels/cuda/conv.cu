@@ -932,6 +932,13 @@ struct UnfoldTransposedPredicated : UnfoldTransposed {
         return inside ? at(pixel.corner, tap.offset) : 0.0f;
     }
 };
+// The same for a 1x1 convolution without padding (ResNet-18's shortcuts),
+// whose every tap falls inside the image: the k-step's edge alone.
+struct UnfoldTransposedPointwise : UnfoldTransposedPredicated {
+    __device__ float load_if(bool wanted, const Fixed& tap, const Step& pixel) const {
+        return wanted ? at(pixel.corner, tap.offset) : 0.0f;
+    }
+};
 struct UnfoldTransposedAndOnesPredicated : UnfoldTransposedAndOnes {
     __device__ Step step(int col) const { return UnfoldTransposedPredicated{unfold}.step(col); }
     __device__ float load_if(bool wanted, const Fixed& tap, const Step& pixel) const {
@@ -948,9 +955,11 @@ template <class F>
 void with_weight_grad_operands(const float* dy, const float* x, const ConvShape& s, F&& f) {
     const OutputGrad dy_rows{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed unfold{x, Geometry(s)};
-    if (conv2d_backward_weight_version >= 14)
-        f(dy_rows, UnfoldTransposedPredicated{unfold},
-          UnfoldTransposedAndOnesPredicated{{unfold, s.col_rows()}});
+    const UnfoldTransposedAndOnesPredicated with_ones{{unfold, s.col_rows()}};
+    if (conv2d_backward_weight_version >= 14 && s.kh == 1 && s.kw == 1 && s.pad == 0)
+        f(dy_rows, UnfoldTransposedPointwise{{unfold}}, with_ones);
+    else if (conv2d_backward_weight_version >= 14)
+        f(dy_rows, UnfoldTransposedPredicated{unfold}, with_ones);
     else
         f(dy_rows, unfold, UnfoldTransposedAndOnes{unfold, s.col_rows()});
 }

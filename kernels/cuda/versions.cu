@@ -116,9 +116,10 @@ const char* const conv2d_backward_weight_versions[] = {
     "9), that kernel's blocks add the weight gradient's slices, as finish_splits does, before their own sums "
     "(conv2d_backward, input_grad_rows_tiled_finishing): no finish_splits kernel, the same bits",
     "version 13; the implicit GEMM (ResNet-18's weight gradients, and --tf32's) loads each element of the "
-    "unfolded input on one predicate (the k-step's edge, the window's rows and columns) from a pointer to the "
-    "window's corner held in registers, where version 13 branched twice around each load and rebuilt its address "
-    "from an element index; the same elements, the same sums, bit for bit",
+    "unfolded input on one predicate (the k-step's edge and the window's rows and columns; for a 1x1 convolution "
+    "without padding, whose taps all fall inside the image, the edge alone) from a pointer to the window's corner "
+    "held in registers, where version 13 branched twice around each load and rebuilt its address from an element "
+    "index; the same elements, the same sums, bit for bit",
 };
 
 const char* const dense_versions[] = {

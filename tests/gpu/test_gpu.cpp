@@ -180,6 +180,9 @@ void test_conv() {
         {4, 64, 12, 12, 128, 3, 3, 2, 1},
         {4, 64, 12, 12, 128, 1, 1, 2, 0},
         {4, 256, 3, 3, 256, 3, 3, 1, 1},
+        // The other shortcut: 128 input channels, so no bias column in the
+        // weight gradient's product (its 1x1 loader, version 14).
+        {4, 128, 6, 6, 256, 1, 1, 2, 0},
         // Its 3x3 convs on 12x12 and 6x6 maps.
         {4, 64, 12, 12, 64, 3, 3, 1, 1},
         {4, 128, 6, 6, 128, 3, 3, 1, 1},
@@ -1281,6 +1284,7 @@ void test_tf32_conv(const std::string& version) {
         {3, 2, 7, 9, 5, 3, 3, 1, 0},
         {2, 3, 8, 8, 4, 3, 3, 2, 1},
         {4, 64, 12, 12, 128, 3, 3, 2, 1},  // 128 rows forward, 576 backward-data
+        {4, 64, 12, 12, 128, 1, 1, 2, 0},  // a 1x1 shortcut
         {4, 16, 6, 6, 64, 3, 3, 1, 1},     // 64 rows
         {3, 1, 13, 13, 1, 5, 5, 1, 0},     // LeNet's conv2 kernels (tf32 4 and 7) on their edges: the fewest
         {2, 20, 13, 13, 56, 5, 5, 1, 0},   // channels, and the most both take (k = 56 for input_grad_mma)

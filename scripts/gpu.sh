@@ -67,12 +67,14 @@ done
 # The kernel versions not yet timed on a GPU (kernels/cuda/versions.cu says
 # what each is), as bench/kernel_versions.sh's ONLY= takes them: the quick
 # stage times them against the defaults.
-UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 conv2d_backward_weight=14 batch_norm=7,pool=2,waves=2,conv2d_backward_weight=14"}
+UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=10 batch_norm=7,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=10"}
 UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4 tf32=5 tf32=6 tf32=7 tf32=8 tf32=9"}
 # ResNet-18 with --tf32 (its convolutions on the GEMM core's tensor-core
-# tiles) has never run a timed epoch: its defaults, and the weight
-# gradients' predicated loads (conv2d_backward_weight 14), which it runs too.
-UNTIMED_RESNET18_TF32=${UNTIMED_RESNET18_TF32-"default conv2d_backward_weight=14"}
+# tiles) has never run a timed epoch: its defaults, and with the weight
+# gradients' predicated loads and the input gradients added in their
+# kernels (conv2d_backward_weight 14, conv2d_backward_data 10), which it
+# runs too.
+UNTIMED_RESNET18_TF32=${UNTIMED_RESNET18_TF32-"default conv2d_backward_weight=14,conv2d_backward_data=10"}
 
 # --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
 # loader's path may still have one from its PyTorch wheel: use it.

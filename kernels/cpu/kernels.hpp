@@ -221,6 +221,9 @@ struct KernelSet {
     static constexpr bool fuses_loss(int, int, int) { return false; }
     // And a layer's weight gradient is finished by its own call (model.hpp: backward_layer).
     static constexpr bool leaves_weight_slices(const ConvShape&, const float*, const float*) { return false; }
+    // And a layer whose input another reads too stages its input gradient
+    // and adds it with sum_into (model.hpp: backward_layer).
+    static constexpr bool adds_input_grads = false;
     static constexpr auto conv2d_backward_weight_unfinished = &cpu::conv2d_backward_weight;
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;

@@ -308,8 +308,9 @@ __device__ inline float gathered_unit_stride(const float* sample, size_t cols, c
 // which conv2d_backward_data checks.) With stride 1 the taps that reach an
 // output pixel are a range of ky and of kx, found once; otherwise each tap
 // is tested. Either way the taps are added in the same order (ky, then kx).
+// With `add` (version 10), dx[i] += the sum: sum_parts' value, in place.
 template <bool unit_stride>
-__global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
+__global__ void gather_input_grad(float* dx, const float* dcol, Geometry g, bool add) {
     const int count = g.n * g.c * g.h * g.w;
     const size_t cols = size_t(g.n) * g.oh * g.ow;
     for (const int i : launch::grid_stride(count)) {
@@ -331,7 +332,7 @@ __global__ void gather_input_grad(float* dx, const float* dcol, Geometry g) {
                 }
             }
         }
-        dx[i] = sum;
+        dx[i] = add ? dx[i] + sum : sum;
     }
 }
 
@@ -354,7 +355,7 @@ constexpr int rows_group = 2, rows_staged = 4096, rows_most_threads = 512;
 
 template <int K, int P, int OW>
 __global__ void __launch_bounds__(rows_most_threads) input_grad_rows(float* dx, const float* dy, const float* w,
-                                                                      Geometry g) {
+                                                                      Geometry g, bool add) {
     constexpr int W = OW + K - 1 - 2 * P;  // the input's width (stride 1)
     __shared__ float staged[rows_staged];
     const int sample = int(blockIdx.x), plane = g.oh * OW, chunk = rows_staged / plane;
@@ -399,7 +400,7 @@ __global__ void __launch_bounds__(rows_most_threads) input_grad_rows(float* dx, 
         if (c0 + u >= g.c) break;
         float* row = dx + ((size_t(sample) * g.c + c0 + u) * g.h + iy) * W;
 #pragma unroll
-        for (int ix = 0; ix < W; ++ix) row[ix] = acc[u][ix];
+        for (int ix = 0; ix < W; ++ix) row[ix] = add ? row[ix] + acc[u][ix] : acc[u][ix];  // (add: version 10)
     }
 }
 
@@ -415,7 +416,7 @@ int input_grad_rows_threads(const ConvShape& s) {
 // 0.57x (64 channels on 12x12) and 0.85x (128 on 6x6) of version 2's time;
 // ResNet-18's 256 channels on 3x3 took 1.23x (why was not measured), so
 // version 2 keeps them.
-using RowsKernel = void (*)(float*, const float*, const float*, Geometry);
+using RowsKernel = void (*)(float*, const float*, const float*, Geometry, bool);
 using RowsStagedKernel = void (*)(float*, const float*, const float*, Geometry, int);
 // A block of `threads` rounded up to whole warps.
 inline int whole_warps(int threads) { return tiled::ceil_div(threads, 32) * 32; }
@@ -2396,8 +2397,18 @@ void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const flo
     else launch_direct_forward<true, true, PoolKind::avg>(y, pooled, x, w, b, s, pg, stream);
 }
 
+// Version 10: where the kernels that end the input gradient are
+// input_grad_rows (version 4's) or gather_input_grad (version 2's), they can
+// add it to dx (ResNet-18's block inputs, which two layers read).
+bool conv2d_backward_data_adds(const ConvShape& s, const float* w) {
+    return conv2d_backward_data_version >= 10 && !conv::input_grad_mma_fits(s) && !input_grad_rows_tiled_fits(s, w) &&
+           !input_grad_rows_staged_kernel(s).kernel;
+}
+
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch,
-                          cudaStream_t stream, const UnfinishedWeightGrad& weight) {
+                          cudaStream_t stream, const UnfinishedWeightGrad& weight, bool add) {
+    if (add && !conv2d_backward_data_adds(s, w))
+        throw std::logic_error("conv2d_backward_data: asked to add where its kernels cannot (conv2d_backward_data_adds)");
     const Geometry g(s);
     if (conv::input_grad_mma_fits(s)) return conv::launch_input_grad_mma(dx, dy, w, s, weight, stream);
     if (weight.dw && input_grad_finishes_slices(s, w))
@@ -2416,16 +2427,16 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
     }
     if (const RowsKernel rows = input_grad_rows_kernel(s)) {
         return launch::kernel("input_grad_rows", rows, unsigned(s.n), unsigned(input_grad_rows_threads(s)), stream, dx,
-                              dy, w, g);
+                              dy, w, g, add);
     }
     if (conv2d_backward_data_version >= 2) {
         input_grad_columns(scratch, dy, w, s, stream);
         if (s.stride == 1)
             launch::kernel("gather_input_grad", gather_input_grad<true>, launch::grid_for(s.in_size()), launch::threads,
-                           stream, dx, scratch, g);
+                           stream, dx, scratch, g, add);
         else
             launch::kernel("gather_input_grad", gather_input_grad<false>, launch::grid_for(s.in_size()), launch::threads,
-                           stream, dx, scratch, g);
+                           stream, dx, scratch, g, add);
         return;
     }
     tiled::gemm(s.c, s.n * s.h * s.w, s.oc * s.kh * s.kw, WeightsTransposed{w, s.c, FastDiv(s.kh * s.kw)}, Spread{dy, g},

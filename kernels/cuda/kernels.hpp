@@ -94,9 +94,15 @@ struct UnfinishedWeightGrad {
 // as finish_splits adds them, by the input gradient's own kernel where that
 // is the tiled rows kernel or, with --tf32 from tf32 version 7, the tensor
 // cores' (LeNet's conv2), else by finish_splits.
+// With `add`, dx += the input gradient instead (where
+// conv2d_backward_data_adds holds; a logic_error elsewhere).
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
                           const ConvShape& s, float* scratch, cudaStream_t stream,
-                          const UnfinishedWeightGrad& weight = {});
+                          const UnfinishedWeightGrad& weight = {}, bool add = false);
+// Whether conv2d_backward_data can add s's input gradient to dx in its own
+// kernels (version 10: where they are input_grad_rows or gather_input_grad),
+// so that a layer whose input another layer reads too needs no sum_into.
+bool conv2d_backward_data_adds(const ConvShape& s, const float* w);
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, Workspace ws, cudaStream_t stream);
@@ -316,6 +322,14 @@ struct KernelSet {
     UnfinishedWeightGrad unfinished_weight;
     void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
         cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream, std::exchange(unfinished_weight, {}));
+    }
+    // dx += s's input gradient, where the kernels can add it (true), else
+    // nothing (false: model.hpp stages it and adds it with sum_into).
+    static constexpr bool adds_input_grads = true;
+    bool conv2d_backward_data_add(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
+        if (!cuda::conv2d_backward_data_adds(s, w)) return false;
+        cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream, std::exchange(unfinished_weight, {}), true);
+        return true;
     }
     void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                 const ConvShape& s, float* scratch) const {

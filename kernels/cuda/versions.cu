@@ -78,6 +78,10 @@ const char* const conv2d_backward_data_versions[] = {
     "4's sums in its order, bit for bit",
     "version 8 with chunks of 10 output channels instead of 5 (input_grad_rows_tiled_wide): half the chunks, so "
     "half the barriers at which a block's warps wait together; the same sums, bit for bit",
+    "version 9; where another layer reads the input too (ResNet-18's block inputs, read by a block's first "
+    "convolution and its shortcut) and the gradient ends in input_grad_rows or gather_input_grad, that kernel adds "
+    "it to the gradient there (dx += its sum, in the same rounding as sum_parts): no staged copy, no sum_parts "
+    "kernel, the same bits",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",

@@ -418,8 +418,13 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             } else if (!p.accumulate) {
                 k.conv2d_backward_data(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
             } else {  // another layer reads this input too: add to its gradient
-                k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
-                k.sum_into(d_in, a.spare, 1, s.in_size());
+                bool added = false;  // by the input gradient's own kernels, where they can
+                if constexpr (K::adds_input_grads)
+                    added = k.conv2d_backward_data_add(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
+                if (!added) {
+                    k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
+                    k.sum_into(d_in, a.spare, 1, s.in_size());
+                }
             }
             if (weight_left) done(tensors_[size_t(p.weight)].offset);
             break;

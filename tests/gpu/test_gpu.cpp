@@ -260,6 +260,21 @@ void test_conv() {
             if (v >= 5)
                 compare("conv2d_backward_data " + name + ": version " + std::to_string(v) + " = version 4, bit for bit",
                         got, v4_dx, 0.0);
+            // Added to a gradient already there (version 10, where its kernels
+            // can): what sum_into adds to it, bit for bit.
+            const bool adds = cuda::conv2d_backward_data_adds(s, dw_.p);
+            if (v < 10) {
+                report(!adds, "conv2d_backward_data " + name + " (version " + std::to_string(v) + ") does not add", "");
+            } else if (adds) {
+                const auto dx0 = random(s.in_size(), 16);
+                std::vector<float> want_sum = dx0;
+                for (size_t i = 0; i < want_sum.size(); ++i) want_sum[i] += got[i];
+                dx.upload(dx0);
+                cuda::conv2d_backward_data(dx.p, ddy.p, dw_.p, s, scratch.p, nullptr, {}, true);
+                compare("conv2d_backward_data " + name + " (version " + std::to_string(v) +
+                            ") added to a gradient: sum_into's bits",
+                        dx.download(), want_sum, 0.0);
+            }
         }
 
         std::vector<float> want_dw = dw0, want_db = db0;
@@ -2255,6 +2270,17 @@ void test_resnet(int batch) {
         if (n > 1) compare(name + ", --bn sync vs 1 GPU replica", sync.params[0], one.params[0], 1e-5);
         const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .model = model, .bn = BatchNormMode::sync});
         if (!replayed.params.empty()) report(same_bits(replayed, sync), name + ", --bn sync: a graph replay gives the bits of queued kernels");
+    }
+    // The branches' input gradients added by the kernels that end them
+    // (conv2d_backward_data 10) instead of staged and added by sum_into.
+    {
+        const Trained staged = train_epochs(DeviceKind::gpu, 2, batch, {.model = model});
+        cuda::select_version("conv2d_backward_data", 10);
+        const Trained added = train_epochs(DeviceKind::gpu, 2, batch, {.model = model});
+        cuda::select_version("conv2d_backward_data", 0);
+        report(same_bits(added, staged),
+               "2 GPU replicas of a small ResNet, conv2d_backward_data 10 (input gradients added in their kernels): "
+               "the bits of staging and sum_into");
     }
     for (BatchNormMode bn : {BatchNormMode::local, BatchNormMode::sync})
         report(same_bits(train_epochs(DeviceKind::gpu, 3, batch, {.bucket_kb = 0, .model = model, .bn = bn}),

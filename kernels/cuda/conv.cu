@@ -927,10 +927,13 @@ struct UnfoldTransposedPredicated : UnfoldTransposed {
 #endif
         return pixel;
     }
+    // Whether the load is wanted and the tap (ky, kx) falls inside the image at the pixel.
+    template <class Tap>
+    __device__ static bool inside(bool wanted, const Geometry& g, const Tap& tap, const Step& pixel) {
+        return wanted & (unsigned(pixel.iy0 + tap.ky) < unsigned(g.h)) & (unsigned(pixel.ix0 + tap.kx) < unsigned(g.w));
+    }
     __device__ float load_if(bool wanted, const Fixed& tap, const Step& pixel) const {
-        const bool inside = wanted & (unsigned(pixel.iy0 + tap.ky) < unsigned(g.h)) &
-                            (unsigned(pixel.ix0 + tap.kx) < unsigned(g.w));
-        return inside ? at(pixel.corner, tap.offset) : 0.0f;
+        return inside(wanted, g, tap, pixel) ? at(pixel.corner, tap.offset) : 0.0f;
     }
 };
 // The same for a 1x1 convolution without padding (ResNet-18's shortcuts),
@@ -943,11 +946,9 @@ struct UnfoldTransposedPointwise : UnfoldTransposedPredicated {
 struct UnfoldTransposedAndOnesPredicated : UnfoldTransposedAndOnes {
     __device__ Step step(int col) const { return UnfoldTransposedPredicated{unfold}.step(col); }
     __device__ float load_if(bool wanted, const Fixed& tap, const Step& pixel) const {
-        const Geometry& g = unfold.g;
-        const bool inside = wanted & (unsigned(pixel.iy0 + tap.ky) < unsigned(g.h)) &
-                            (unsigned(pixel.ix0 + tap.kx) < unsigned(g.w));
+        using U = UnfoldTransposedPredicated;
         float v = wanted ? tap.outside : 0.0f;
-        if (inside) v = UnfoldTransposedPredicated::at(pixel.corner, tap.offset);
+        if (U::inside(wanted, unfold.g, tap, pixel)) v = U::at(pixel.corner, tap.offset);
         return v;
     }
 };

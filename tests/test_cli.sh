@@ -754,6 +754,15 @@ PY
         [[ $rc -eq 1 ]] && grep -q "^dptrain: error: gpu:0 failed during epoch 2 " "$tmp/err" \
             && echo "ok: a GPU failing beside a CPU device -> exit 1 after $((SECONDS - start)) s: $(grep '^dptrain' "$tmp/err")" \
             || fail "a failing GPU beside a CPU device: exit $rc (137: it hung): $(cat "$tmp/err")"
+        # The same fault 10 steps before its epoch's end, where the host, at
+        # most 2 steps ahead of cpu:0, mostly meets it while queuing a step
+        # (a CUDA call on gpu:0 fails), not at the epoch's end: the same
+        # message, naming the device and the epoch.
+        DPTRAIN_EMULATED_FAULT=0:6 timeout -s KILL 150 "$dptrain" --gpus 1 --cpus 1 --limit-train 1024 --limit-test 64 --batch 64 --seed 3 --epochs 1 >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 1 ]] && grep -q "^dptrain: error: gpu:0 failed during epoch 1 " "$tmp/err" \
+            && echo "ok: a GPU failing mid-epoch beside a CPU device -> exit 1: $(grep '^dptrain' "$tmp/err")" \
+            || fail "a GPU failing mid-epoch beside a CPU device: exit $rc (137: it hung): $(cat "$tmp/err")"
         # DPTRAIN_KERNEL_VERSIONS: other versions of the launchers, said on
         # stdout. gemm_split 2 and conv2d_backward_data 3 make the same sums
         # in the same order as gemm_split 1 (the default) and

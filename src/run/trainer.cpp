@@ -104,6 +104,25 @@ void say_traced(const TraceFile& trace) {
     std::printf("trace: %zu spans in %s (open it in ui.perfetto.dev or chrome://tracing)\n", trace.events(),
                 trace.path().c_str());
 }
+
+// A GPU that fails while its work runs (an illegal address) says so at its
+// next CUDA call: mostly at the epoch's end, as the host waits for it, but
+// sometimes as the host queues another step. This names it for the second
+// case as the epoch's end does for the first. failure() does not wait, so no
+// healthy device (or other process) is waited for here; an error no device
+// owns is rethrown as it is.
+[[noreturn]] void rethrow_naming_device(std::span<Device* const> devices, int epoch) {
+    for (Device* d : devices) {
+        if (d->failure().empty()) continue;
+        try {
+            throw;
+        } catch (const std::exception& e) {
+            throw std::runtime_error(d->name() + " failed during epoch " + std::to_string(epoch) +
+                                     " (found while the host queued its steps): " + e.what());
+        }
+    }
+    throw;
+}
 }  // namespace
 
 std::vector<uint32_t> epoch_order(size_t count, uint64_t seed, int epoch) {
@@ -390,24 +409,28 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
         for (Device* d : devices) d->set_order(order.data(), order.size());
         size_t done = first_step;  // steps of this epoch queued
         progress.start(epoch, steps, first_step);
-        if (graph && first_step == 0) {
-            graph->replay();  // a stop request waits for the end of the epoch (one launch)
-            done = steps;
-            queued += steps;
-        } else {
-            for (; done < steps && stop_now() == 0; ++done, ++queued) {
-                const bool timed = probe.timed(done);
-                const std::span<const Part> cut =
-                    queue_step(c, devices, allreduce, plan, *parts, count, epoch, done, marked || timed, rank);
-                if (timed) probe.record(devices, cut, carried);
-                if (probe.ends_at(done)) {  // the one point where the parts change
-                    c.split = result.split = probe.measure(devices, c.batch);
-                    parts.emplace(c.split, n, c.batch, count);
+        try {
+            if (graph && first_step == 0) {
+                graph->replay();  // a stop request waits for the end of the epoch (one launch)
+                done = steps;
+                queued += steps;
+            } else {
+                for (; done < steps && stop_now() == 0; ++done, ++queued) {
+                    const bool timed = probe.timed(done);
+                    const std::span<const Part> cut =
+                        queue_step(c, devices, allreduce, plan, *parts, count, epoch, done, marked || timed, rank);
+                    if (timed) probe.record(devices, cut, carried);
+                    if (probe.ends_at(done)) {  // the one point where the parts change
+                        c.split = result.split = probe.measure(devices, c.batch);
+                        parts.emplace(c.split, n, c.batch, count);
+                    }
+                    for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
+                    const size_t finished = std::max(first_step, done >= 1 ? done - 1 : 0);  // at most 2 queued
+                    progress.update(finished, (finished - first_step) * size_t(c.batch));
                 }
-                for (Device* d : devices) d->throttle(2);  // keeps a stop request prompt on CPU devices
-                const size_t finished = std::max(first_step, done >= 1 ? done - 1 : 0);  // at most 2 queued
-                progress.update(finished, (finished - first_step) * size_t(c.batch));
             }
+        } catch (const std::exception&) {
+            rethrow_naming_device(devices, epoch);
         }
         if (marked)
             for (Device* d : devices) d->begin_phase(Phase::idle);  // closes the last phase

@@ -31,7 +31,7 @@
 #             for 6 to 7 on an H200): the build and the GPU test suite as
 #             `build` runs them, then what decides the next defaults: whole
 #             epochs with the versions not yet timed (UNTIMED_RESNET18,
-#             UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
+#             UNTIMED_LENET, UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
 #             defaults, memcheck and racecheck on a tiny ResNet-18 run with
 #             all of them, a ResNet-18 step's kernels by ncu, and the
 #             classroom pair
@@ -67,7 +67,8 @@ done
 # The kernel versions not yet timed on a GPU (kernels/cuda/versions.cu says
 # what each is), as bench/kernel_versions.sh's ONLY= takes them: the quick
 # stage times them against the defaults.
-UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=10 batch_norm=7,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=10"}
+UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=6 batch_norm=7 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=10 batch_norm=7,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=10,dense=11"}
+UNTIMED_LENET=${UNTIMED_LENET-"dense=11"}
 UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4 tf32=5 tf32=6 tf32=7 tf32=8 tf32=9"}
 # ResNet-18 with --tf32 (its convolutions on the GEMM core's tensor-core
 # tiles) has never run a timed epoch: its defaults, and with the weight
@@ -661,9 +662,10 @@ stage_quick() {
     # median of 2 runs in turns, each the median of epochs 2 to 3 (ResNet-18)
     # or 2 to 5 (LeNet, --tf32); ResNet-18 with --tf32 last.
     local run model only args table
-    for run in resnet18 lenet-tf32 resnet18-tf32; do
+    for run in resnet18 lenet lenet-tf32 resnet18-tf32; do
         case $run in
             resnet18) model=resnet18 only=$UNTIMED_RESNET18 args="" ;;
+            lenet) model=lenet only=$UNTIMED_LENET args="--batch 256 --lr 0.3" ;;
             lenet-tf32) model=lenet only=$UNTIMED_LENET_TF32 args="--batch 256 --lr 0.3 --tf32" ;;
             resnet18-tf32) model=resnet18 only=$UNTIMED_RESNET18_TF32 args="--batch 256 --lr 0.1 --tf32" ;;
         esac

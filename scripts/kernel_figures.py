@@ -442,7 +442,7 @@ def main():
             small.append(i)
         if name.startswith(("gemm_kernel", "gemm_pair_kernel")) and k.get("loop"):
             loop = k["loop"]
-            gemm_shares.append((loop[0] + loop[1]) / loop[3])
+            gemm_shares.append(((loop[0] + loop[1]) / loop[3], i, loop[1] > 0))
         resident, occ = occupancy(k, threads, args.arch)
         waves = blocks / (arch["sms"] * resident) if resident else float("inf")
         shown = k["label"] if len(matches) == 1 else f"{name} (one of {len(matches)} alike)"
@@ -451,8 +451,16 @@ def main():
     recorded = "graph nodes" if work and work[0][1] == "captured" else "queued, not recorded as a graph"
     print(f"\n- {kernels_in_step} kernels and {len(work)} pieces of work a step ({recorded}).")
     if gemm_shares:
-        print(f"- GEMM main loops of the step: FFMA+MMA {100 * min(gemm_shares):.0f}% to "
-              f"{100 * max(gemm_shares):.0f}% of their instructions.")
+        shares = [share for share, _, _ in gemm_shares]
+        print(f"- GEMM main loops of the step: FFMA+MMA {100 * min(shares):.0f}% to "
+              f"{100 * max(shares):.0f}% of their instructions.")
+        # FP32 loops against the aim of 60% FFMA, unrounded (a tensor-core
+        # loop's MMA does 8 FFMA's work a lane and is not held to it).
+        below = [f"#{i} ({100 * share:.2f}%)" for share, i, mma in gemm_shares if share < 0.6 and not mma]
+        fp32 = [share for share, _, mma in gemm_shares if not mma]
+        if fp32:
+            print(f"- FP32 GEMM main loops under 60% FFMA: {', '.join(below) if below else 'none'} "
+                  f"(the lowest {100 * min(fp32):.2f}%).")
     print(f"- {len(small)} of the {kernels_in_step} kernels have fewer blocks than the {arch['sms']} "
           f"multiprocessors: {', '.join(f'#{i}' for i in small[:12]) or 'none'}"
           f"{f' and {len(small) - 12} more' if len(small) > 12 else ''}.")

@@ -41,15 +41,35 @@ struct Transposed {  // M^T (k, cols) of M (cols, k) stored row-major: also alon
     __device__ Step step(int kk) const { return kk; }
     __device__ float load(Fixed column, Step kk) const { return column[kk]; }
 };
+// Rows kk, kk + stride, ... (N of them) of a column of a matrix stored
+// row-major, `pitch` floats a row, from `column` (its element in row 0); 0
+// from row k_end on. Each next element is a pointer's add and a load, where
+// an element by its row and column is a multiply, an add and a load.
+template <int N, int stride>
+__device__ void load_down(const float* column, size_t pitch, int kk, int k_end, float* out) {
+    const float* at = column + size_t(kk) * pitch;
+#pragma unroll
+    for (int l = 0; l < N; ++l, at += size_t(stride) * pitch) out[l] = kk + l * stride < k_end ? *at : 0.0f;
+}
+
 struct ColumnsOf {  // M^T (rows, k) of M (k, rows) stored row-major: along the rows
     const float* p;
     int rows;
     static constexpr bool k_fast = false;
     __device__ float operator()(int i, int kk) const { return p[size_t(kk) * rows + i]; }
 };
-// Read down a column (tiles.cuh: SplitsColumns), the next element of these
-// two is `cols` floats on: a pointer's add and a load, where b(k, j) is a
-// multiply, an add and a load.
+// Version 11's, in the weight gradient's launch with the data gradient's:
+// ColumnsOf, each of a thread's loads read down its row of M^T (M's column,
+// tiles.cuh: SplitsColumns), as RowsOf reads B.
+struct ColumnsOfByRuns : ColumnsOf {
+    using Column = const float*;  // M's column i, from row 0
+    __device__ Column column(int i) const { return p + i; }
+    template <int N, int stride>
+    __device__ void load_run(Column c, int kk, int k_end, float* out) const {
+        load_down<N, stride>(c, size_t(rows), kk, k_end, out);
+    }
+};
+// Read down a column (tiles.cuh: SplitsColumns).
 struct RowsOf {  // M (k, cols) stored row-major: along the columns
     const float* p;
     int cols;
@@ -59,9 +79,7 @@ struct RowsOf {  // M (k, cols) stored row-major: along the columns
     __device__ Column column(int j) const { return p + j; }
     template <int N, int stride>
     __device__ void load_run(Column c, int kk, int k_end, float* out) const {
-        const float* at = c + size_t(kk) * cols;
-#pragma unroll
-        for (int l = 0; l < N; ++l, at += size_t(stride) * cols) out[l] = kk + l * stride < k_end ? *at : 0.0f;
+        load_down<N, stride>(c, size_t(cols), kk, k_end, out);
     }
 };
 struct RowsAndOnes {  // [M | 1] (k, cols + 1): M as RowsOf, then a column of ones
@@ -255,11 +273,13 @@ struct WeightGrad {
     const float* dy;
     int n, out;
     tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias> with_bias;
+    tiled::Product<ColumnsOfByRuns, RowsAndOnes, StoreWeightsAndBias> with_bias_by_runs;  // (version 11, paired)
     tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix> plain;
     bool bias_in_product;
 
     WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, Math math)
         : db(db), dy(dy), n(n), out(out), with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
+          with_bias_by_runs{out, in + 1, n, {{dy, out}}, {x, in}, {dw, db, in}},
           plain{out, in, n, {dy, out}, {x, in}, {dw, in, true}},
           bias_in_product(dense_version >= 3 && math == Math::fp32) {}
 
@@ -284,8 +304,9 @@ struct WeightGrad {
     template <class Store>
     void run_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, cudaStream_t stream,
                   Math math) const {
-        if (math == Math::fp32) tiled::gemm_pair<Math::fp32>(with_bias, pd, ws, stream);
-        else tiled::gemm_pair<Math::tf32>(plain, pd, ws, stream);
+        if (math == Math::tf32) tiled::gemm_pair<Math::tf32>(plain, pd, ws, stream);
+        else if (dense_version >= 11) tiled::gemm_pair<Math::fp32>(with_bias_by_runs, pd, ws, stream);
+        else tiled::gemm_pair<Math::fp32>(with_bias, pd, ws, stream);
     }
 };
 

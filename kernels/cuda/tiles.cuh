@@ -147,7 +147,9 @@ void with_tile(int rows, F&& f) {
 // returning a `Column`), and a run of elements down that column
 // (`load_run<N, stride>(column, k, k_end, out)`: rows k, k + stride, ...).
 // Version 2 uses that where each thread's loads all fall in one column;
-// other operands are read as b(k, j).
+// other operands are read as b(k, j). A left operand not along k may do the
+// same for its rows (`column(i)`: A's row i, a column of the matrix stored;
+// dense.cu: ColumnsOfByRuns).
 template <class L, class = void>
 struct SplitsColumns : std::false_type {};
 template <class L>
@@ -426,13 +428,29 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
         if constexpr (one_column) return b.column(col0 + my_column);
         else return 0;
     }();
+    // The same for A's loads where A is read down k a row at a time.
+    constexpr bool one_row = !A::k_fast && threads % BM == 0 && SplitsColumns<A>::value;
+    const int my_row = threadIdx.x % BM;
+    [[maybe_unused]] const auto row = [&] {
+        if constexpr (one_row) return a.column(row0 + my_row);
+        else return 0;
+    }();
     if constexpr (PreparesTable<B>::value) {
         b.prepare();
         __syncthreads();
     }
     float ra[a_loads], rb[b_loads];
     auto fetch = [&](int k0) {
-        OpA::fetch(a, a_fixed, ra, row0, m, k0, k_end);
+        if constexpr (one_row) {  // columns threadIdx.x / BM + l * (threads / BM) of the tile
+            if (row0 + my_row < m) {
+                a.template load_run<a_loads, threads / BM>(row, k0 + int(threadIdx.x) / BM, k_end, ra);
+            } else {
+#pragma unroll
+                for (int l = 0; l < a_loads; ++l) ra[l] = 0.0f;
+            }
+        } else {
+            OpA::fetch(a, a_fixed, ra, row0, m, k0, k_end);
+        }
         if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
             if (col0 + my_column < n) {
                 b.template load_run<b_loads, threads / BN>(column, k0 + int(threadIdx.x) / BN, k_end, rb);

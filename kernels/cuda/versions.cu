@@ -149,6 +149,9 @@ const char* const dense_versions[] = {
     "version 9; where the layer before the last is a dense one with its ReLU whose product is split (gemm_split 1), "
     "its splits' partial sums are added, with its bias and ReLU, by the last layer's kernel as each block loads its "
     "sample (dense_loss_wide), which stores them on the way: no finish_splits kernel, the same bits",
+    "version 10; in the launch of a layer's two gradients (FP32), each thread reads its row of dy^T as a run down "
+    "dy's column, a pointer's add a load, where version 10 worked out each element's address from its row and "
+    "sample; the same elements, the same sums, bit for bit",
 };
 // How --tf32 (Math::tf32) runs the convolutions: which kernels take TF32
 // operands.

@@ -53,6 +53,19 @@ read -r -a more <<<"${MORE:-}"
 variants+=("${more[@]}")
 [[ -n ${ONLY:-} ]] && read -r -a variants <<<"$ONLY"
 [[ ${variants[0]} == default ]] || variants=(default "${variants[@]}")
+# Each variant's launchers and versions, checked against kernel_bench's list
+# before any epoch runs: a misspelt one would otherwise cost a whole run.
+known=$("$kernel_bench" --list | awk '/^[^ ]/ { name = $1; next } { print name "=" $1 }')
+for variant in "${variants[@]}"; do
+    [[ $variant == default ]] && continue
+    IFS=, read -r -a pairs <<<"$variant"
+    for pair in "${pairs[@]}"; do
+        grep -qx -- "$pair" <<<"$known" || {
+            echo "bench/kernel_versions.sh: '$pair' in the variant '$variant' is not a launcher's version (kernel_bench --list)" >&2
+            exit 2
+        }
+    done
+done
 if [[ -n ${LIST:-} ]]; then
     printf '%s\n' "${variants[@]}"
     exit 0

@@ -14,6 +14,17 @@ all_but_split=$(tr ',' '\n' <<<"$latest" | grep -v '^gemm_split=' | paste -sd, -
 grep -qx "$all_but_split" <<<"$variants" || fail "no variant of every launcher at its latest but gemm_split ($all_but_split)"
 grep -qx "dense=1" <<<"$variants" || fail "no variant with dense 1 alone"
 echo "ok: $(wc -l <<<"$variants") variants, among them $latest and $all_but_split"
+# The lists of versions that scripts/gpu.sh's quick stage times (UNTIMED_*):
+# each names launchers and versions that exist, or a GPU's run would end
+# at its first epoch; a misspelt one is refused before any epoch.
+lists=$(sed -nE 's/^(UNTIMED_[A-Z0-9_]+)=\$\{[A-Z0-9_]+-"(.*)"\}$/\1 \2/p' scripts/gpu.sh)
+[[ $(wc -l <<<"$lists") -ge 4 ]] || fail "scripts/gpu.sh: fewer than 4 UNTIMED_ lists found: $lists"
+while read -r name only; do
+    out=$(ONLY=$only LIST=1 bench/kernel_versions.sh "$dptrain" lenet 2>&1) || fail "scripts/gpu.sh's $name: $out"
+done <<<"$lists"
+out=$(ONLY="dense=1,gemm=99" LIST=1 bench/kernel_versions.sh "$dptrain" lenet 2>&1)
+[[ $? -eq 2 && $out == *"'gemm=99'"* ]] || fail "a variant with gemm 99 was not refused: $out"
+echo "ok: scripts/gpu.sh's $(wc -l <<<"$lists") UNTIMED_ lists name versions that exist; gemm=99 is refused"
 out=$(DPTRAIN_ARGS="--batch 64 --lr 0.3 --limit-train 128 --limit-test 64" ONLY="dense=10 $all_but_split" \
     bench/kernel_versions.sh "$dptrain" lenet 1 2 2>&1) || fail "kernel_versions.sh: $out"
 echo "$out"

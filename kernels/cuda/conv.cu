@@ -2646,7 +2646,9 @@ __global__ void __launch_bounds__(weight_rows_most_threads)
 // as the forward's and input gradient's tiled kernels do with their chunks:
 // the copy's latency hides behind a sample's sums. A block's threads hold
 // at most 2 loads of x and 4 of dy each (LeNet's conv2: 845 and 2,025 for
-// 512 threads).
+// 512 threads). (In the unnamed namespace, as Floats is: a type outside it
+// with a field of a type inside it is a warning.)
+namespace {
 template <int K, int OW>
 struct WeightRowsPrefetch {
     using R = RowsWeight<K, OW>;
@@ -2696,6 +2698,7 @@ struct WeightRowsPrefetch {
                per * OH * OW <= dy_loads * threads;
     }
 };
+}  // namespace
 
 template <int K, int OW, bool tf32>
 __global__ void __launch_bounds__(weight_rows_most_threads)

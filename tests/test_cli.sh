@@ -159,6 +159,11 @@ learning)
     "$dptrain" --cpus 2 --limit-train 4096 --limit-test 256 --batch 512 --lr 0.6 --epochs 1 --warmup 1 >"$tmp/out"
     grep -q "^warm-up: the rate rises linearly from 0.075 to 0.6 over the first 8 steps (1 epoch)$" "$tmp/out" \
         && echo "ok: $(grep '^warm-up' "$tmp/out")" || fail "no warm-up line: $(cat "$tmp/out")"
+    # DPTRAIN_KERNEL_VERSIONS chooses GPU kernels: a run without a GPU says
+    # it changes nothing, rather than seem to have taken it.
+    DPTRAIN_KERNEL_VERSIONS=dense=11 "$dptrain" --cpus 1 --limit-train 64 --limit-test 64 --batch 64 --epochs 1 >"$tmp/out"
+    grep -q "^note: DPTRAIN_KERNEL_VERSIONS chooses GPU kernels; this run has no GPU, so it changes nothing$" "$tmp/out" \
+        && echo "ok: $(grep '^note: DPTRAIN_KERNEL_VERSIONS' "$tmp/out")" || fail "no note that DPTRAIN_KERNEL_VERSIONS changes nothing: $(head -3 "$tmp/out")"
     ;;
 checkpoints)
     # Resume is exact: 3 epochs in one run, or 1 epoch then a resume to 3,

@@ -273,6 +273,22 @@ struct WeightColumns {  // w^T as (c*kh*kw, oc): column o is filter o
     static constexpr bool k_fast = false;  // consecutive rows are consecutive addresses
     __device__ float operator()(int q, int o) const { return w[size_t(o) * rows + q]; }
 };
+// Version 11's (FP32): a thread's loads of w^T, all in its row q (tiles.cuh:
+// SplitsColumns), read as a run down the output channels, `rows` floats
+// apart: an add and a load. On 32- and 64-row tiles: on the 128-row one
+// nvcc gave the runs 137 registers (128 without), one block a
+// multiprocessor where there were two.
+struct WeightColumnsByRuns : WeightColumns {
+    static constexpr int run_rows_most = 64;
+    using Column = int;  // tap q of filter 0: an offset (32 bits, held in one register)
+    __device__ Column column(int q) const { return q; }
+    template <int N, int stride>
+    __device__ void load_run(Column q, int o, int o_end, float* out) const {
+        int at = o * rows + q;  // (a weight tensor has fewer than 2^31 values)
+#pragma unroll
+        for (int l = 0; l < N; ++l, at += stride * rows) out[l] = o + l * stride < o_end ? w[at] : 0.0f;
+    }
+};
 struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the product's right operand
     static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
     // Down a column (tiles.cuh: SplitsColumns): its sample and pixel once
@@ -2310,8 +2326,12 @@ void input_grad_columns(float* dcol, const float* dy, const float* w, const Conv
         throw std::length_error("a convolution's input of " + std::to_string(s.in_size()) +
                                 " values: its gradient's gather indexes at most 2^31 (use a smaller batch per device)");
     const int cols = s.n * s.col_cols();
-    tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, OutputGradColumns{{dy, s.oc, FastDiv(s.col_cols())}},
-                tiled::StoreMatrix{dcol, cols, false}, stream, 1, s.math);
+    const OutputGradColumns b{{dy, s.oc, FastDiv(s.col_cols())}};
+    const tiled::StoreMatrix out{dcol, cols, false};
+    if (conv2d_backward_data_version >= 11 && s.math == Math::fp32)
+        tiled::gemm(s.col_rows(), cols, s.oc, WeightColumnsByRuns{{w, s.col_rows()}}, b, out, stream, 1, s.math);
+    else
+        tiled::gemm(s.col_rows(), cols, s.oc, WeightColumns{w, s.col_rows()}, b, out, stream, 1, s.math);
 }
 
 size_t input_grad_columns_floats(const ConvShape& s) { return size_t(s.col_rows()) * s.n * s.col_cols(); }

@@ -149,11 +149,16 @@ void with_tile(int rows, F&& f) {
 // Version 2 uses that where each thread's loads all fall in one column;
 // other operands are read as b(k, j). A left operand not along k may do the
 // same for its rows (`column(i)`: A's row i, a column of the matrix stored;
-// dense.cu: ColumnsOfByRuns).
+// dense.cu: ColumnsOfByRuns), on tiles of at most `run_rows_most` rows where
+// it says so (conv.cu: WeightColumnsByRuns).
 template <class L, class = void>
 struct SplitsColumns : std::false_type {};
 template <class L>
 struct SplitsColumns<L, std::void_t<typename L::Column>> : std::true_type {};
+template <class L, class = void>
+struct RunRowsMost : std::integral_constant<int, 1 << 30> {};
+template <class L>
+struct RunRowsMost<L, std::void_t<decltype(L::run_rows_most)>> : std::integral_constant<int, L::run_rows_most> {};
 
 // A right operand may need a table in shared memory that its loads read
 // (conv.cu: UnfoldByTaps): `prepare()`, run by every thread of the block
@@ -429,7 +434,7 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
         else return 0;
     }();
     // The same for A's loads where A is read down k a row at a time.
-    constexpr bool one_row = !A::k_fast && threads % BM == 0 && SplitsColumns<A>::value;
+    constexpr bool one_row = !A::k_fast && threads % BM == 0 && SplitsColumns<A>::value && BM <= RunRowsMost<A>::value;
     const int my_row = threadIdx.x % BM;
     [[maybe_unused]] const auto row = [&] {
         if constexpr (one_row) return a.column(row0 + my_row);

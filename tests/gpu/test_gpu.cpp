@@ -1571,6 +1571,7 @@ void test_versions_same_bits() {
     const Selections before{{"conv2d_forward", 7}};
     const std::vector<std::pair<std::string, Selections>> afters = {
         {"conv2d_forward 8", {{"conv2d_forward", 8}}},
+        {"conv2d_backward_data 11", {{"conv2d_backward_data", 11}}},  // (its products of w^T by runs)
     };
 
     std::vector<ConvShape> shapes = {

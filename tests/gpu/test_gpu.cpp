@@ -30,8 +30,14 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <thread>
 #include <vector>
 
+#ifdef DPTRAIN_CUDA_EMULATION
+#include <pthread.h>
+
+#include "device_code.hpp"
+#endif
 #include "cpu/kernels.hpp"
 #include "cuda/check.hpp"
 #include "cuda/fastdiv.cuh"
@@ -580,6 +586,26 @@ void test_conv_weight_left() {
 // host (the same code runs on the GPU): every divisor up to 4,100 (a layer's
 // widths and taps), then large ones, each on numerators near its multiples
 // and near 2^31.
+#ifdef DPTRAIN_CUDA_EMULATION
+// The emulated GPU holds every kernel's shared memory in thread-local
+// storage, which glibc takes out of each thread's stack: a thread started
+// now (as the streams and CPU devices' workers are) has 4 MB or more of
+// stack besides it. (With the default 8 MB, 0.2 MB were left, and a stream
+// thread under ThreadSanitizer overran it.)
+void test_thread_stacks() {
+    size_t stack = 0;
+    std::thread([&] {
+        pthread_attr_t attr;
+        if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+        pthread_attr_getstacksize(&attr, &stack);
+        pthread_attr_destroy(&attr);
+    }).join();
+    const size_t tls = cuda_emulation::static_tls_bytes();
+    report(stack >= tls + (size_t(4) << 20), "a new thread has 4 MB of stack or more besides the kernels' shared memory",
+           "stack " + std::to_string(stack >> 10) + " KiB, thread-local storage " + std::to_string(tls >> 10) + " KiB");
+}
+#endif
+
 void test_fastdiv() {
     long wrong = 0, tried = 0;
     auto check = [&](int d, int n) {
@@ -2520,6 +2546,9 @@ int main(int argc, char** argv) {
         else if (what == "streams") test_streams();
         else if (what == "tf32") test_tf32();
         else if (what != "replicas" && what != "tf32-horizons") {
+#ifdef DPTRAIN_CUDA_EMULATION
+            test_thread_stacks();
+#endif
             test_fastdiv();
             test_split_scratch();
             // The layers on every version of the GEMM core they run on

@@ -55,6 +55,12 @@ unsigned lane();
 // `address` (launch::acquire_from_host), told to ThreadSanitizer too.
 void acquire(const volatile void* address);
 
+// The bytes of static thread-local storage every thread of the process
+// holds: mostly every kernel's __shared__ memory (above). glibc carves it out
+// of each thread's stack, so the runtime makes the stacks of threads started
+// after it loads that much larger than the default.
+size_t static_tls_bytes();
+
 // A kernel launch: `thread_body` is what each thread of each block runs;
 // `signature`, the kernel's mangled type (for the launch log: it tells apart
 // the instances of one template that share a name).

@@ -28,6 +28,9 @@
 // DPTRAIN_EMULATED_LAUNCH_LOG=FILE (a line for each kernel, copy, fill and
 // host function as it is queued or captured: what scripts/kernel_figures.py
 // counts a training step's kernels and graph nodes from).
+#include <link.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,7 +57,39 @@
 using Clock = std::chrono::steady_clock;
 
 namespace dpt::cuda_emulation {
+
+size_t static_tls_bytes() {
+    size_t bytes = 0;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* sum) {
+            for (int i = 0; i < info->dlpi_phnum; ++i)
+                if (info->dlpi_phdr[i].p_type == PT_TLS) *static_cast<size_t*>(sum) += info->dlpi_phdr[i].p_memsz;
+            return 0;
+        },
+        &bytes);
+    return bytes;
+}
+
 namespace {
+
+// Every kernel's __shared__ memory is thread-local (device_code.hpp), so each
+// thread holds all of them (7.8 MB at 60-odd kernels, and more with each
+// kernel added), and glibc takes a thread's static TLS out of its stack: of
+// the default 8 MB, 0.2 MB would be left, which a stream thread under
+// ThreadSanitizer overran. Threads started from here on (streams, CPU
+// devices' workers, a test's) get the default stack besides their TLS.
+const bool stacks_sized = [] {
+    pthread_attr_t attr;
+    size_t stack = 0;
+    if (pthread_getattr_default_np(&attr) != 0) return false;
+    pthread_attr_getstacksize(&attr, &stack);
+    if (rlimit limit{}; stack == 0 && getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+        stack = limit.rlim_cur;
+    stack = std::max<size_t>(stack, size_t(8) << 20) + static_tls_bytes();
+    const bool set = pthread_attr_setstacksize(&attr, stack) == 0 && pthread_setattr_default_np(&attr) == 0;
+    pthread_attr_destroy(&attr);
+    return set;
+}();
 
 constexpr size_t memory_per_device = size_t(16) << 30;  // what cudaMemGetInfo and the properties say
 

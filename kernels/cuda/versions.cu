@@ -83,7 +83,7 @@ const char* const conv2d_backward_data_versions[] = {
     "it to the gradient there (dx += its sum, in the same rounding as sum_parts): no staged copy, no sum_parts "
     "kernel, the same bits",
     "version 10; the unfolded gradient's product (w^T . dy, version 2's first pass) reads each thread's row of w^T as "
-    "a run down w's column (a filter tap's weights, one an output channel), a pointer's add a load, where version 10 "
+    "a run down w's column (a filter tap's weights, one an output channel), an add and a load, where version 10 "
     "worked out each element's address from its tap and channel; the same elements, the same sums, bit for bit",
 };
 const char* const conv2d_backward_weight_versions[] = {

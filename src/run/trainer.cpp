@@ -105,20 +105,26 @@ void say_traced(const TraceFile& trace) {
                 trace.path().c_str());
 }
 
-// A GPU that fails while its work runs (an illegal address) says so at its
-// next CUDA call: mostly at the epoch's end, as the host waits for it, but
-// sometimes as the host queues another step. This names it for the second
-// case as the epoch's end does for the first. failure() does not wait, so no
-// healthy device (or other process) is waited for here; an error no device
-// owns is rethrown as it is.
+// What a device that failed during an epoch (a GPU's illegal address) is
+// reported as: named, with the epoch, where it was found and CUDA's words.
+std::runtime_error failed_during(const Device& d, int epoch, const char* found, const std::exception& e) {
+    return std::runtime_error(d.name() + " failed during epoch " + std::to_string(epoch) + " (" + found +
+                              "): " + e.what());
+}
+
+// A GPU that fails while its work runs says so at its next CUDA call:
+// mostly at the epoch's end, as the host waits for it, but sometimes as the
+// host queues another step. This names it for the second case as the
+// epoch's end does for the first. failure() does not wait, so no healthy
+// device (or other process) is waited for here; an error no device owns is
+// rethrown as it is.
 [[noreturn]] void rethrow_naming_device(std::span<Device* const> devices, int epoch) {
     for (Device* d : devices) {
         if (d->failure().empty()) continue;
         try {
             throw;
         } catch (const std::exception& e) {
-            throw std::runtime_error(d->name() + " failed during epoch " + std::to_string(epoch) +
-                                     " (found while the host queued its steps): " + e.what());
+            throw failed_during(*d, epoch, "found while the host queued its steps", e);
         }
     }
     throw;
@@ -440,8 +446,7 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
             try {
                 d->synchronize();
             } catch (const std::exception& e) {
-                throw std::runtime_error(d->name() + " failed during epoch " + std::to_string(epoch) +
-                                         " (its work is waited for at the end of each epoch): " + e.what());
+                throw failed_during(*d, epoch, "its work is waited for at the end of each epoch", e);
             }
         }
         progress.clear();

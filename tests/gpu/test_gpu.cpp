@@ -29,8 +29,8 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #ifdef DPTRAIN_CUDA_EMULATION
@@ -582,10 +582,6 @@ void test_conv_weight_left() {
     }
 }
 
-// fastdiv.cuh's division by multiplication against the division, on the
-// host (the same code runs on the GPU): every divisor up to 4,100 (a layer's
-// widths and taps), then large ones, each on numerators near its multiples
-// and near 2^31.
 #ifdef DPTRAIN_CUDA_EMULATION
 // The emulated GPU holds every kernel's shared memory in thread-local
 // storage, which glibc takes out of each thread's stack: a thread started
@@ -606,6 +602,10 @@ void test_thread_stacks() {
 }
 #endif
 
+// fastdiv.cuh's division by multiplication against the division, on the
+// host (the same code runs on the GPU): every divisor up to 4,100 (a layer's
+// widths and taps), then large ones, each on numerators near its multiples
+// and near 2^31.
 void test_fastdiv() {
     long wrong = 0, tried = 0;
     auto check = [&](int d, int n) {

@@ -73,7 +73,7 @@ size_t static_tls_bytes() {
 namespace {
 
 // Every kernel's __shared__ memory is thread-local (device_code.hpp), so each
-// thread holds all of them (7.8 MB at 60-odd kernels, and more with each
+// thread holds all of them (7.5 MB today, and more with each
 // kernel added), and glibc takes a thread's static TLS out of its stack: of
 // the default 8 MB, 0.2 MB would be left, which a stream thread under
 // ThreadSanitizer overran. Threads started from here on (streams, CPU

@@ -431,15 +431,18 @@ struct DenseCase {
 // runs them: from dense version 6 the last layer with the loss in one
 // launch (dense_softmax_cross_entropy), and from version 10 the first's
 // forward splits left to that launch (dense_forward_relu_for_loss); before
-// version 6, five calls.
+// version 6, five calls. And the first layer's bias gradient, the column
+// sums of dh: with --tf32 from tf32 version 10 by the loss's launch
+// (db_before), else by the kernel its backward launches for it
+// (dense_backward_bias), so that every version does the same work.
 struct DenseHeadCase {
     DenseShape s, last;
     std::vector<float> x = random_floats(size_t(s.n) * s.in, 11), w = random_floats(size_t(s.out) * s.in, 12),
                        b = random_floats(size_t(s.out), 13), w2 = random_floats(size_t(last.out) * last.in, 14),
                        b2 = random_floats(size_t(last.out), 15), dw0 = random_floats(w2.size(), 16),
-                       db0 = random_floats(b2.size(), 17);
+                       db0 = random_floats(b2.size(), 17), db1_0 = random_floats(b.size(), 18);
     Gpu gx{x}, gw{w}, gb{b}, gw2{w2}, gb2{b2}, h{size_t(s.n) * s.out}, logits{size_t(s.n) * last.out},
-        dlogits{logits.n}, dh{h.n}, dw{dw0}, db{db0};
+        dlogits{logits.n}, dh{h.n}, dw{dw0}, db{db0}, db1{db1_0};
     Gpu scratch{std::max(cuda::dense_scratch_floats(s.n, s.in, s.out, s.math),
                          cuda::dense_scratch_floats(last.n, last.in, last.out, last.math))};
     Tickets tickets;
@@ -457,9 +460,11 @@ struct DenseHeadCase {
         if (cuda::dense_loss_runs(last.n, last.in, last.out, last.math)) {
             const cuda::UnfinishedDense left =
                 cuda::dense_forward_relu_for_loss(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
+            const bool bias_too = cuda::dense_loss_sums_bias_before(last.math);
             cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
                                               h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
-                                              last.math);
+                                              last.math, bias_too ? db1.p : nullptr);
+            if (!bias_too) cuda::dense_backward_bias(db1.p, dh.p, s.n, s.out, stream);
             return;
         }
         cuda::dense_forward_relu(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
@@ -467,6 +472,7 @@ struct DenseHeadCase {
         cuda::softmax_cross_entropy(dlogits.p, targets.loss, logits.p, targets.glabels, last.n, last.out, stream);
         cuda::dense_backward_relu(dh.p, dw.p, db.p, dlogits.p, h.p, gw2.p, last.n, last.in, last.out, ws, stream,
                                   last.math);
+        cuda::dense_backward_bias(db1.p, dh.p, s.n, s.out, stream);
     }
     // The first layer's output against the CPU's; the logits and the last
     // layer's gradients against the CPU's from the GPU's output of the
@@ -476,9 +482,10 @@ struct DenseHeadCase {
                                                 cpu::dense_scratch_floats(last.n, last.in, last.out, last.math)));
         dw.put(dw0);
         db.put(db0);
+        db1.put(db1_0);
         for (Gpu* p : {&h, &logits, &dh, &scratch}) p->poison();
         this->run(run, nullptr);
-        const std::vector<float> got_h = h.get();
+        const std::vector<float> got_h = h.get(), got_dh = dh.get();
         std::vector<float> want_h(h.n), z(logits.n), g(z.size()), want_dh(h.n), want_dw = dw0, want_db = db0;
         cpu::dense_forward_relu(want_h.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, cpu_scratch.data(),
                                 s.math);
@@ -489,8 +496,12 @@ struct DenseHeadCase {
         const std::vector<float>& dy = backward_dy(got_g, g, last.math);
         cpu::dense_backward_relu(want_dh.data(), want_dw.data(), want_db.data(), dy.data(), got_h.data(), w2.data(),
                                  last.n, last.in, last.out, cpu_scratch.data(), last.math);
-        return std::max({error(got_h, want_h), error(logits.get(), z), error(got_g, g), error(dh.get(), want_dh),
-                         error(dw.get(), want_dw), error(db.get(), want_db)});
+        std::vector<double> sums(db1_0.begin(), db1_0.end());  // the column sums of the GPU's dh, as it is
+        for (int i = 0; i < s.n; ++i)
+            for (int o = 0; o < s.out; ++o) sums[size_t(o)] += got_dh[size_t(i) * s.out + o];
+        const std::vector<float> want_db1(sums.begin(), sums.end());
+        return std::max({error(got_h, want_h), error(logits.get(), z), error(got_g, g), error(got_dh, want_dh),
+                         error(dw.get(), want_dw), error(db.get(), want_db), error(db1.get(), want_db1)});
     }
 };
 

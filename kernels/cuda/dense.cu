@@ -209,11 +209,11 @@ void forward(float* y, const float* x, const float* w, const float* b, int n, in
 }
 
 // dense_softmax_cross_entropy's scratch: each sample's loss, then each
-// group's sums of [dw | db].
+// group's sums of [dw | db] and (db_before) of dx's columns.
 int dense_loss_groups(int n) { return tiled::ceil_div(n, dense_loss_group); }
 size_t dense_loss_scratch_floats(int n, int in, int classes) {
     if (!dense_loss_fits(n, in, classes)) return 0;
-    return size_t(n) + size_t(dense_loss_groups(n)) * size_t(classes) * size_t(in + 1);
+    return size_t(n) + size_t(dense_loss_groups(n)) * (size_t(classes) * size_t(in + 1) + size_t(in));
 }
 
 }  // namespace
@@ -265,27 +265,34 @@ void product(const tiled::Product<A, B, Out>& p, Workspace ws, cudaStream_t stre
 // The weight gradient's product: [dw | db] (out, in + 1) += dy^T (out, n)
 // . [x | 1] (n, in + 1) (version 3; not with --tf32, whose bias would be the
 // sum of rounded dy), else dw (out, in) += dy^T (out, n) . x (n, in) with db
-// from a kernel of its own (bias_kernel). Alone (run), or with the data
+// from a kernel of its own (bias_kernel), or none where the loss's kernel
+// has added it (bias_added: tf32 version 10). Alone (run), or with the data
 // gradient's product pd in one launch (version 4, tiles.cuh: gemm_pair:
 // run_with) where pairs_with(pd) holds.
 struct WeightGrad {
     float* db;
     const float* dy;
     int n, out;
+    bool bias_added;
     tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias> with_bias;
     tiled::Product<ColumnsOfByRuns, RowsAndOnes, StoreWeightsAndBias> with_bias_by_runs;  // (version 11, paired)
     tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix> plain;
     bool bias_in_product;
 
-    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, Math math)
-        : db(db), dy(dy), n(n), out(out), with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
+    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, Math math,
+               bool bias_added)
+        : db(db), dy(dy), n(n), out(out), bias_added(bias_added),
+          with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
           with_bias_by_runs{out, in + 1, n, {{dy, out}}, {x, in}, {dw, db, in}},
           plain{out, in, n, {dy, out}, {x, in}, {dw, in, true}},
-          bias_in_product(dense_version >= 3 && math == Math::fp32) {}
+          bias_in_product(dense_version >= 3 && math == Math::fp32) {
+        if (bias_added && bias_in_product)
+            throw std::invalid_argument("dense_backward: the bias's gradient is added already, yet this version's "
+                                        "weight-gradient product adds it too");
+    }
 
     void bias_kernel(cudaStream_t stream) const {
-        if (!bias_in_product)
-            launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
+        if (!bias_in_product && !bias_added) dense_backward_bias(db, dy, n, out, stream);
     }
     void run(Workspace ws, cudaStream_t stream, Math math) const {
         if (bias_in_product) product(with_bias, ws, stream, math);
@@ -314,9 +321,9 @@ struct WeightGrad {
 // (out, in), stored by `store`: the products of dense_backward.
 template <class Store>
 void backward(float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
-              bool with_data, Store store, Workspace ws, cudaStream_t stream, Math math) {
+              bool with_data, Store store, Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
-    const WeightGrad wg(dw, db, dy, x, n, in, out, math);
+    const WeightGrad wg(dw, db, dy, x, n, in, out, math, bias_added);
     wg.bias_kernel(stream);
     if (!with_data) return wg.run(ws, stream, math);
     const tiled::Product<RowMajor, RowsOf, Store> pd{n, in, out, {dy, out}, {w, in}, store};
@@ -328,18 +335,24 @@ void backward(float* dw, float* db, const float* dy, const float* x, const float
 }  // namespace
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                    int in, int out, Workspace ws, cudaStream_t stream, Math math) {
-    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, tiled::StoreMatrix{dx, in, false}, ws, stream, math);
+                    int in, int out, Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
+    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, tiled::StoreMatrix{dx, in, false}, ws, stream, math,
+             bias_added);
 }
 
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                         int in, int out, Workspace ws, cudaStream_t stream, Math math) {
-    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, StoreMasked{dx, x, in}, ws, stream, math);
+                         int in, int out, Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
+    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, StoreMasked{dx, x, in}, ws, stream, math, bias_added);
+}
+
+void dense_backward_bias(float* db, const float* dy, int n, int out, cudaStream_t stream) {
+    if (n > 0 && out > 0)
+        launch::kernel("dense_bias_grad", dense_bias_grad, unsigned(out), launch::threads, stream, db, dy, n, out);
 }
 
 void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                          const float* w, int n, int in, int out, const float* y, PoolKind kind, const PoolShape& ps,
-                         Workspace ws, cudaStream_t stream, Math math) {
+                         Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
     if (ps.n != n || size_t(in) * size_t(n) != ps.out_size())
         throw std::invalid_argument("dense_backward_pool: the dense layer's input is not the pooling's output");
     // Version 5, where the windows do not overlap: the data gradient's
@@ -352,7 +365,7 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
         const PoolWindows windows{ps.k, ps.stride, ps.h, ps.w, ps.oh(), ps.ow()};
         const tiled::Product<RowMajor, RowsOf, StoreThroughPool> pd{
             n, in, out, {dy, out}, {w, in}, {grad_y, y, x, in, kind, windows}};
-        const WeightGrad wg(dw, db, dy, x, n, in, out, math);
+        const WeightGrad wg(dw, db, dy, x, n, in, out, math, bias_added);
         if (wg.pairs_with(pd, ws, math)) {
             wg.bias_kernel(stream);
             return wg.run_with(pd, ws, stream, math);
@@ -369,7 +382,7 @@ void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const f
             return tiled::gemm_splits_then_finish(pd.m, pd.n, pd.k, pd.a, pd.b, pd.out, ws, splits, stream, math);
         }
     }
-    dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
+    dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math, bias_added);
     pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);
 }
 
@@ -403,9 +416,10 @@ struct DenseLoss {
     int n, in, classes;
     bool relu_before;
     float* losses;      // scratch: n
-    float* group_sums;  // scratch: groups x classes x (in + 1)
+    float* group_sums;  // scratch: groups x classes x (in + 1), then (db_before) groups x in
     unsigned* tickets;  // groups + 1
     UnfinishedDense before;  // (version 10) x's layer, where it is left for this kernel to finish
+    float* db_before;   // (tf32 version 10) x's layer's bias gradient, += the column sums of dx; or null
 };
 
 // Sample i's x into xs: loaded, or (d.before) finished as finish_splits
@@ -540,6 +554,13 @@ __global__ void dense_loss(DenseLoss d) {
 //   time, each over the groups in group order, 8 groups' loads at once.
 // The logits, dlogits, loss and dx are version 6's, bit for bit; dw and db
 // are summed in groups of 32 samples instead of 16.
+// With db_before (tf32 version 10), the bias gradient of the dense layer
+// whose output x is, summed from dx as [dw | db] is from dlogits: each
+// group's column sums of dx in sample order (before its [dw | db]: after
+// them, nvcc gave the --tf32 kernel 80 registers instead of 64), then the
+// groups' in group order. That layer's backward then launches no kernel for
+// its bias, which --tf32 would (its product rounds dy; the bias sums it as
+// it is).
 template <bool tf32>
 __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) {
     constexpr int warps = launch::threads / 32, group_rows = dense_loss_wide_group;
@@ -554,6 +575,14 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) 
     const int group = i / group_rows, first = group * group_rows;
     const int rows = min(d.n - first, group_rows), groups = (d.n + group_rows - 1) / group_rows;
     if (!launch::last_to_arrive(&d.tickets[group], unsigned(rows))) return;
+    float* bias_sums = d.group_sums + size_t(groups) * total;  // (db_before) groups x in, after every [dw | db]
+    if (d.db_before)
+        for (int j = t; j < d.in; j += launch::threads) {
+            const float* column = d.dx + size_t(first) * d.in + j;
+            float s = 0.0f;
+            for (int r = 0; r < rows; ++r) s += __ldcg(column + size_t(r) * d.in);
+            bias_sums[size_t(group) * d.in + j] = s;
+        }
     for (int e = t; e < rows * d.classes; e += launch::threads)
         gs[e / d.classes][e % d.classes] = __ldcg(d.dlogits + size_t(first) * d.classes + e);
     __syncthreads();
@@ -603,6 +632,12 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) 
             else d.db[c] += s[a];
         }
     }
+    if (d.db_before)
+        for (int j = t; j < d.in; j += launch::threads) {
+            float s = 0.0f;
+            for (int k = 0; k < groups; ++k) s += __ldcg(bias_sums + size_t(k) * d.in + j);
+            d.db_before[j] += s;
+        }
     dense_loss_total(d);
 }
 
@@ -617,10 +652,14 @@ bool dense_loss_runs(int n, int in, int classes, Math math) {
     return dense_version >= 6 && (math == Math::fp32 || tf32_version >= 5) && dense_loss_fits(n, in, classes);
 }
 
+bool dense_loss_sums_bias_before(Math math) {
+    return math == Math::tf32 && tf32_version >= 10 && dense_version >= 8;
+}
+
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
-                                 const UnfinishedDense& before, Math math) {
+                                 const UnfinishedDense& before, Math math, float* db_before) {
     if (!dense_loss_fits(n, in, classes) || !ws.tickets)
         throw std::invalid_argument("dense_softmax_cross_entropy: " + std::to_string(n) + " samples of " +
                                     std::to_string(in) + " inputs and " + std::to_string(classes) +
@@ -628,9 +667,12 @@ void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum
     if (before.y && (before.y != x || before.n != n || before.out != in || before.partial != ws.scratch))
         throw std::invalid_argument("dense_softmax_cross_entropy: the unfinished layer before is not the one whose "
                                     "output is x, or its partial sums are not at the start of the scratch");
+    if (db_before && !dense_loss_sums_bias_before(math))
+        throw std::invalid_argument("dense_softmax_cross_entropy: the bias gradient of the layer before is summed "
+                                    "here with --tf32 from tf32 version 10 and dense version 8, not in this run");
     float* scratch = ws.scratch + before.floats();  // (0 floats when x is ready)
     const DenseLoss d{logits, dlogits,     loss_sum, labels,      dx,         dw,    db, x, w, b, n, in,
-                      classes, relu_before, scratch,  scratch + n, ws.tickets, before};
+                      classes, relu_before, scratch,  scratch + n, ws.tickets, before, db_before};
     const bool tf32 = math == Math::tf32;
     if (dense_version >= 8)
         launch::kernel("dense_loss_wide", tf32 ? dense_loss_wide<true> : dense_loss_wide<false>, unsigned(n),

@@ -165,14 +165,20 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
                         int n, int in, int out, Workspace ws, cudaStream_t stream,
                         Math math = Math::fp32);
 // dw += dy^T . x; db += column sums of dy; dx = dy . w (skipped when null).
+// bias_added: db has them already (dense_softmax_cross_entropy's
+// db_before), so only dw and dx; refused where the weight gradient's
+// product adds the bias as a column (FP32).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out,
-                    Workspace ws, cudaStream_t stream, Math math = Math::fp32);
+                    Workspace ws, cudaStream_t stream, Math math = Math::fp32, bool bias_added = false);
 // dense_backward, then ReLU's backward mask on dx (x is the output of the
 // ReLU before the layer): dx = 0 where x <= 0.
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
                          const float* x, const float* w, int n, int in, int out,
-                         Workspace ws, cudaStream_t stream, Math math = Math::fp32);
+                         Workspace ws, cudaStream_t stream, Math math = Math::fp32, bool bias_added = false);
+// db (out) += column sums of dy (n, out), dy as it is: the kernel that the
+// backward launches for the bias where its product does not sum it.
+void dense_backward_bias(float* db, const float* dy, int n, int out, cudaStream_t stream);
 // The backward of a dense layer whose input x (n, in) is the flattened
 // pooling (shape ps) of a ReLU's output y: dense_backward into dx, then
 // pool2d_backward_relu of dx into grad_y, the gradient of y. Where the
@@ -182,7 +188,8 @@ void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
 // adds its splits (version 7); otherwise dx is written on the way.
 void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                          const float* w, int n, int in, int out, const float* y, PoolKind kind,
-                         const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
+                         const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32,
+                         bool bias_added = false);
 
 // A classifier's last dense layer, the softmax cross-entropy loss and the
 // layer's backward in one launch (dense version 6): logits (n, classes) =
@@ -220,10 +227,17 @@ UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const floa
                                             int out, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 // before: the layer whose y is x, left unfinished (its partial sums stay
 // in ws.scratch, and the loss's scratch follows them); empty: x is ready.
+// db_before: where dense_loss_sums_bias_before(math) (--tf32 from tf32
+// version 10, dense version 8 on), the bias gradient of the dense layer
+// whose output x is, += the column sums of dx (its dy), in groups of
+// samples as db; that layer's backward is then called with bias_added.
+// Null: left to that backward.
+bool dense_loss_sums_bias_before(Math math);
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
-                                 const UnfinishedDense& before = {}, Math math = Math::fp32);
+                                 const UnfinishedDense& before = {}, Math math = Math::fp32,
+                                 float* db_before = nullptr);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -385,31 +399,46 @@ struct KernelSet {
         }
         cuda::dense_forward_relu(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
+    // The bias gradient that the loss's kernel has added for the layer
+    // before it (db_before), until that layer's backward, which then
+    // leaves it alone (bias_added).
+    const float* bias_summed = nullptr;
+    bool bias_added(const float* db) {
+        if (!db || db != bias_summed) return false;
+        bias_summed = nullptr;
+        return true;
+    }
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, int n, int in, int out, float* scratch, Math math) const {
-        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
+                        const float* w, int n, int in, int out, float* scratch, Math math) {
+        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math, bias_added(db));
     }
     void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x,
-                             const float* w, int n, int in, int out, float* scratch, Math math) const {
-        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
+                             const float* w, int n, int in, int out, float* scratch, Math math) {
+        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math,
+                                  bias_added(db));
     }
     void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                              const float* w, int n, int in, int out, const float* y, PoolKind kind,
-                             const PoolShape& ps, float* scratch, Math math) const {
+                             const PoolShape& ps, float* scratch, Math math) {
         cuda::dense_backward_pool(grad_y, dx, dw, db, dy, x, w, n, in, out, y, kind, ps, workspace(scratch), stream,
-                                  math);
+                                  math, bias_added(db));
     }
     // Whether the last layer, a dense one of these shapes, runs with the
     // loss (dense_softmax_cross_entropy; model.hpp: LastDense).
     bool fuses_loss(int n, int in, int classes) const {
         return tickets && dense_loss_runs(n, in, classes, math);
     }
+    // db_before: the bias gradient of the dense layer whose output x is, or
+    // null; the loss sums it where its kernel can (bias_summed).
     void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels,
                                      float* dx, float* dw, float* db, const float* x, const float* w, const float* b,
-                                     int n, int in, int classes, bool relu_before, float* scratch) {
+                                     int n, int in, int classes, bool relu_before, float* db_before,
+                                     float* scratch) {
         const UnfinishedDense before = unfinished.y == x ? std::exchange(unfinished, {}) : UnfinishedDense{};
+        if (!dense_loss_sums_bias_before(math)) db_before = nullptr;
         cuda::dense_softmax_cross_entropy(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes,
-                                          relu_before, workspace(scratch), stream, before, math);
+                                          relu_before, workspace(scratch), stream, before, math, db_before);
+        bias_summed = db_before;
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {

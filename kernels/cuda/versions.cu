@@ -195,6 +195,10 @@ const char* const tf32_versions[] = {
     "builds in shared memory, the results held in the warps' fragments across the slice; the bias summed from dy as "
     "it is. Into the rows kernels' slices, which the input gradient's kernel adds. The tensor cores' sums, not "
     "version 8's bits",
+    "version 9, and the bias gradient of the dense layer before the loss (LeNet's dense1) summed by the loss's "
+    "kernel (dense_loss_wide, dense 8 on) from the dx it writes, as it sums the last layer's [dw | db]: in groups "
+    "of 32 samples, then the groups in order; that layer's backward launches no dense_bias_grad. The same sums in "
+    "another order than version 9's",
 };
 
 // Batch normalisation's per-channel sums (the statistics and the backward's

@@ -408,7 +408,7 @@ class GpuDevice final : public Device {
                     kernels_.dense_softmax_cross_entropy(act_.logits(), act_.d_logits(), loss_sum_, act_.labels,
                                                          last->dx, last->dw, last->db, last->x, last->w, last->b,
                                                          loaded_, last->in, last->classes, last->relu_before,
-                                                         last->scratch);
+                                                         last->db_before, last->scratch);
                 else
                     cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
                                                 model_.classes(), stream_);
@@ -420,6 +420,7 @@ class GpuDevice final : public Device {
         assert(!kernels_.gather.x && "the first convolution gathers the batch");
         assert(!kernels_.unfinished.y && "the loss finishes the dense layer it reads");
         assert(!kernels_.unfinished_weight.dw && "a layer's input gradient finishes its weight gradient");
+        assert(!kernels_.bias_summed && "the layer before the loss takes the bias gradient the loss summed");
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     // A check asked for just before the update runs in the update's pass

@@ -276,6 +276,19 @@ std::optional<ConvShape> Model::first_conv_pooled(int n, Math math) const {
     return conv_shape(0, n, math);
 }
 
+const Model::Planned* Model::dense_before_last() const {
+    const Planned& last = plan_.back();
+    if (plan_.size() < 2 || last.layer.kind != LayerKind::dense || last.relu_after || last.pool_before >= 0 ||
+        last.input < 0)
+        return nullptr;
+    size_t i = plan_.size() - 2;
+    while (i > 0 && (plan_[i].layer.kind == LayerKind::flatten ||
+                     (plan_[i].layer.kind == LayerKind::relu && plan_[i].fused)))
+        --i;
+    const Planned& p = plan_[i];
+    return p.layer.kind == LayerKind::dense && p.relu_after && p.buffer == last.input ? &p : nullptr;
+}
+
 // Layout: input, labels, the outputs in buffer order, their gradients in
 // reverse buffer order (the logits' first), the spare gradient, batch
 // norm's saved statistics, scratch.

@@ -157,6 +157,11 @@ struct LastDense {
     int in = 0, classes = 0;
     bool relu_before = false;  // x is a ReLU's output: dx is 0 where x is
     float* scratch = nullptr;
+    // The bias gradient of the dense layer that writes x (with its ReLU,
+    // Model::dense_before_last), whose dy is dx: a kernel set may add dx's
+    // column sums to it with the loss and leave the bias out of that
+    // layer's backward (cuda::KernelSet::bias_summed). Null: no such layer.
+    float* db_before = nullptr;
 };
 
 // What Model::train calls when a layer's gradients are done, by default.
@@ -309,6 +314,9 @@ class Model {
     float* output_of(const Planned& p, const Activations& a, float* logits) const {
         return p.buffer == int(buffer_sizes_.size()) - 1 ? logits : a.out[size_t(p.buffer)];
     }
+    // The dense layer with its ReLU that writes the last (dense) layer's
+    // input, with nothing but the fused ReLU and flattens between; or null.
+    const Planned* dense_before_last() const;
     // The last layer as a LastDense, where kernel set k runs it with the loss.
     template <class K>
     std::optional<LastDense> last_dense(const K& k, const Activations& a, const float* params, float* grads,
@@ -482,24 +490,19 @@ std::optional<LastDense> Model::last_dense(const K& k, const Activations& a, con
     if (p.layer.kind != LayerKind::dense || p.relu_after || p.pool_before >= 0 || p.input < 0 ||
         !k.fuses_loss(n, int(p.in.size()), p.layer.out))
         return std::nullopt;
+    const Planned* before = dense_before_last();
     return LastDense{a.out[size_t(p.input)], tensor_at(params, p.weight), tensor_at(params, p.bias),
                      a.grad[size_t(p.input)], tensor_at(grads, p.weight), tensor_at(grads, p.bias),
-                     int(p.in.size()), p.layer.out, p.relu_before, a.scratch};
+                     int(p.in.size()), p.layer.out, p.relu_before, a.scratch,
+                     before ? tensor_at(grads, before->bias) : nullptr};
 }
 
 template <class K>
 const float* Model::loss_input_from_dense(const K& k, const Activations& a, int n) const {
     const Planned& last = plan_.back();
-    if (plan_.size() < 2 || last.layer.kind != LayerKind::dense || last.relu_after || last.pool_before >= 0 ||
-        last.input < 0 || !k.fuses_loss(n, int(last.in.size()), last.layer.out))
-        return nullptr;
-    size_t i = plan_.size() - 2;
-    while (i > 0 && (plan_[i].layer.kind == LayerKind::flatten ||
-                     (plan_[i].layer.kind == LayerKind::relu && plan_[i].fused)))
-        --i;
-    const Planned& p = plan_[i];
-    return p.layer.kind == LayerKind::dense && p.relu_after && p.buffer == last.input ? a.out[size_t(p.buffer)]
-                                                                                      : nullptr;
+    const Planned* p = dense_before_last();
+    if (!p || !k.fuses_loss(n, int(last.in.size()), last.layer.out)) return nullptr;
+    return a.out[size_t(p->buffer)];
 }
 
 template <class K>

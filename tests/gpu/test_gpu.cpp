@@ -1464,6 +1464,82 @@ void test_tf32_dense_loss(const std::string& version) {
         }
 }
 
+// From tf32 version 10, the loss's kernel adds the bias gradient of the
+// dense layer before it (db_before), the column sums of the dx it writes,
+// in groups of 32 samples then the groups in order: against the FP32 sums
+// of the kernel's own dx, the same bits on a second run, and the other
+// outputs those of a run without db_before. Then that layer's backward
+// with bias_added leaves db alone under --tf32 and is refused in FP32,
+// whose product adds the bias as a column. LeNet's shape, a group cut short
+// (37), and more inputs than a block has threads (300 samples of 600).
+// Before version 10 a db_before is refused, not ignored.
+void test_tf32_bias_before(const std::string& version) {
+    struct Case { int n, in, classes; };
+    for (const Case z : {Case{256, 128, 10}, Case{37, 50, 7}, Case{300, 600, 3}}) {
+        char name[120];
+        std::snprintf(name, sizeof name, "dense_softmax_cross_entropy n%d in%d classes%d --tf32, db_before%s", z.n,
+                      z.in, z.classes, version.c_str());
+        const auto [x, w, b, dw0, db0, labels] = loss_inputs(z.n, z.in, z.classes, true, 80);
+        const auto db_before0 = random(size_t(z.in), 86);
+        Buffer<float> gx(x), gw(w), gb(b), logits(size_t(z.n) * z.classes), dlogits(logits.n), dx(x.size()),
+            dw(dw0), db(db0), db_before(db_before0);
+        Buffer<int32_t> glabels(labels);
+        Buffer<double> loss(std::vector<double>{0.0});
+        Buffer<float> scratch(cuda::dense_scratch_floats(z.n, z.in, z.classes, Math::tf32));
+        Tickets tickets;
+        const auto run = [&](bool with_before) {
+            for (Buffer<float>* p : {&logits, &dlogits, &dx, &scratch}) p->poison();
+            dw.upload(dw0);
+            db.upload(db0);
+            db_before.upload(db_before0);
+            loss.upload({0.0});
+            cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, loss.p, glabels.p, dx.p, dw.p, db.p, gx.p, gw.p,
+                                              gb.p, z.n, z.in, z.classes, true, {scratch.p, tickets.p}, nullptr, {},
+                                              Math::tf32, with_before ? db_before.p : nullptr);
+            return std::vector<std::vector<float>>{logits.download(), dlogits.download(), dx.download(),
+                                                   dw.download(), db.download(), db_before.download()};
+        };
+        if (!cuda::dense_loss_sums_bias_before(Math::tf32)) {
+            bool refused = false;
+            try {
+                run(true);
+            } catch (const std::invalid_argument&) {
+                refused = true;
+            }
+            report(refused, std::string(name) + ": refused");
+            continue;
+        }
+        const auto got = run(true), again = run(true), without = run(false);
+        check_tickets(tickets, name);
+        std::vector<double> sums(db_before0.begin(), db_before0.end());
+        for (int i = 0; i < z.n; ++i)
+            for (int j = 0; j < z.in; ++j) sums[size_t(j)] += got[2][size_t(i) * z.in + j];
+        compare(std::string(name) + ": db_before, the FP32 sums of dx", got[5], {sums.begin(), sums.end()}, gemm_tol);
+        compare(std::string(name) + ": db_before again, the same bits", again[5], got[5], 0.0);
+        const char* names[] = {"logits", "dlogits", "dx", "dw", "db"};
+        for (size_t k = 0; k < 5; ++k)
+            compare(std::string(name) + ": " + names[k] + ", the bits without db_before", got[k], without[k], 0.0);
+        report(without[5] == db_before0, std::string(name) + ": without db_before, that bias is left alone");
+    }
+    // The layer before's backward, told its bias is added: dw and dx only.
+    const int n = 37, in = 20, out = 50;
+    const auto x = random(size_t(n) * in, 87), w = random(size_t(out) * in, 88), dy = random(size_t(n) * out, 89);
+    const auto db0 = random(size_t(out), 90);
+    Buffer<float> gx(x), gw(w), gdy(dy), dx(x.size()), dw(w.size()), db(db0), scratch(cuda::dense_scratch_floats(n, in, out, Math::tf32));
+    Tickets tickets;
+    cuda::dense_backward_relu(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, n, in, out, {scratch.p, tickets.p}, nullptr,
+                              Math::tf32, true);
+    report(db.download() == db0, "dense_backward_relu --tf32 with bias_added leaves db alone" + version);
+    bool refused = false;
+    try {
+        cuda::dense_backward_relu(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, n, in, out, {scratch.p, tickets.p}, nullptr,
+                                  Math::fp32, true);
+    } catch (const std::invalid_argument&) {
+        refused = true;
+    }
+    report(refused, "dense_backward_relu in FP32 refuses bias_added (its product adds the bias)" + version);
+}
+
 // LeNet's conv2 under --tf32 as training runs it (from tf32 version 6):
 // the weight gradient leaves its slices (conv2d_backward_weight_unfinished)
 // and the input gradient's kernel adds them, input_grad_rows_tiled_finishing
@@ -1562,6 +1638,7 @@ void test_tf32() {
         report(cuda::dense_loss_runs(256, 128, 10, Math::tf32) == (v >= 5),
                std::string("the last layer with the loss ") + (v >= 5 ? "takes" : "leaves") + " --tf32" + version);
         if (v >= 5) test_tf32_dense_loss(version);
+        if (v >= 5) test_tf32_bias_before(version);
         if (v >= 6) test_tf32_weight_left(version);
     }
     cuda::select_default_versions();

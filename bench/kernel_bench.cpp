@@ -9,7 +9,8 @@
 // conv2d_backward_data_weight_pool; LeNet's convolutions' weight and input
 // gradients one after the other, conv2d_backward_weight_data; a dense layer
 // and the last one after it with the loss, dense_head; ResNet-18's batch norm
-// layers' sums, batch_norm; residual adds, residual; max pooling's backward
+// layers' sums, batch_norm, and its convolutions with the statistics of the
+// batch norm after them, conv2d_forward_stats; residual adds, residual; max pooling's backward
 // at each pooling layer, pool; the convolutions' split products through
 // their launchers, waves). For each launcher, layer and version it first
 // checks the GPU's result against the CPU twin (kernels/cpu/), then times
@@ -157,6 +158,11 @@ struct ConvCase {
     // and its ReLU, in the forward kernel where it can be.
     PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
     Gpu pooled{ps.out_size()};
+    // "conv2d_forward_stats": the convolution without a ReLU, then the
+    // statistics of a batch norm after it, as ResNet-18's training runs
+    // them (batch_norm 8: the statistics add the product's splits).
+    NormShape ns{s.n, s.oc, s.col_cols()};
+    Gpu stats{2 * size_t(s.oc)};
 
     explicit ConvCase(const ConvShape& shape) : s(shape) {}
 
@@ -181,6 +187,10 @@ struct ConvCase {
 
     void run(const std::string& launcher, cudaStream_t stream) {
         if (launcher == "conv2d_forward") cuda::conv2d_forward_relu(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
+        else if (launcher == "conv2d_forward_stats") {
+            const cuda::UnfinishedConv left = cuda::conv2d_forward_for_stats(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
+            cuda::batch_norm_stats(stats.p, y.p, ns, {scratch.p, tickets.p}, stream, left);
+        }
         else if (launcher == "conv2d_forward_relu_pool")
             cuda::conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
         else if (launcher == "conv2d_backward_data") cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream);
@@ -199,6 +209,16 @@ struct ConvCase {
         fp.math = Math::fp32;
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
         const auto x = operand(this->x, s.math), w = operand(this->w, s.math), dy = operand(this->dy, s.math);
+        if (launcher == "conv2d_forward_stats") {
+            std::vector<float> want(s.out_size()), want_stats(stats.n);
+            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
+            cpu::batch_norm_stats(want_stats.data(), want.data(), ns);
+            y.poison();
+            stats.poison();
+            scratch.poison();
+            run(launcher, nullptr);
+            return std::max(error(y.get(), want), error(stats.get(), want_stats));
+        }
         if (launcher == "conv2d_forward" || launcher == "conv2d_forward_relu_pool") {
             std::vector<float> want(s.out_size()), want_pooled(ps.out_size());
             cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
@@ -881,6 +901,9 @@ int main(int argc, char** argv) {
                 }
                 if (launcher == "conv2d_forward" && kind == ModelKind::lenet)
                     return std::vector<std::string>{launcher, "conv2d_forward_relu_pool"};
+                // ResNet-18's convolutions before a batch norm, with its statistics.
+                if (launcher == "batch_norm" && kind == ModelKind::resnet18)
+                    return std::vector<std::string>{"conv2d_forward_stats"};
                 if (launcher == "conv2d_backward_weight" && kind == ModelKind::lenet)
                     return std::vector<std::string>{launcher, "conv2d_backward_weight_data"};
                 if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};

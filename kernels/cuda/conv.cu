@@ -2232,20 +2232,32 @@ size_t forward_split_floats(const ConvShape& s) {
     return size_t(64) * 128 * forward_target_blocks + size_t(s.oc) * s.n * s.col_cols();
 }
 
+// leave_splits (batch_norm 8, conv2d_forward_for_stats): a product split
+// along k stores its splits' partial sums in scratch and leaves them, for
+// the batch norm's statistics to add (the same StoreSplit product
+// gemm_splits runs before finish_splits).
 template <bool relu>
-void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
-             cudaStream_t stream) {
-    if (direct_forward_fits(s)) return launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
-    if (launch_rows_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream)) return;
+UnfinishedConv forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+                       cudaStream_t stream, bool leave_splits = false) {
+    if (direct_forward_fits(s)) {
+        launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
+        return {};
+    }
+    if (launch_rows_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream)) return {};
     const Geometry g(s);
     const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
+    const bool leave = leave_splits && splits > 1 && m > 0 && n > 0;
     const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
     with_unfold(x, g, [&](auto unfold) {
-        if (splits > 1)
+        if (leave)
+            tiled::gemm(m, n, k, Weights{w, k}, unfold, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits,
+                        s.math);
+        else if (splits > 1)
             tiled::gemm_splits(m, n, k, Weights{w, k}, unfold, out, Workspace{scratch, nullptr}, splits, stream, s.math);
         else
             tiled::gemm(m, n, k, Weights{w, k}, unfold, out, stream, 1, s.math);
     });
+    return leave ? UnfinishedConv{y, scratch, b, splits} : UnfinishedConv{};
 }
 
 // Version 4: a split forward product (version 3) with a ReLU and a pooling
@@ -2368,7 +2380,11 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     // Version 3's partial sums, a block's for each weight and bias (whether
     // or not it is selected now: the benchmark switches versions).
     const size_t small = size_t(std::min(s.n, launch::threads)) * (s.weight_size() + size_t(s.oc));
-    return std::max({weight_grad, with_bias, input_grad, small, forward_split_floats(s)});
+    // batch_norm 8: the forward's splits left, and the statistics' slices after them.
+    const size_t left_for_stats = forward_split_floats(s) > 0
+                                      ? forward_split_floats(s) + batch_norm_scratch_floats({s.n, s.oc, s.col_cols()})
+                                      : 0;
+    return std::max({weight_grad, with_bias, input_grad, small, forward_split_floats(s), left_for_stats});
 }
 
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
@@ -2379,6 +2395,11 @@ void conv2d_forward(float* y, const float* x, const float* w, const float* b, co
 void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
                          float* scratch, cudaStream_t stream) {
     forward<true>(y, x, w, b, s, scratch, stream);
+}
+
+UnfinishedConv conv2d_forward_for_stats(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                                        float* scratch, cudaStream_t stream) {
+    return forward<false>(y, x, w, b, s, scratch, stream, batch_norm_version >= 8);
 }
 
 bool conv2d_forward_gathers(const ConvShape& s) {

@@ -282,7 +282,25 @@ void wait_for_host(const unsigned long long* counter, unsigned long long target,
 // workspace: batch_norm_scratch_floats of scratch and a ticket a channel;
 // without tickets, a block a channel.
 size_t batch_norm_scratch_floats(const NormShape& s);
-void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream);
+// A convolution's forward (no ReLU) whose product split along k has stored
+// its splits' partial sums but not added them: the statistics of the batch
+// norm after it add them and the bias as finish_splits would, store y on
+// the way, and sum y (batch_norm version 8). y null: nothing is left.
+struct UnfinishedConv {
+    float* y = nullptr;              // (n, oc, oh, ow)
+    const float* partial = nullptr;  // (splits, oc, n x oh x ow), at the start of the workspace's scratch
+    const float* b = nullptr;
+    int splits = 0;
+};
+// conv2d_forward, but where batch_norm version 8 takes over a product split
+// along k, only the product: the rest is returned, for batch_norm_stats.
+// Otherwise the whole forward, and an empty UnfinishedConv.
+UnfinishedConv conv2d_forward_for_stats(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                                        float* scratch, cudaStream_t stream);
+// before: the convolution whose y is x, left unfinished (its partial sums
+// stay at the start of ws.scratch; the sums' slices follow them).
+void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream,
+                      const UnfinishedConv& before = {});
 // relu: y = max(y, 0) too (a ReLU after the layer; from version 5 in the same kernel).
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream, bool relu = false);
@@ -313,7 +331,11 @@ struct KernelSet {
 
     static size_t conv2d_scratch_floats(const ConvShape& s) { return cuda::conv2d_scratch_floats(s); }
     void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
-                        float* scratch) const {
+                        float* scratch) {
+        if (y == stats_input) {
+            unfinished_conv = cuda::conv2d_forward_for_stats(y, x, w, b, s, scratch, stream);
+            return;
+        }
         cuda::conv2d_forward(y, x, w, b, s, scratch, stream);
     }
     void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
@@ -453,8 +475,14 @@ struct KernelSet {
         cuda::add_relu_backward(dy, d_other, y, count, accumulate, stream);
     }
     static size_t batch_norm_scratch_floats(const NormShape& s) { return cuda::batch_norm_scratch_floats(s); }
-    void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) const {
-        cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream);
+    // The input of a batch norm layer, while a training pass's forward
+    // writes it (Model::train): a convolution that writes it may leave its
+    // splits to the statistics (unfinished_conv).
+    const float* stats_input = nullptr;
+    UnfinishedConv unfinished_conv;
+    void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) {
+        const UnfinishedConv before = unfinished_conv.y == x ? std::exchange(unfinished_conv, {}) : UnfinishedConv{};
+        cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream, before);
     }
     void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count,
                             const float* gamma, const float* beta, float eps, const NormShape& s, bool relu) const {

@@ -174,21 +174,56 @@ __device__ bool channel_sums(TwoSums& s, const Slices& sl, int ch, int slice) {
     return true;
 }
 
+// What the statistics sum of a value: it and its square, in double.
+struct ValueAndSquare {
+    __device__ TwoSums operator()(float x) const {
+        const double v = x;
+        return TwoSums{v, v * v};
+    }
+};
+
+// The channel's sums, stored by the block that holds them.
+__device__ void store_stats(float* stats, const TwoSums& s, int c, int ch) {
+    if (threadIdx.x == 0) {
+        stats[ch] = float(s.first);
+        stats[c + ch] = float(s.second);
+    }
+}
+
 // Block (ch, slice) of the grid (channels, slices).
 __global__ void stats_kernel(float* stats, const float* x, Channels g, Slices sl) {
     const int ch = int(blockIdx.x), slice = int(blockIdx.y);
     const int values = g.s.n * g.s.hw, first = slice * sl.length;
     TwoSums s = run_sums(
-        first, min(values, first + sl.length), [&](int k) { return x[g.value_index(ch, k)]; },
-        [](float x) {
-            const double v = x;
-            return TwoSums{v, v * v};
-        });
-    if (!channel_sums(s, sl, ch, slice)) return;
-    if (threadIdx.x == 0) {
-        stats[ch] = float(s.first);
-        stats[g.s.c + ch] = float(s.second);
-    }
+        first, min(values, first + sl.length), [&](int k) { return x[g.value_index(ch, k)]; }, ValueAndSquare{});
+    if (channel_sums(s, sl, ch, slice)) store_stats(stats, s, g.s.c, ch);
+}
+
+// Version 8: stats_kernel, where the layer's input is a convolution's
+// output whose product split along k left its splits' partial sums
+// (UnfinishedConv; conv.cu: forward). Each value is finished where
+// stats_kernel would load it: its splits added in split order, then the
+// bias (finish_splits with StoreOutput<false>: its column of the product is
+// the value's place in the channel's run, sample by sample), stored in y
+// and summed. The same y and the same sums as finish_splits then
+// stats_kernel, bit for bit, and one pass over y instead of two.
+__global__ void finish_stats_kernel(float* stats, UnfinishedConv u, Channels g, Slices sl) {
+    const int ch = int(blockIdx.x), slice = int(blockIdx.y);
+    const int values = g.s.n * g.s.hw, first = slice * sl.length;
+    const size_t size = size_t(values) * g.s.c;  // the product's, a split's
+    const float* const row = u.partial + size_t(ch) * values;  // the channel's row of the product, split 0
+    const float bias = u.b[ch];
+    TwoSums s = run_sums(
+        first, min(values, first + sl.length),
+        [&](int k) {
+            float v = 0.0f;
+            for (int z = 0; z < u.splits; ++z) v += row[size_t(z) * size + k];
+            v += bias;
+            u.y[g.value_index(ch, k)] = v;
+            return v;
+        },
+        ValueAndSquare{});
+    if (channel_sums(s, sl, ch, slice)) store_stats(stats, s, g.s.c, ch);
 }
 
 // Channel ch's mean and 1/std from the sums over `count` values.
@@ -407,9 +442,19 @@ size_t batch_norm_scratch_floats(const NormShape& s) {
     return s.c > 0 ? 4 * size_t(s.c) * size_t(slices_of(s)) + 1 : 0;
 }
 
-void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream) {
+void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream,
+                      const UnfinishedConv& before) {
+    if (before.y && (before.y != x || before.partial != ws.scratch || before.splits < 2))
+        throw std::invalid_argument("batch_norm_stats: the unfinished convolution before is not the one whose "
+                                    "output is x, or its partial sums are not at the start of the scratch");
     if (s.c == 0) return;
     const Channels g(s);  // (first: it refuses a layer too large to index)
+    if (before.y) {  // the slices' sums after the convolution's splits
+        const Slices sl = slices_for(s, {ws.scratch + size_t(before.splits) * s.size(), ws.tickets});
+        launch::kernel("finish_stats_kernel", finish_stats_kernel, dim3(unsigned(s.c), unsigned(sl.count)),
+                       launch::threads, stream, stats, before, g, sl);
+        return;
+    }
     const Slices sl = slices_for(s, ws);
     launch::kernel("stats_kernel", stats_kernel, dim3(unsigned(s.c), unsigned(sl.count)), launch::threads, stream,
                    stats, x, g, sl);

@@ -223,6 +223,10 @@ const char* const batch_norm_versions[] = {
     "once a block, into shared memory (at most 512 channels), where each value worked them out (two double "
     "divisions of the sums by the count; a division by the square root of the running variance): the same "
     "expressions, the same bits",
+    "version 7, and the statistics of a layer right after a convolution whose forward product is split along k "
+    "(ResNet-18's 128- to 512-channel layers) summed by the kernel that adds the splits (finish_stats_kernel): a "
+    "block a slice of a channel, each value its splits added in split order and the bias, stored in y and summed; "
+    "no finish_splits, and y read once instead of twice. The same values in the same order, the same bits",
 };
 // A residual add and the ReLU after it (ResNet-18's blocks end so).
 const char* const residual_versions[] = {

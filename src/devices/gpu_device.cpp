@@ -421,6 +421,7 @@ class GpuDevice final : public Device {
         assert(!kernels_.unfinished.y && "the loss finishes the dense layer it reads");
         assert(!kernels_.unfinished_weight.dw && "a layer's input gradient finishes its weight gradient");
         assert(!kernels_.bias_summed && "the layer before the loss takes the bias gradient the loss summed");
+        assert(!kernels_.unfinished_conv.y && "a batch norm's statistics finish the convolution before it");
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     // A check asked for just before the update runs in the update's pass

@@ -314,6 +314,14 @@ class Model {
     float* output_of(const Planned& p, const Activations& a, float* logits) const {
         return p.buffer == int(buffer_sizes_.size()) - 1 ? logits : a.out[size_t(p.buffer)];
     }
+    // Layer i's output, where layer i is a convolution without a ReLU or a
+    // pooling after it and the next layer a batch norm that reads it; or null.
+    const float* norm_input_after(size_t i, const Activations& a) const {
+        const Planned& p = plan_[i];
+        if (p.layer.kind != LayerKind::conv || p.relu_after || p.pool_after >= 0 || i + 1 >= plan_.size()) return nullptr;
+        const Planned& next = plan_[i + 1];
+        return next.layer.kind == LayerKind::batch_norm && next.input == p.buffer ? a.out[size_t(p.buffer)] : nullptr;
+    }
     // The dense layer with its ReLU that writes the last (dense) layer's
     // input, with nothing but the fused ReLU and flattens between; or null.
     const Planned* dense_before_last() const;
@@ -533,7 +541,13 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
     for (size_t i = 0; i < layers; ++i) {
         const Planned& p = plan_[i];
         if (p.layer.kind != LayerKind::batch_norm) {
-            if (passed == stage) forward_layer(k, i, a, params, pass.pool, n, x, logits);
+            if (passed != stage) continue;
+            // A convolution whose output only the batch norm's statistics
+            // read next may leave them the end of its forward (on a GPU,
+            // cuda::KernelSet::unfinished_conv).
+            if constexpr (requires { k.stats_input; }) k.stats_input = norm_input_after(i, a);
+            forward_layer(k, i, a, params, pass.pool, n, x, logits);
+            if constexpr (requires { k.stats_input; }) k.stats_input = nullptr;
             continue;
         }
         const NormShape s = norm_shape(i, n);

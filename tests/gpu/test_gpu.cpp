@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <tuple>
 #include <thread>
@@ -47,6 +48,7 @@
 #include "parallel/device_factory.hpp"
 #include "devices/gpu.hpp"
 #include "model/lenet.hpp"
+#include "model/resnet.hpp"
 #include "small_resnet.hpp"
 #include "parallel/parallel.hpp"
 #include "synthetic.hpp"
@@ -1754,6 +1756,60 @@ void keep_or_compare(std::map<std::string, std::vector<float>>& kept, int v, int
 // version 7's data gradient and inference (each channel's constants once a
 // block; up to 512 channels, a layer of 600 on the kernels before) version
 // 6's, bit for bit.
+// Batch norm version 8: a convolution whose product splits along k leaves
+// its splits (conv2d_forward_for_stats) to the statistics of the batch norm
+// after it (batch_norm_stats with the unfinished convolution), which add
+// them, the bias, store y and sum it. Against conv2d_forward then
+// batch_norm_stats: y and the statistics the same bits, at every distinct
+// convolution of ResNet-18 at 7 and 64 samples, some of which split (and
+// the rest run whole, nothing left). And the statistics refuse a
+// convolution left for another buffer.
+void test_stats_after_conv() {
+    cuda::select_version("batch_norm", 8);
+    for (const int n : {7, 64}) {
+        std::set<std::string> seen;
+        int left = 0;
+        for (const ConvShape& s : resnet::model().conv_shapes(n)) {
+            if (!seen.insert(describe(s)).second) continue;
+            const std::string name = "conv2d_forward_for_stats " + describe(s);
+            const NormShape ns{s.n, s.oc, s.col_cols()};
+            const auto x = random(s.in_size(), 100), w = random(s.weight_size(), 101), b = random(size_t(s.oc), 102);
+            Buffer<float> gx(x), gw(w), gb(b), y(s.out_size()), stats(2 * size_t(s.oc)),
+                scratch(cuda::conv2d_scratch_floats(s));
+            Tickets tickets;
+            const cuda::Workspace ws{scratch.p, tickets.p};
+            y.poison();
+            stats.poison();
+            cuda::conv2d_forward(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
+            cuda::batch_norm_stats(stats.p, y.p, ns, ws, nullptr);
+            const auto want_y = y.download(), want_stats = stats.download();
+            y.poison();
+            stats.poison();
+            scratch.poison();
+            const cuda::UnfinishedConv u = cuda::conv2d_forward_for_stats(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
+            left += u.y != nullptr;
+            cuda::batch_norm_stats(stats.p, y.p, ns, ws, nullptr, u);
+            const std::string how = u.y ? " (its splits left to the statistics)" : " (run whole)";
+            compare(name + how + ": y, the bits of the two calls", y.download(), want_y, 0.0);
+            compare(name + how + ": the statistics, the bits of the two calls", stats.download(), want_stats, 0.0);
+            check_tickets(tickets, name);
+        }
+        report(left > 0, "conv2d_forward_for_stats at " + std::to_string(n) + " samples: " + std::to_string(left) +
+                             " of ResNet-18's convolutions leave their splits to the statistics");
+    }
+    bool refused = false;
+    try {
+        float other = 0;
+        const cuda::UnfinishedConv u{&other, nullptr, nullptr, 4};
+        Tickets tickets;
+        cuda::batch_norm_stats(nullptr, nullptr, {4, 8, 16}, {nullptr, tickets.p}, nullptr, u);
+    } catch (const std::invalid_argument&) {
+        refused = true;
+    }
+    cuda::select_default_versions();
+    report(refused, "batch_norm_stats refuses a convolution left unfinished for another buffer");
+}
+
 void test_batch_norm() {
     const NormShape shapes[] = {{3, 5, 7},   {8, 64, 26 * 26}, {2, 256, 9}, {7, 3, 100},
                                 {5, 2, 1000}, {256, 1, 28 * 28}, {2, 600, 3}};
@@ -2387,6 +2443,26 @@ void test_resnet(int batch) {
                "2 GPU replicas of a small ResNet, conv2d_backward_data 10 (input gradients added in their kernels): "
                "the bits of staging and sum_into");
     }
+    // A convolution wide enough for its forward product to split along k
+    // (32 channels in: k = 288), then a batch norm: with batch_norm 8 the
+    // statistics add its splits (finish_stats_kernel) instead of
+    // finish_splits then stats_kernel; the bits of batch_norm 7, on 2
+    // replicas with --bn local and --bn sync.
+    static const Model wide("conv, then batch norm", {1, 28, 28}, {batch_norm(), conv(32, 3), pool(PoolKind::max, 3, 2),
+                                                                 conv(32, 3, 1, 1), batch_norm(), relu(),
+                                                                 pool(PoolKind::avg, 12, 12), flatten(), dense(10)});
+    for (BatchNormMode bn : {BatchNormMode::local, BatchNormMode::sync}) {
+        const auto under = [&](int version) {
+            cuda::select_version("batch_norm", version);
+            const Trained t = train_epochs(DeviceKind::gpu, 2, batch, {.model = &wide, .bn = bn});
+            cuda::select_version("batch_norm", 0);
+            return t;
+        };
+        report(same_bits(under(8), under(7)),
+               std::string("2 GPU replicas, a conv then a batch norm, --bn ") +
+                   (bn == BatchNormMode::sync ? "sync" : "local") +
+                   ", batch_norm 8 (the statistics add the conv's splits): the bits of batch_norm 7");
+    }
     for (BatchNormMode bn : {BatchNormMode::local, BatchNormMode::sync})
         report(same_bits(train_epochs(DeviceKind::gpu, 3, batch, {.bucket_kb = 0, .model = model, .bn = bn}),
                          train_epochs(DeviceKind::gpu, 3, batch, {.model = model, .bn = bn})),
@@ -2640,6 +2716,7 @@ int main(int argc, char** argv) {
             test_pool();
             test_waves();
             test_batch_norm();
+            test_stats_after_conv();
             test_running_all();
             test_elementwise();
         }

@@ -103,7 +103,26 @@ done
     || { echo "FAIL: the --tf32 step with tf32=10 launches ${kernels_tf32:-?} kernels, more than 10"; exit 1; }
 stack=$(awk -F'|' '$2 ~ /\.cu / && $3 ~ /`weight_grad_mma`/ { print $6 + 0 }' "$tmp/tf32")
 [[ $stack == 0 ]] || { echo "FAIL: weight_grad_mma has a stack frame of ${stack:-?} bytes (spills)"; exit 1; }
+# ResNet-18 at batch 32: with batch_norm 7, each split convolution before a
+# batch norm is finish_splits then stats_kernel; with batch_norm 8 no such
+# pair is left (finish_stats_kernel does both), and the step is that many
+# kernels fewer.
+resnet_step() {  # VERSION: the step's table, checked
+    DPTRAIN_KERNEL_VERSIONS=batch_norm=$1 "$root/scripts/kernel_figures.py" --emulated "$build" \
+        --work "$build/kernel-figures" --model resnet18 --batch 32 --check "${objects[@]}" 2>"$tmp/err" \
+        | sed -n '/^## One training step/,$p' \
+        || { echo "FAIL: kernel_figures.py --check --model resnet18 with batch_norm=$1: $(cat "$tmp/err")" >&2; return 1; }
+}
+pairs() { awk -F'|' '/^\| [0-9]+ \|/ { if (prev ~ /finish_splits/ && $3 ~ /stats_kernel/) n++; prev = $3 } END { print n + 0 }'; }
+count() { grep -oE '^- [0-9]+ kernels' | grep -oE '[0-9]+'; }
+step7=$(resnet_step 7) && step8=$(resnet_step 8) || exit 1
+pairs7=$(pairs <<<"$step7") pairs8=$(pairs <<<"$step8") kernels7=$(count <<<"$step7") kernels8=$(count <<<"$step8")
+[[ $pairs7 -gt 0 && $pairs8 -eq 0 ]] \
+    || { echo "FAIL: finish_splits then stats_kernel: $pairs7 times with batch_norm 7 (want some), $pairs8 with 8 (want none)"; exit 1; }
+[[ -n $kernels7 && -n $kernels8 && $kernels8 -eq $((kernels7 - pairs7)) ]] \
+    || { echo "FAIL: ResNet-18's step: ${kernels7:-?} kernels with batch_norm 7, ${kernels8:-?} with 8, not $pairs7 fewer"; exit 1; }
 echo "ok: every kernel of the step found; $(grep -E '^- [0-9]+ kernels' "$tmp/out")"
+echo "ok: ResNet-18 at batch 32, $kernels7 kernels a step with batch_norm 7 ($pairs7 finish_splits then stats_kernel), $kernels8 with batch_norm 8 (none)"
 echo "ok: --tf32 with tf32=10, $kernels_tf32 kernels a step, no dense_bias_grad, conv2's products on rows_forward_mma, input_grad_mma and weight_grad_mma, the last with no stack frame"
 echo "ok: with $versions, $kernels_newer kernels a step, no finish_splits, dense_loss_wide, finish_pair_splits, window_forward, bank_weight_grad_windows and input_grad_rows_tiled_finishing among them; ${under#- }"
 echo "ok: dense 11's $(wc -l <<<"$runs") FP32 pair kernels each with fewer main-loop instructions than version 10's, and 60% or more FFMA"

@@ -31,6 +31,7 @@
 #include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
+#include "tiles.cuh"
 #include "versions.hpp"
 
 #include <algorithm>
@@ -202,11 +203,12 @@ __global__ void stats_kernel(float* stats, const float* x, Channels g, Slices sl
 // Version 8: stats_kernel, where the layer's input is a convolution's
 // output whose product split along k left its splits' partial sums
 // (UnfinishedConv; conv.cu: forward). Each value is finished where
-// stats_kernel would load it: its splits added in split order, then the
-// bias (finish_splits with StoreOutput<false>: its column of the product is
-// the value's place in the channel's run, sample by sample), stored in y
-// and summed. The same y and the same sums as finish_splits then
-// stats_kernel, bit for bit, and one pass over y instead of two.
+// stats_kernel would load it: its splits added by finish_splits' own
+// split_sum, then the bias, as finish_splits with StoreOutput<false> does
+// (its column of the product is the value's place in the channel's run,
+// sample by sample), stored in y and summed. The same y and the same sums
+// as finish_splits then stats_kernel, bit for bit, and one pass over y
+// instead of two.
 __global__ void finish_stats_kernel(float* stats, UnfinishedConv u, Channels g, Slices sl) {
     const int ch = int(blockIdx.x), slice = int(blockIdx.y);
     const int values = g.s.n * g.s.hw, first = slice * sl.length;
@@ -216,9 +218,7 @@ __global__ void finish_stats_kernel(float* stats, UnfinishedConv u, Channels g, 
     TwoSums s = run_sums(
         first, min(values, first + sl.length),
         [&](int k) {
-            float v = 0.0f;
-            for (int z = 0; z < u.splits; ++z) v += row[size_t(z) * size + k];
-            v += bias;
+            const float v = tiled::split_sum(row, u.splits, size, size_t(k)) + bias;
             u.y[g.value_index(ch, k)] = v;
             return v;
         },

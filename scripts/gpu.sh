@@ -20,7 +20,8 @@
 #             and with --tf32, and in whole LeNet epochs against the
 #             defaults (bench/kernel_versions.sh); a LeNet and a ResNet-18
 #             step's kernels by ncu, heaviest first (scripts/ncu_step.py,
-#             tables in $LOGS/ncu-*.txt); full epochs, FP32 and
+#             tables in $LOGS/ncu-*.txt) and why LeNet's take their time
+#             (scripts/ncu_why.py); full epochs, FP32 and
 #             --tf32, against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile, FP32 and TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
@@ -33,8 +34,9 @@
 #             epochs with the versions not yet timed (UNTIMED_RESNET18,
 #             UNTIMED_LENET, UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
 #             defaults, memcheck and racecheck on a tiny ResNet-18 run with
-#             all of them, a ResNet-18 step's kernels by ncu, and the
-#             classroom pair
+#             all of them, why LeNet's kernels take their time (ncu's
+#             occupancy, issue slots and waits: scripts/ncu_why.py), a
+#             ResNet-18 step's kernels by ncu, and the classroom pair
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #
@@ -405,6 +407,44 @@ ncu_step() {
     fi
 }
 
+# ncu_why NAME SKIP COUNT -- DPTRAIN_ARGS...: why each kernel of a step
+# takes its time, from Nsight Compute's sections (occupancy, issue slots,
+# the reasons warps wait; scripts/ncu_why.py; the table in
+# $logs/ncu-why-NAME.txt, the report beside it for Nsight Compute's UI),
+# from the caller's $work, $data and stage budget. Each kernel is replayed
+# once a section pass, so COUNT stays small: a step or two.
+ncu_why() {
+    local name=$1 skip=$2 count=$3 ncu_rc ncu
+    shift 4
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+    if [[ -z $ncu ]]; then
+        note "skip  ncu why $name: not on PATH or in /usr/local/cuda/bin"; return
+    fi
+    over_budget "ncu why $name" && return
+    # At most 4 minutes, and no more than 2 past the stage's budget.
+    local limit=$((budget_s + 120 - (SECONDS - stage_start)))
+    ((limit > 240)) && limit=240
+    timeout "$limit" "$ncu" --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section SchedulerStats --section WarpStateStats --metrics gpu__time_duration.sum \
+        --launch-skip "$skip" --launch-count "$count" --export "$work/why-$name" --force-overwrite \
+        "$dir/dptrain" --data "$data" --epochs 1 --limit-test 256 --no-graphs "$@" >"$work/why-$name.log" 2>&1
+    ncu_rc=$?
+    cat "$work/why-$name.log" >>"$log"
+    if [[ $ncu_rc -ne 0 || ! -s $work/why-$name.ncu-rep ]]; then
+        note "skip  ncu why $name could not profile here (exit $ncu_rc): $(grep -m1 -iE 'error|fail' \
+            "$work/why-$name.log" || echo 'no message')"
+        return
+    fi
+    cp "$work/why-$name.ncu-rep" "$logs/ncu-why-$name.ncu-rep"
+    "$ncu" --import "$work/why-$name.ncu-rep" --page raw --csv >"$logs/ncu-why-$name.csv" 2>>"$log"
+    if python3 scripts/ncu_why.py "$logs/ncu-why-$name.csv" >"$logs/ncu-why-$name.txt" 2>&1; then
+        tee -a "$log" <"$logs/ncu-why-$name.txt"
+        ok "ncu why $name: $(head -1 "$logs/ncu-why-$name.txt") (table in $logs/ncu-why-$name.txt)"
+    else
+        fail "scripts/ncu_why.py $name: $(tail -1 "$logs/ncu-why-$name.txt")"
+    fi
+}
+
 stage_bench() {
     begin_stage bench
     ensure_build || return
@@ -478,6 +518,10 @@ stage_bench() {
     # so and the stage goes on.
     ncu_step lenet 200 80 "" -- --gpus 1 --batch 256 --limit-train 25600
     ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
+    # Why: two LeNet steps' kernels, FP32 and --tf32, by the reasons their
+    # warps wait (scripts/ncu_why.py).
+    ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
+    ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
 
     # dptrain ARGS...: the median epoch seconds, from --metrics.
     dptrain_epoch() {
@@ -705,7 +749,12 @@ stage_quick() {
                 "--data $data --gpus 1 --epochs 1 --limit-train 64 --limit-test 32 --batch 32 --tf32"
         done
     fi
-    # Where a ResNet-18 step's time goes, with the defaults.
+    # Why LeNet's kernels take their time (two steps, the defaults; --tf32
+    # with the last tf32 version named above), then where a ResNet-18
+    # step's time goes, with the defaults.
+    ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
+    [[ -z $UNTIMED_LENET_TF32 ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") \
+        ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
     ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
     # The classroom pair: 2 replicas sharing this GPU, the test accuracy.
     if ! over_budget "classroom pair"; then

@@ -20,8 +20,9 @@
 #             and with --tf32, and in whole LeNet epochs against the
 #             defaults (bench/kernel_versions.sh); a LeNet and a ResNet-18
 #             step's kernels by ncu, heaviest first (scripts/ncu_step.py,
-#             tables in $LOGS/ncu-*.txt) and why LeNet's take their time
-#             (scripts/ncu_why.py); full epochs, FP32 and
+#             tables in $LOGS/ncu-*.txt) and why LeNet's and ResNet-18's
+#             GEMM products take their time (scripts/ncu_why.py); full
+#             epochs, FP32 and
 #             --tf32, against the PyTorch peer (bench/pytorch_lenet.py,
 #             eager and torch.compile, FP32 and TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
@@ -34,9 +35,10 @@
 #             epochs with the versions not yet timed (UNTIMED_RESNET18,
 #             UNTIMED_LENET, UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
 #             defaults, memcheck and racecheck on a tiny ResNet-18 run with
-#             all of them, why LeNet's kernels take their time (ncu's
-#             occupancy, issue slots and waits: scripts/ncu_why.py), a
-#             ResNet-18 step's kernels by ncu, and the classroom pair
+#             all of them, the classroom pair, why LeNet's kernels and
+#             ResNet-18's GEMM products take their time (ncu's occupancy,
+#             issue slots and waits: scripts/ncu_why.py), and a ResNet-18
+#             step's kernels by ncu
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #
@@ -407,15 +409,19 @@ ncu_step() {
     fi
 }
 
-# ncu_why NAME SKIP COUNT -- DPTRAIN_ARGS...: why each kernel of a step
+# ncu_why NAME SKIP COUNT [NCU_ARGS...] -- DPTRAIN_ARGS...: why each kernel of a step
 # takes its time, from Nsight Compute's sections (occupancy, issue slots,
 # the reasons warps wait; scripts/ncu_why.py; the table in
 # $logs/ncu-why-NAME.txt, the report beside it for Nsight Compute's UI),
 # from the caller's $work, $data and stage budget. Each kernel is replayed
-# once a section pass, so COUNT stays small: a step or two.
+# once a section pass, so COUNT stays small: a step or two. NCU_ARGS
+# (e.g. --kernel-name regex:gemm) choose the kernels; SKIP and COUNT then
+# count the launches they choose.
 ncu_why() {
-    local name=$1 skip=$2 count=$3 ncu_rc ncu
-    shift 4
+    local name=$1 skip=$2 count=$3 ncu_rc ncu ncu_args=()
+    shift 3
+    while [[ $# -gt 0 && $1 != -- ]]; do ncu_args+=("$1"); shift; done
+    shift
     ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
     if [[ -z $ncu ]]; then
         note "skip  ncu why $name: not on PATH or in /usr/local/cuda/bin"; return
@@ -425,7 +431,7 @@ ncu_why() {
     local limit=$((budget_s + 120 - (SECONDS - stage_start)))
     ((limit > 240)) && limit=240
     timeout "$limit" "$ncu" --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --section SchedulerStats --section WarpStateStats --metrics gpu__time_duration.sum \
+        --section SchedulerStats --section WarpStateStats --metrics gpu__time_duration.sum "${ncu_args[@]}" \
         --launch-skip "$skip" --launch-count "$count" --export "$work/why-$name" --force-overwrite \
         "$dir/dptrain" --data "$data" --epochs 1 --limit-test 256 --no-graphs "$@" >"$work/why-$name.log" 2>&1
     ncu_rc=$?
@@ -518,10 +524,12 @@ stage_bench() {
     # so and the stage goes on.
     ncu_step lenet 200 80 "" -- --gpus 1 --batch 256 --limit-train 25600
     ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
-    # Why: two LeNet steps' kernels, FP32 and --tf32, by the reasons their
-    # warps wait (scripts/ncu_why.py).
+    # Why: two LeNet steps' kernels, FP32 and --tf32, and a ResNet-18
+    # step's GEMM products, by the reasons their warps wait
+    # (scripts/ncu_why.py).
     ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
     ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
+    ncu_why resnet18-gemm 80 40 --kernel-name regex:gemm -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
 
     # dptrain ARGS...: the median epoch seconds, from --metrics.
     dptrain_epoch() {
@@ -749,13 +757,6 @@ stage_quick() {
                 "--data $data --gpus 1 --epochs 1 --limit-train 64 --limit-test 32 --batch 32 --tf32"
         done
     fi
-    # Why LeNet's kernels take their time (two steps, the defaults; --tf32
-    # with the last tf32 version named above), then where a ResNet-18
-    # step's time goes, with the defaults.
-    ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
-    [[ -z $UNTIMED_LENET_TF32 ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") \
-        ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
-    ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
     # The classroom pair: 2 replicas sharing this GPU, the test accuracy.
     if ! over_budget "classroom pair"; then
         if "$dir/dptrain" --data "$data" --gpus 2 --batch 512 --lr 0.6 --epochs 4 >"$work/classroom.log" 2>&1; then
@@ -765,6 +766,15 @@ stage_quick() {
         fi
         cat "$work/classroom.log" >>"$log"
     fi
+    # Why the kernels take their time, with the defaults: two LeNet steps'
+    # (and --tf32's, with the last tf32 version named above), and a
+    # ResNet-18 step's GEMM products (about 40 launches a step: the third
+    # step's), then where a ResNet-18 step's time goes.
+    ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
+    [[ -z $UNTIMED_LENET_TF32 ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") \
+        ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
+    ncu_why resnet18-gemm 80 40 --kernel-name regex:gemm -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
+    ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
 }
 
 for s in "${stages[@]}"; do "stage_$s"; done

@@ -115,16 +115,11 @@ def stall_shares(metrics):
 
 
 def short_name(kernel):
-    """A demangled kernel name without its namespace, template arguments and parameters."""
-    # ncu writes the anonymous namespace as "unnamed>::".
-    name = kernel.split("(")[0].replace("unnamed>::", "")
-    depth, out = 0, ""
-    for ch in name:
-        depth += ch == "<"
-        if depth == 0:
-            out += ch
-        depth -= ch == ">"
-    return out.split()[-1].split("::")[-1] if out.split() else kernel
+    """A demangled kernel name without namespaces and parameters (its template
+    arguments tell ResNet-18's GEMM products apart)."""
+    name = kernel.split("(")[0].replace("unnamed>::", "")  # ncu's anonymous namespace
+    name = re.sub(r"\b[A-Za-z_]\w*::", "", name)
+    return name.split(" ", 1)[1] if name.startswith("void ") else name
 
 
 def main():
@@ -171,11 +166,11 @@ def main():
     print(f"{len(rows)} launches of {len(table)} kernels (a kernel: one name, grid and block); "
           f"mean times add up to {total:.1f} us")
     print(f"{'mean us':>8} {'launches':>8} " + " ".join(f"{c:>11}" for c in COLUMNS) +
-          f"  {'kernel':<28} {'grid':>14} {'block':>13}  waits (share of warp cycles)")
+          f" {'grid':>14} {'block':>13}  {'waits (share of warp cycles)':<52}  kernel")
     for _, time, n, cells, top, name, grid, block in table:
         shown = "-" if time is None else f"{time:.1f}"
         print(f"{shown:>8} {n:>8} " + " ".join(f"{c:>11}" for c in cells) +
-              f"  {name:<28} {grid:>14} {block:>13}  {top}")
+              f" {grid:>14} {block:>13}  {top:<52}  {name}")
     if missing:
         print("no metric in the CSV for: " + ", ".join(sorted(missing)))
 

@@ -2,8 +2,8 @@
 # scripts/ncu_why.py on three CSVs:
 # - tests/fixtures/ncu-why-raw.csv, in ncu's raw page (a column a metric,
 #   units on the second row), written by hand: 6 launches of 3 kernels with
-#   made-up figures, PC sampling's stall counts, a time with a thousands
-#   separator;
+#   made-up figures, PC sampling's stall counts beside another family's
+#   (which they outrank), a time with a thousands separator;
 # - tests/fixtures/ncu-why-details.csv, the same launches on ncu's details
 #   page (a row a metric), times in ns, the stalls as cycles per issued
 #   instruction, and no memory metric;

@@ -74,8 +74,8 @@ done
 # 15 s of the stage's budget, so where one version builds on another
 # (batch_norm 8 on 6 and 7, conv2d_backward_data 11 on 10) the last stands
 # for the line: bench/kernel_versions.sh without ONLY= times each one.
-UNTIMED_RESNET18=${UNTIMED_RESNET18-"batch_norm=8 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=11 batch_norm=8,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=11,dense=11"}
-UNTIMED_LENET=${UNTIMED_LENET-"dense=11"}
+UNTIMED_RESNET18=${UNTIMED_RESNET18-"gemm=3 batch_norm=8 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=11 gemm=3,batch_norm=8,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=11,dense=11"}
+UNTIMED_LENET=${UNTIMED_LENET-"gemm=3 dense=11 gemm=3,dense=11"}
 UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4 tf32=5 tf32=6 tf32=7 tf32=8 tf32=9 tf32=10"}
 # ResNet-18 with --tf32 (its convolutions on the GEMM core's tensor-core
 # tiles) has never run a timed epoch: its defaults, with the weight

@@ -8,7 +8,7 @@ set -uo pipefail
 dptrain=$1
 fail() { echo "FAIL: $*"; exit 1; }
 variants=$(LIST=1 bench/kernel_versions.sh "$dptrain" lenet 2>&1) || fail "LIST=1: $variants"
-latest=$(grep -E '^gemm_split=[0-9]+,.*,' <<<"$variants")
+latest=$(grep -E '^[a-z0-9_]+=[0-9]+(,[a-z0-9_]+=[0-9]+)+$' <<<"$variants" | grep -E '(^|,)gemm_split=' | head -1)
 [[ $(head -1 <<<"$variants") == default && -n $latest ]] || fail "no defaults or every launcher at its latest: $variants"
 all_but_split=$(tr ',' '\n' <<<"$latest" | grep -v '^gemm_split=' | paste -sd, -)
 grep -qx "$all_but_split" <<<"$variants" || fail "no variant of every launcher at its latest but gemm_split ($all_but_split)"

@@ -30,6 +30,14 @@ namespace dpt::cuda {
 void gemm(float* c, const float* a, const float* b, int m, int n, int k,
           bool trans_a, bool trans_b, bool accumulate, cudaStream_t stream);
 
+// The passes (shared-memory wavefronts) that the worst store of a warp takes
+// as version 2 of the GEMM core stashes a k-step of an operand, on the FP32
+// tile of `tile_rows` rows (32, 64 or 128) in GEMM core `version` (2, or 3 with
+// its padded rows): of A (`right` false) or B, read along k (`k_fast`) or
+// along the tile's side. 1: every thread of the warp in a bank of its own.
+// (For the tests: the layout the kernels use, worked out on the host.)
+int gemm_stash_passes(int tile_rows, bool right, bool k_fast, int version);
+
 // x (count, pixels) = images[index[i]] / 255, labels_out (count) = labels[index[i]].
 void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
                     const uint8_t* labels, const uint32_t* index, int count,

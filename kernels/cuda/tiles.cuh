@@ -204,6 +204,16 @@ struct LoadsIf : std::false_type {};
 template <class L>
 struct LoadsIf<L, std::void_t<decltype(&L::load_if)>> : std::true_type {};
 
+// Where load l of thread t of a version-2 tile falls in an operand's tile of
+// `side` x BK: its place along the side (index) and along k (kk).
+// Consecutive threads step along k where the loader's addresses run along k
+// (k_fast), so that a warp's global loads are runs; else along the side.
+__host__ __device__ constexpr void operand_place(bool k_fast, int side, int BK, int threads, int t, int l, int& index,
+                                                 int& kk) {
+    const int e = t + l * threads;
+    index = k_fast ? e / BK : e % side, kk = k_fast ? e % BK : e / side;
+}
+
 // A thread's fixed parts of an operand (SplitsAlongK), one a load.
 template <class L, int N>
 struct FixedParts {
@@ -223,8 +233,7 @@ struct Operand {
     using Fixed = typename std::conditional<split, FixedParts<L, loads>, char>::type;
 
     __device__ static void at(int l, int& index, int& kk) {
-        const int e = threadIdx.x + l * threads;
-        index = L::k_fast ? e / BK : e % side, kk = L::k_fast ? e % BK : e / side;
+        operand_place(L::k_fast, side, BK, threads, int(threadIdx.x), l, index, kk);
     }
     __device__ static float element(const L& op, int index, int k) {
         if constexpr (is_a) return op(index, k);
@@ -277,10 +286,24 @@ struct Operand {
 
 // Version 2's arithmetic, FP32 on the CUDA cores: each thread's TM x TN
 // results in registers, from 4-float shared-memory reads.
-template <class T>
+//
+// Its shared-memory rows (one a kk) are packed in version 2, and padded by
+// `pad` floats in version 3. Packed, a k-step's stores of an operand read
+// along k (k_fast: weights, dy, the unfolded input of a weight gradient)
+// fall in 4 of the 32 banks: a warp's 32 stores are 8 values of kk at each
+// of 4 places along the side, and with rows of 64 or 128 floats (whole
+// multiples of the 32 banks) the 8 kk of a place share one bank, so each
+// store takes 8 passes (wavefronts) where 1 would do. Padded by 4, kk's
+// row starts 4 banks after kk - 1's, and the 32 stores fall in 32 banks. The reads stay within one row, 4
+// consecutive floats at a 16-byte boundary, as before; the same elements,
+// the same sums, the same bits. (Tf32Core pads its rows for its fragments.)
+// The padding of version 3's rows.
+constexpr int padded_rows = 4;
+template <class T, int pad = 0>
 struct FmaCore {
+    static_assert(pad % 4 == 0, "rows padded by whole 16-byte groups, for the 4-float reads");
     static constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
-    static constexpr int a_stride = BM, b_stride = BN;  // shared-memory rows: packed
+    static constexpr int a_stride = BM + pad, b_stride = BN + pad;  // shared-memory rows
     float acc[TM][TN] = {};
 
     __device__ static void round(float*, int) {}
@@ -397,9 +420,12 @@ struct Tf32Core {
 };
 
 // The arithmetic as a kernel parameter of no size, so that a launch's
-// signature names it (as the tile's does).
+// signature names it (as the tile's does); on the host, which core a
+// launcher chose.
 template <class Core>
-struct Arithmetic {};
+struct Arithmetic {
+    using type = Core;
+};
 
 // The shared memory a version-2 tile stages its operands in, two k-steps of
 // each: as[buf][kk][i] = A(row0 + i, k0 + kk), bs[buf][kk][j] = B(k0 + kk, col0 + j).
@@ -568,12 +594,15 @@ template <class T, class A, class B, class Out>
 void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits, Math math) {
     const int k_per_split = split_length(k, splits, T::BK);
     const dim3 grid(unsigned(ceil_div(n, T::BN)), unsigned(ceil_div(m, T::BM)), unsigned(splits));
-    if (math == Math::tf32)  // (the same name: the signature, which names Tf32Core, tells them apart)
-        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out, Tf32Core<T>>, grid, T::threads, stream, T{},
-                       Arithmetic<Tf32Core<T>>{}, m, n, k, k_per_split, a, b, out);
-    else
-        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out>, grid, T::threads, stream, T{},
-                       Arithmetic<FmaCore<T>>{}, m, n, k, k_per_split, a, b, out);
+    // (The same name for every core: the signature, which names the core, tells them apart.)
+    const auto run = [&](auto arithmetic) {
+        using Core = typename decltype(arithmetic)::type;
+        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out, Core>, grid, T::threads, stream, T{},
+                       arithmetic, m, n, k, k_per_split, a, b, out);
+    };
+    if (math == Math::tf32) run(Arithmetic<Tf32Core<T>>{});
+    else if (gemm_version >= 3) run(Arithmetic<FmaCore<T, padded_rows>>{});
+    else run(Arithmetic<FmaCore<T>>{});
 }
 
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each
@@ -780,15 +809,20 @@ void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& 
                   cudaStream_t stream) {
     using P1 = PlacedProduct<A1, B1, Out1>;
     using P2 = PlacedProduct<A2, B2, Out2>;
-    using Core = std::conditional_t<math == Math::tf32, Tf32Core<T>, FmaCore<T>>;
     const P1 q1 = place<T>(p1, ws.scratch, tickets ? ws.tickets : nullptr);
     const size_t scratch1 = q1.splits > 1 ? size_t(q1.splits) * p1.m * p1.n : 0;
     const P2 q2 = place<T>(p2, ws.scratch + scratch1, tickets ? ws.tickets + q1.columns * q1.rows : nullptr);
     const unsigned blocks = unsigned(q1.blocks() + q2.blocks());
     if (blocks == 0) return;
-    // (the same name for both cores: the signature, which names the core, tells them apart)
-    launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, Core, P1, P2>, blocks, T::threads, stream, T{},
-                   Arithmetic<Core>{}, q1, q2);
+    // (the same name for every core: the signature, which names the core, tells them apart)
+    const auto run = [&](auto arithmetic) {
+        using Core = typename decltype(arithmetic)::type;
+        launch::kernel("gemm_pair_kernel", gemm_pair_kernel<T, Core, P1, P2>, blocks, T::threads, stream, T{},
+                       arithmetic, q1, q2);
+    };
+    if constexpr (math == Math::tf32) run(Arithmetic<Tf32Core<T>>{});
+    else if (gemm_version >= 3) run(Arithmetic<FmaCore<T, padded_rows>>{});
+    else run(Arithmetic<FmaCore<T>>{});
     if (tickets) return;
     const size_t size1 = q1.splits > 1 ? size_t(p1.m) * p1.n : 0, size2 = q2.splits > 1 ? size_t(p2.m) * p2.n : 0;
     if (size1 + size2 == 0) return;

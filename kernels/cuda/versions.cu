@@ -11,6 +11,9 @@ const char* const gemm_versions[] = {
     "64x64 tiles, 4x4 results a thread from scalar shared-memory reads, one shared buffer",
     "tiles by m (32, 64 or 128 rows x 128 columns), 8x8 (4x8) results a thread from 4-float shared-memory "
     "reads, double-buffered",
+    "version 2 with its shared-memory rows padded by 4 floats (FP32): a warp's stores of an operand read along k "
+    "(weights, dy, a weight gradient's unfolded input) fall in 32 banks, not 4, one pass each instead of 8; the "
+    "same elements, the same sums, bit for bit",
 };
 // A product split along k through scratch (tiles.cuh: gemm_split), which
 // the dense layers and the larger convolutions' weight gradients run.

@@ -1677,6 +1677,7 @@ void test_versions_same_bits() {
     const std::vector<std::pair<std::string, Selections>> afters = {
         {"conv2d_forward 8", {{"conv2d_forward", 8}}},
         {"conv2d_backward_data 11", {{"conv2d_backward_data", 11}}},  // (its products of w^T by runs)
+        {"gemm 3", {{"conv2d_forward", 7}, {"gemm", 3}}},              // (its padded shared-memory rows)
     };
 
     std::vector<ConvShape> shapes = {
@@ -2665,6 +2666,23 @@ void test_streams() {
 // module loads during the capture. Then the same against queued kernels.
 void test_graph_first() { check_graph_replays(2, 32, "2 GPU replicas, graph recorded first"); }
 
+// The shared-memory layout of the GEMM core's FP32 tiles: a warp's stores of
+// a k-step of an operand, on each tile, take 8 passes in version 2 where
+// the operand is read along k (its 32 stores in 4 banks) and 1 otherwise;
+// in version 3, whose rows are padded, 1 either way.
+void test_gemm_stash() {
+    for (const int rows : {32, 64, 128})
+        for (const bool right : {false, true})
+            for (const bool k_fast : {false, true})
+                for (const int version : {2, 3}) {
+                    const int want = version == 2 && k_fast ? 8 : 1;
+                    const int got = cuda::gemm_stash_passes(rows, right, k_fast, version);
+                    report(got == want, "gemm " + std::to_string(version) + ", " + std::to_string(rows) +
+                                            "-row tile, " + (right ? "B" : "A") + (k_fast ? " read along k" : " read along its side") +
+                                            ": a warp's stash takes " + std::to_string(got) + " pass(es) a store");
+                }
+}
+
 // The GEMM, convolution and dense checks on one version of the GEMM core.
 void test_layers_on_core(int core) {
     cuda::select_version("gemm", core);
@@ -2707,6 +2725,7 @@ int main(int argc, char** argv) {
             // The layers on every version of the GEMM core they run on
             // (versions.hpp).
             for (int v = 1; v <= cuda::version_count("gemm"); ++v) test_layers_on_core(v);
+            test_gemm_stash();
             test_versions_same_bits();
             test_dense_loss();
             test_dense_head();

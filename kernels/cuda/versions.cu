@@ -299,7 +299,7 @@ const char* const waves_versions[] = {
 //   LeNet 0.99x (70.0 ms both times), with conv2d_forward 8 69.8 ms;
 // - conv2d_backward_data 6 1.01x, dense 6 1.02x, gemm_split 2 1.79x, every
 //   launcher at its latest 1.49x.
-// A version 3 of the GEMM core (its k loop two k-steps an iteration, the
+// A first version 3 of the GEMM core (its k loop two k-steps an iteration, the
 // shared buffers' addresses as constants: 5% to 14% fewer instructions a
 // k-step, the same bits) took LeNet 0.99x and ResNet-18 1.02x, and with
 // conv2d_forward 8 ResNet-18 1403 ms against 1381 without it: it was taken

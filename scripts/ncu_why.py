@@ -149,7 +149,7 @@ def main():
             missing.add("time")
         cells = []
         for column, candidates in COLUMNS.items():
-            found = next((mean(c) for c in candidates if mean(c) is not None), None)
+            found = next((m for m in map(mean, candidates) if m is not None), None)
             if found is None:
                 missing.add(column)
             cells.append("-" if found is None else f"{found:.0f}")

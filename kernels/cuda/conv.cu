@@ -2380,11 +2380,11 @@ size_t conv2d_scratch_floats(const ConvShape& s) {
     // Version 3's partial sums, a block's for each weight and bias (whether
     // or not it is selected now: the benchmark switches versions).
     const size_t small = size_t(std::min(s.n, launch::threads)) * (s.weight_size() + size_t(s.oc));
-    // batch_norm 8: the forward's splits left, and the statistics' slices after them.
-    const size_t left_for_stats = forward_split_floats(s) > 0
-                                      ? forward_split_floats(s) + batch_norm_scratch_floats({s.n, s.oc, s.col_cols()})
-                                      : 0;
-    return std::max({weight_grad, with_bias, input_grad, small, forward_split_floats(s), left_for_stats});
+    // The forward's splits; with batch_norm 8 they are left, and the
+    // statistics' slices follow them.
+    const size_t forward = forward_split_floats(s);
+    const size_t forward_and_stats = forward > 0 ? forward + batch_norm_scratch_floats({s.n, s.oc, s.col_cols()}) : 0;
+    return std::max({weight_grad, with_bias, input_grad, small, forward_and_stats});
 }
 
 void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,

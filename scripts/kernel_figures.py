@@ -153,7 +153,7 @@ def compile_kernels(arch):
         return stem, cubin, ptxas
 
     # One nvcc a core, the largest sources first so that the long compiles
-    # (conv.cu, dense.cu) start at once; the results are read in the sources' order.
+    # start at once; the results are read in the sources' order.
     by_size = sorted(sources, key=os.path.getsize, reverse=True)
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         compiled = dict(zip(by_size, pool.map(compile_one, by_size)))

@@ -30,7 +30,7 @@ cat "$tmp/out"
 grep -q "^## The kernels as nvcc compiles them" "$tmp/out" && grep -q "^## One training step of lenet at batch 64" "$tmp/out" \
     && grep -qE "^- [0-9]+ kernels and [0-9]+ pieces of work a step \(graph nodes\)" "$tmp/out" \
     || { echo "FAIL: a table or the step's count is missing"; exit 1; }
-# The rows kernels that stage in batches (kernels/cuda/conv.cu: Staging)
+# The rows kernels that stage in batches (kernels/cuda/conv.cuh: Staging)
 # keep several loads in flight before they store one into shared memory.
 batched=$(grep -E '^\| [a-z_]+\.cu \| `[a-z_]+_batched<' "$tmp/out")
 [[ -n $batched ]] || { echo "FAIL: no kernel that stages in batches in the table"; exit 1; }

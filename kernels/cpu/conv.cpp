@@ -1,7 +1,8 @@
 // conv2d on the CPU: im2col + GEMM, or, for the 3x3 convolutions it fits,
 // Winograd's F(m x m, 3x3) (winograd.cpp), or direct sums for a one-channel
 // input (conv_direct.cpp); the dispatch is at the end of this file.
-// CUDA twin: kernels/cuda/conv.cu.
+// CUDA twin: kernels/cuda/conv_forward.cu, conv_backward_data.cu and
+// conv_backward_weight.cu (conv.cuh says which holds what).
 //
 // The unfolded matrix need not exist: its element (tap r, column j) is
 // x[tap_offset[r] + pixel_offset[j]], so the GEMM's B operand is packed

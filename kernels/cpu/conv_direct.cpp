@@ -1,7 +1,7 @@
 // Convolutions of a one-channel image (the first layer of LeNet and of
 // ResNet-18: 28x28 -> 26x26, 3x3 filters, no padding, stride 1) as direct
 // sums along the rows, 8 output pixels to a vector; conv.cpp hands these
-// shapes over. CUDA twin: the same layers run through kernels/cuda/conv.cu.
+// shapes over. CUDA twin: the same layers run through kernels/cuda/conv_*.cu.
 //
 // As a GEMM this layer is badly shaped: its depth is the 9 taps of one
 // channel, so each 6x16 tile of the micro-kernel did 9 steps of k between

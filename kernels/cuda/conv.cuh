@@ -1,19 +1,51 @@
-// What the convolution's two sources share: conv.cu (every launcher, and
-// the kernels on the FP32 units and the GEMM core) and conv_mma.cu (LeNet's
-// conv2 on the tensor cores under --tf32, a kernel for each of its three
-// products). The geometry the kernels take, the pooling of staged output
-// planes, the adding of a weight gradient's slices, and conv_mma.cu's
-// launchers.
+// The convolution on the GPU, forward and both backwards, and what its
+// sources share. CPU twin: kernels/cpu/conv.cpp, which unfolds the image
+// into a matrix first (im2col). Here a product is an implicit GEMM on the
+// tiled SGEMM of tiles.cuh: the loaders compute each element of that matrix
+// when a tile needs it, so nothing is unfolded in memory, and the epilogues
+// write NCHW directly.
+//
+//   forward          y (oc, n*oh*ow)  = w (oc, c*kh*kw)   . unfold(x) (c*kh*kw, n*oh*ow)
+//   backward-data    dx (c, n*h*w)    = w^T (c, oc*kh*kw) . spread(dy) (oc*kh*kw, n*h*w)
+//   backward-weight  dw (oc, c*kh*kw) += dy (oc, n*oh*ow)  . unfold(x)^T (n*oh*ow, c*kh*kw)
+//
+// spread(dy) holds, for input pixel (y, x) and filter tap (o, ky, kx), the
+// output gradient that tap carried from (y, x): dy[o][(y+pad-ky)/stride][...]
+// when that is a whole output position, else 0. Backward-data is then a plain
+// product, each dx element written once: no atomics, the same bits every run.
+//
+// The shapes where a GEMM's tiles and index arithmetic cost more than its
+// multiply-adds are summed directly instead, by kernels of their own: a
+// small filter bank (LeNet's conv1, ResNet-18's first), forward and weight
+// gradient, which also takes the pooling after the ReLU into the forward
+// and reads the weight gradient's dy through it; and LeNet's conv2, all
+// three products, a row of a plane a thread ("rows" kernels).
+//
+// A source a product, each with its launchers and every version of its
+// kernels (versions.cu: what each version changed):
+//   conv_forward.cu          conv2d_forward and its fused forms (ReLU, pooling, gathering the batch)
+//   conv_backward_data.cu    conv2d_backward_data, the input gradient
+//   conv_backward_weight.cu  conv2d_backward_weight, also through a pooling, and the scratch every
+//                            version needs (conv2d_scratch_floats)
+//   conv_mma.cu              LeNet's conv2 on the tensor cores under --tf32, a kernel for each of its
+//                            three products; the launchers above pick them where they take a shape
+// This header: the geometry the kernels take, the pooling of staged output
+// planes, the adding of a weight gradient's slices, conv_mma.cu's
+// launchers, and then what the three products' sources share.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "pool.cuh"
 #include "tiles.cuh"
+#include "versions.hpp"
 
 namespace dpt::cuda::conv {
 
@@ -22,7 +54,7 @@ namespace dpt::cuda::conv {
 struct Geometry {
     int n, c, h, w, oc, kh, kw, stride, pad, oh, ow;
     FastDiv by_taps, by_kw, by_out_pixels, by_ow, by_in_pixels, by_w, by_h, by_c;
-    bool tf32;  // Math::tf32: a direct kernel rounds its operands (conv.cu: direct_math)
+    bool tf32;  // Math::tf32: a direct kernel rounds its operands (direct_math, below)
     explicit Geometry(const ConvShape& s)
         : n(s.n), c(s.c), h(s.h), w(s.w), oc(s.oc), kh(s.kh), kw(s.kw), stride(s.stride), pad(s.pad),
           oh(s.oh()), ow(s.ow()), by_taps(s.kh * s.kw), by_kw(s.kw), by_out_pixels(s.oh() * s.ow()), by_ow(s.ow()),
@@ -61,8 +93,8 @@ struct StoreWeightsAndBias {
     }
 };
 // A weight gradient's slices added into [dw | db] in slice order, as
-// finish_splits adds them: a kernel of its own (conv.cu:
-// add_weight_slices), or (version 13 of the weight gradient) the layer's
+// finish_splits adds them: a kernel of its own
+// (add_weight_slices), or (version 13 of the weight gradient) the layer's
 // input gradient's kernel before its own sums
 // (input_grad_rows_tiled_finishing, input_grad_mma).
 __device__ inline void finish_weight_slices(const UnfinishedWeightGrad& u) {
@@ -94,5 +126,185 @@ bool weight_grad_mma_fits(const ConvShape& s);
 WeightSlicesKernel weight_grad_mma_kernel();
 int weight_grad_mma_chunks(const ConvShape& s);
 constexpr int weight_grad_mma_threads = 128;
+
+// ---- conv_forward.cu, conv_backward_data.cu, conv_backward_weight.cu ----
+
+using tiled::operand;
+
+// The kernels of those sources that sum a convolution directly, on the
+// FP32 units rather than through the GEMM core, take --tf32 from version 2
+// of the `tf32` launcher (versions.cu): they round each operand to TF32 as
+// they stage it, as the tensor cores would, and multiply and add in FP32. A
+// product of two TF32 numbers is exact in FP32, so the sums are what
+// Math::tf32 means (shapes.hpp) and what the CPU twin computes. Bias sums
+// take dy unrounded, as the twin's do.
+inline bool direct_math(const ConvShape& s) { return s.math == Math::fp32 || tf32_version >= 2; }
+
+// unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
+__device__ inline float unfolded(const float* x, const Geometry& g, int q, int col) {
+    const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+    const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+              ox = g.by_ow.rest(p, oy);
+    const int iy = oy * g.stride - g.pad + ky, ix = ox * g.stride - g.pad + kx;
+    if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return 0.0f;  // padding
+    return x[((size_t(s) * g.c + ch) * g.h + iy) * g.w + ix];
+}
+
+struct OutputGrad {  // dy as (oc, n*oh*ow)
+    const float* dy;
+    int oc;
+    FastDiv by_pixels;  // oh * ow
+    static constexpr bool k_fast = true;
+    __device__ float operator()(int o, int col) const { return load(fixed(o), step(col)); }
+    // In halves (tiles.cuh: SplitsAlongK): the channel's plane, and the
+    // pixel of a sample, once a k-step.
+    struct Fixed {
+        int offset;  // o * oh*ow
+    };
+    __device__ Fixed fixed(int o) const { return {o * by_pixels.divisor()}; }
+    struct Step {
+        const float* pixel;  // dy at channel 0 of the column's sample and pixel
+    };
+    __device__ Step step(int col) const {
+        const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
+        return {dy + size_t(s) * oc * by_pixels.divisor() + p};
+    }
+    __device__ float load(const Fixed& f, const Step& st) const { return st.pixel[f.offset]; }
+};
+
+// The input gradient of pixel (iy, ix) of channel ch from the columns of its
+// sample (`sample`: column (s, 0, 0) of row 0; `cols`: a row's length), with
+// stride 1: the taps that reach it are a range of ky and of kx.
+__device__ inline float gathered_unit_stride(const float* sample, size_t cols, const Geometry& g, int ch, int iy,
+                                             int ix) {
+    // Output (iy + pad - ky, ix + pad - kx) must lie in the output.
+    const int ky_lo = max(0, iy + g.pad - g.oh + 1), ky_hi = min(g.kh - 1, iy + g.pad);
+    const int kx_lo = max(0, ix + g.pad - g.ow + 1), kx_hi = min(g.kw - 1, ix + g.pad);
+    float sum = 0.0f;
+    for (int ky = ky_lo; ky <= ky_hi; ++ky) {
+        const float* tap_row = sample + size_t((ch * g.kh + ky) * g.kw) * cols + (iy + g.pad - ky) * g.ow + ix + g.pad;
+        for (int kx = kx_lo; kx <= kx_hi; ++kx) sum += tap_row[size_t(kx) * cols - kx];
+    }
+    return sum;
+}
+
+// A block of `threads` rounded up to whole warps.
+inline int whole_warps(int threads) { return tiled::ceil_div(threads, 32) * 32; }
+// Chunks of at most `most` of `total`, evened out: the size of each.
+inline int evened_chunk(int total, int most) { return tiled::ceil_div(total, tiled::ceil_div(total, most)); }
+
+// The rows kernels (LeNet's conv2, each product: a block a sample, or a
+// slice of the batch) stage their chunks in shared memory, at most this
+// many floats, and run at most this many threads a block.
+constexpr int staged_rows_floats = 12 * 1024, staged_rows_most_threads = 1024;
+
+// How the rows kernels stage K x K filters: each filter row padded to 16
+// bytes, so that a thread reads it 16 bytes at a time, and a channel's
+// filters to an odd number of 16-byte units, so that the 8 channels a
+// quarter-warp reads fall in different banks.
+template <int K>
+struct StagedFilters {
+    static constexpr int row = (K + 3) / 4 * 4;                             // a filter row, padded to 16 bytes
+    static constexpr int channel = K * row + ((K * row / 4) % 2 == 0 ? 4 : 0);  // an odd number of 16-byte units
+};
+
+// N floats (a multiple of 4) from 16-byte aligned shared memory into registers, 16 bytes a load.
+template <int N>
+__device__ inline void load_row(float (&to)[N], const float* from) {
+#pragma unroll
+    for (int v = 0; v < N / 4; ++v) tiled::read4(to + 4 * v, from + 4 * v);
+}
+
+// How the rows kernels copy a chunk from global into shared memory.
+// - serial: a loop of a block's width a turn. Compiled, each turn's store
+//   waits on its own load, so a thread has one load in flight: a chunk
+//   costs a memory latency for each element a thread copies (LeNet's
+//   conv2: 13 to 24 a round, each a read of L2 at best).
+// - batched: a thread issues up to staged_batch loads, into registers,
+//   before it stores any of them: a memory latency for every staged_batch
+//   elements. The same values land in the same places. (12, not 16: at 16
+//   the forward and input-gradient kernels spill under their 64-register
+//   cap, and LeNet's conv2 takes as many rounds at 12.)
+// Each rows kernel that stages so is a body (NAME_sums, given the block's
+// shared memory as `staged`) and two kernels that declare that memory and
+// run it: NAME, serial, and NAME_batched, so that a profile tells them apart.
+enum class Staging { serial, batched };
+constexpr int staged_batch = 12;
+
+// Copies count elements into shared memory (to), the block's threads taking
+// every blockDim.x-th: element e's value is element(e, at), and it goes to
+// to[at].
+template <Staging how, class Element>
+__device__ inline void stage(float* to, int count, Element element) {
+    const int step = int(blockDim.x);
+    if constexpr (how == Staging::serial) {
+        for (int e = int(threadIdx.x); e < count; e += step) {
+            int at;
+            const float v = element(e, at);
+            to[at] = v;
+        }
+    } else {
+        for (int e0 = int(threadIdx.x); e0 < count; e0 += staged_batch * step) {
+            float v[staged_batch];
+            int at[staged_batch] = {};
+#pragma unroll
+            for (int i = 0; i < staged_batch; ++i)
+                if (e0 + i * step < count) v[i] = element(e0 + i * step, at[i]);
+#pragma unroll
+            for (int i = 0; i < staged_batch; ++i)
+                if (e0 + i * step < count) to[at[i]] = v[i];
+        }
+    }
+}
+
+// N consecutive floats (2 or 4) at a boundary of N floats, global or
+// shared memory, as one load (LDG.64/128, LDS.64/128), for the tiled
+// kernels' filter taps and chunk loads (their staged rows go through
+// load_row). The emulated GPU checks the boundary.
+template <int N>
+struct Floats {
+    float v[N];
+};
+template <int N>
+__device__ inline Floats<N> load_floats(const float* from) {
+    static_assert(N == 2 || N == 4);
+#ifdef DPTRAIN_CUDA_EMULATION
+    if (reinterpret_cast<std::uintptr_t>(from) % (4 * N) != 0)
+        dpt::cuda_emulation::fail("a vector load off its boundary");
+    Floats<N> f;
+    for (int j = 0; j < N; ++j) f.v[j] = from[j];
+    return f;
+#else
+    if constexpr (N == 4) {
+        const float4 f = *reinterpret_cast<const float4*>(from);
+        return {{f.x, f.y, f.z, f.w}};
+    } else {
+        const float2 f = *reinterpret_cast<const float2*>(from);
+        return {{f.x, f.y}};
+    }
+#endif
+}
+
+// Throws unless ps pools the output of convolution s.
+inline void check_pooling(const ConvShape& s, const PoolShape& ps, const char* launcher) {
+    if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())
+        throw std::invalid_argument(std::string(launcher) + ": the pooling's input is not the convolution's output");
+}
+
+// What one product's source does for another's.
+// conv_forward.cu: the scratch the forward's splits take at s, and at any
+// smaller batch.
+size_t forward_split_floats(const ConvShape& s);
+// conv_backward_data.cu: version 2's first half, the unfolded input
+// gradient w^T . dy (c*kh*kw, n*oh*ow) into dcol (and its floats), which
+// conv2d_backward_data_weight_pool leaves for the weight gradient before it
+// to gather; and whether s's input gradient runs on a kernel that adds a
+// weight gradient's slices itself.
+void input_grad_columns(float* dcol, const float* dy, const float* w, const ConvShape& s, cudaStream_t stream);
+size_t input_grad_columns_floats(const ConvShape& s);
+bool input_grad_finishes_slices(const ConvShape& s, const float* w);
+// conv_backward_weight.cu: a weight gradient's slices added into [dw | db],
+// in slice order, by a kernel of their own.
+void add_weight_slices(const UnfinishedWeightGrad& u, cudaStream_t stream);
 
 }  // namespace dpt::cuda::conv

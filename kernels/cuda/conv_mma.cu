@@ -2,9 +2,10 @@
 // three products, the forward (tf32 version 4: rows_forward_mma), the input
 // gradient (7 and 8: input_grad_mma) and the weight gradient (9:
 // weight_grad_mma), through CUDA's warp matrix API (nvcuda::wmma, m16n16k8,
-// TF32 operands, FP32 sums), which the emulated GPU models as well. conv.cu
-// launches them where they take a convolution (conv.cuh declares how); each
-// is held to the TF32 twin by gpu_tests tf32.
+// TF32 operands, FP32 sums), which the emulated GPU models as well. The
+// launchers of conv_forward.cu, conv_backward_data.cu and
+// conv_backward_weight.cu run them where they take a convolution (conv.cuh
+// declares how); each is held to the TF32 twin by gpu_tests tf32.
 #include "conv.cuh"
 #include "versions.hpp"
 
@@ -463,7 +464,7 @@ void launch_rows_forward_mma(bool relu, bool pooled, PoolKind kind, float* y, fl
         launch::kernel("rows_forward_mma", kernel, unsigned(s.n), unsigned(MmaRows::threads), stream, y, pooled_y, x,
                        w, b, Geometry(s), pg);
     };
-    if (pooled)  // (after the ReLU: conv.cu pools no other forward)
+    if (pooled)  // (after the ReLU: conv_forward.cu pools no other forward)
         return kind == PoolKind::max ? run(rows_forward_mma<true, true, PoolKind::max>)
                                      : run(rows_forward_mma<true, true, PoolKind::avg>);
     return relu ? run(rows_forward_mma<true, false, PoolKind::max>) : run(rows_forward_mma<false, false, PoolKind::max>);

@@ -1,5 +1,5 @@
 // tiles.cuh's GEMM on plain row-major matrices. No layer calls this: the
-// layers run tiled::gemm with loaders of their own (conv.cu, dense.cu). It
+// layers run tiled::gemm with loaders of their own (conv_*.cu, dense.cu). It
 // exists so the GPU tests can check the GEMM on its own, shape by shape,
 // against kernels/cpu/gemm.cpp's gemm(), and the layout of its shared
 // memory (gemm_stash_passes).

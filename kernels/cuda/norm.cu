@@ -202,7 +202,7 @@ __global__ void stats_kernel(float* stats, const float* x, Channels g, Slices sl
 
 // Version 8: stats_kernel, where the layer's input is a convolution's
 // output whose product split along k left its splits' partial sums
-// (UnfinishedConv; conv.cu: forward). Each value is finished where
+// (UnfinishedConv; conv_forward.cu: forward). Each value is finished where
 // stats_kernel would load it: its splits added by finish_splits' own
 // split_sum, then the bias, as finish_splits with StoreOutput<false> does
 // (its column of the product is the value's place in the channel's run,

@@ -1,6 +1,6 @@
 // Pooling of one window, and pooling's backward for one input pixel, shared
 // by pool.cu's kernels, the convolution kernels that pool their output
-// (conv.cu: conv2d_forward_relu_pool) or read their output gradient through
+// (conv_forward.cu: conv2d_forward_relu_pool) or read their output gradient through
 // the pooling after them (conv2d_backward_weight_pool), and the dense layer
 // that writes its data gradient through the pooling before it (dense.cu:
 // dense_backward_pool).
@@ -46,7 +46,7 @@ __device__ inline int last_covering(int i, int stride, int windows) { return min
 // oy * stride <= iy < oy * stride + k, likewise ox, in the order the CPU
 // scatters them; max pooling credits the first tap equal to the window's max.
 // dy[out] is read only for the windows that credit the pixel: a pointer, or
-// a view that computes the value there (conv.cu: GatheredPlane).
+// a view that computes the value there (conv_backward_weight.cu: GatheredPlane).
 template <PoolKind kind, class Dy>
 __device__ inline float pooled_input_grad(Dy dy, const float* x, const float* y, int w, int k, int stride,
                                           int oh, int ow, int iy, int ix) {

@@ -150,7 +150,7 @@ void with_tile(int rows, F&& f) {
 // other operands are read as b(k, j). A left operand not along k may do the
 // same for its rows (`column(i)`: A's row i, a column of the matrix stored;
 // dense.cu: ColumnsOfByRuns), on tiles of at most `run_rows_most` rows where
-// it says so (conv.cu: WeightColumnsByRuns).
+// it says so (conv_backward_data.cu: WeightColumnsByRuns).
 template <class L, class = void>
 struct SplitsColumns : std::false_type {};
 template <class L>
@@ -161,7 +161,7 @@ template <class L>
 struct RunRowsMost<L, std::void_t<decltype(L::run_rows_most)>> : std::integral_constant<int, L::run_rows_most> {};
 
 // A right operand may need a table in shared memory that its loads read
-// (conv.cu: UnfoldByTaps): `prepare()`, run by every thread of the block
+// (conv_forward.cu: UnfoldByTaps): `prepare()`, run by every thread of the block
 // before the first load, writes it, and a barrier follows.
 template <class L, class = void>
 struct PreparesTable : std::false_type {};
@@ -198,7 +198,7 @@ __device__ constexpr int spread_index(int slot, int r) {
 // Whether a loader of SplitsAlongK takes the edge's test into its own
 // (load_if(wanted, fixed, step): its element where `wanted`, else 0), so that
 // an element is one predicate and not a branch past the edge and another
-// in the loader (conv.cu: UnfoldTransposedPredicated).
+// in the loader (conv_backward_weight.cu: UnfoldTransposedPredicated).
 template <class L, class = void>
 struct LoadsIf : std::false_type {};
 template <class L>

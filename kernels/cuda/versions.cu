@@ -274,7 +274,7 @@ const char* const waves_versions[] = {
 // 84.3), ResNet-18 even (1541.5 ms, 1545.6); then conv2d_backward_data 4
 // against 2: LeNet even (77.5 ms, 77.1), ResNet-18 0.96x (1478.3 ms against
 // 1540.9, with its 3x3 planes on version 4 too, which it now leaves to
-// version 2: conv.cu, input_grad_rows_kernel).
+// version 2: conv_backward_data.cu, input_grad_rows_kernel).
 // Then on an H200, against those defaults (77.2 ms a LeNet epoch, 1448.6
 // ms ResNet-18's; the median of 3 runs in turns, ResNet-18 of 2):
 // - conv2d_forward 4 and 5 (fewer kernels, the same sums) took 1.01x and
@@ -286,7 +286,7 @@ const char* const waves_versions[] = {
 //   conv2d_forward 6 (conv2 summed directly, its pooling in the same kernel)
 //   0.912x (70.4 ms); 2 replicas sharing the GPU 0.84x (77.9 ms against
 //   92.4). Both stay off ResNet-18's shapes, where they ran slower
-//   (conv.cu), so its epoch is unchanged.
+//   (conv_forward.cu, conv_backward_data.cu), so its epoch is unchanged.
 // Then on an H200, against those defaults (70.7 ms a LeNet epoch, 88.4 ms
 // with --tf32, 1432 ms ResNet-18's; two calls of bench/kernel_versions.sh,
 // each the median of 2 or 3 runs in turns, ResNet-18 of 1 and 2):

@@ -33,7 +33,7 @@
 
 // The running fiber's position: set by the block's scheduler before it
 // switches to a fiber. Real variables, not macros, so that a debugger can
-// read them: `break conv.cu:70 if threadIdx.x == 3 && blockIdx.x == 0`.
+// read them: `break conv_forward.cu:623 if threadIdx.x == 3 && blockIdx.x == 0`.
 extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace dpt::cuda_emulation {

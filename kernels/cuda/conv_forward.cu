@@ -1,0 +1,891 @@
+// The convolution's forward on the GPU (conv.cuh: the three products, and
+// what their sources share): conv2d_forward, and its forms with the ReLU,
+// the pooling after it, and the batch gathered from the dataset.
+// - the GEMM (Weights . Unfold), split along k where its tiles are too few
+//   to fill the GPU (forward_splits), the splits added by finish_splits or,
+//   with a pooling after the ReLU, by finish_splits_pool;
+// - a small filter bank summed directly (direct_forward, window_forward:
+//   LeNet's conv1, ResNet-18's first), which also pools, and gathers the
+//   first layer's input from the dataset's bytes as it stages it;
+// - LeNet's conv2 by rows of output planes (rows_forward, rows_forward_tiled),
+//   with its ReLU and pooling; under --tf32, from tf32 version 4, on the
+//   tensor cores (conv_mma.cu).
+#include "conv.cuh"
+#include "kernels.hpp"
+#include "launch.cuh"
+#include "fastdiv.cuh"
+#include "pool.cuh"
+#include "tiles.cuh"
+#include "versions.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace dpt::cuda {
+using namespace conv;  // (conv.cuh: what the convolution's sources share)
+namespace {
+
+struct Weights {  // w as (oc, c*kh*kw), row-major
+    const float* w;
+    int k;
+    static constexpr bool k_fast = true;
+    __device__ float operator()(int o, int q) const { return w[size_t(o) * k + q]; }
+    // The same in two halves (tiles.cuh: SplitsAlongK): the filter's row,
+    // once per thread; then an element is an add and a load.
+    using Fixed = const float*;
+    using Step = int;
+    __device__ Fixed fixed(int o) const { return w + size_t(o) * k; }
+    __device__ Step step(int q) const { return q; }
+    __device__ float load(Fixed row, Step q) const { return row[q]; }
+};
+struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
+    const float* x;
+    Geometry g;
+    static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
+    __device__ float operator()(int q, int col) const { return unfolded(x, g, q, col); }
+    // The same in two halves (tiles.cuh: SplitsColumns): the output pixel
+    // of a column, once per thread, with the filter rows and columns that
+    // fall inside the image as bit masks; then runs of taps down it.
+    struct Column {
+        const float* image;  // the column's sample
+        int iy0, ix0;        // where its filter window starts
+        unsigned rows, cols; // bit ky (kx): that filter row (column) is inside the image
+    };
+    __device__ Column column(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy);
+        Column c{x + size_t(s) * g.c * g.h * g.w, oy * g.stride - g.pad, ox * g.stride - g.pad, 0u, 0u};
+        for (int k = 0; k < g.kh; ++k) c.rows |= unsigned(c.iy0 + k >= 0 && c.iy0 + k < g.h) << k;
+        for (int k = 0; k < g.kw; ++k) c.cols |= unsigned(c.ix0 + k >= 0 && c.ix0 + k < g.w) << k;
+        return c;
+    }
+    // out[l] = element (q + l * stride, column) for l < N, 0 from q_end on.
+    // The first tap is divided out; each next one is a step (kx, then ky,
+    // then the channel) of the tap and of its offset in the sample, so a
+    // run of N costs two divisions and no multiplication per element.
+    template <int N, int stride>
+    __device__ void load_run(const Column& c, int q, int q_end, float* out) const {
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch);
+        int ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+        int offset = (ch * g.h + c.iy0 + ky) * g.w + c.ix0 + kx;  // int: one sample's c*h*w < 2^31
+#pragma unroll
+        for (int l = 0; l < N; ++l) {
+            const bool inside = q < q_end && ((c.rows >> ky) & (c.cols >> kx) & 1u);  // else padding, or past k
+            out[l] = inside ? c.image[offset] : 0.0f;
+#pragma unroll
+            for (int step = 0; step < stride; ++step) {
+                ++q, ++kx, ++offset;
+                if (kx == g.kw) {
+                    kx = 0, ++ky, offset += g.w - g.kw;
+                    if (ky == g.kh) ky = 0, offset += (g.h - g.kh) * g.w;
+                }
+            }
+        }
+    }
+};
+// Unfold from version 8 of the forward convolution, for filters of at most
+// 32 taps: what an element's tap adds to its address, and which bit of its
+// column's mask says the tap falls inside the image, are read from a table
+// in shared memory (prepare(), once a block) instead of being stepped
+// through the filter's rows and columns: a load is a table read, a bit test
+// and an add. The table runs on past the filter's last tap into the next
+// channels, so a run of taps from anywhere in a channel reads it without
+// wrapping. The same elements as Unfold.
+struct UnfoldByTaps {
+    const float* x;
+    Geometry g;
+    static constexpr bool k_fast = false;
+    static constexpr int most_taps = 32, most_run = 16;  // a run: a k-step's rows (tiles.cuh: BK)
+    struct alignas(8) Tap {  // (one 8-byte shared-memory read)
+        int offset;    // from the window's corner in the run's first channel: ch*h*w + ky*w + kx
+        unsigned bit;  // 1 << (ky*kw + kx)
+    };
+    __device__ static Tap* table() {
+        __shared__ Tap taps[most_taps + most_run];
+        return taps;
+    }
+    __device__ void prepare() const {  // every thread of the block, then a barrier (tiles.cuh)
+        for (int i = int(threadIdx.x); i < g.by_taps.divisor() + most_run; i += int(blockDim.x)) {
+            const int ch = g.by_taps.div(i), t = g.by_taps.rest(i, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+            table()[i] = {(ch * g.h + ky) * g.w + kx, 1u << t};
+        }
+    }
+    __device__ float operator()(int q, int col) const { return unfolded(x, g, q, col); }
+    struct Column {
+        const float* corner;  // x at the column's window's corner in its sample's first channel, maybe outside the image
+        unsigned inside;      // bit ky*kw + kx: that tap falls inside the image
+    };
+    __device__ Column column(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy), iy0 = oy * g.stride - g.pad, ix0 = ox * g.stride - g.pad;
+        unsigned inside = 0;
+        for (int ky = 0, t = 0; ky < g.kh; ++ky)
+            for (int kx = 0; kx < g.kw; ++kx, ++t)
+                inside |= unsigned(unsigned(iy0 + ky) < unsigned(g.h) && unsigned(ix0 + kx) < unsigned(g.w)) << t;
+        return {x + size_t(s) * g.c * g.h * g.w + (iy0 * g.w + ix0), inside};
+    }
+    // out[l] = element (q + l * stride, column) for l < N, 0 from q_end on.
+    template <int N, int stride>
+    __device__ void load_run(const Column& c, int q, int q_end, float* out) const {
+        static_assert(N * stride <= most_run, "a run longer than the table's tail");
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), left = q_end - q;
+        const float* channel = c.corner + ch * g.h * g.w;  // int: one sample's c*h*w < 2^31
+#ifdef __CUDA_ARCH__
+        asm("" : "+l"(channel));  // a pointer in registers: each load one multiply-add from it, not from x again
+#endif
+        const Tap* tap = table() + t;
+#pragma unroll
+        for (int l = 0; l < N; ++l) {
+            const Tap e = tap[l * stride];
+            const bool inside = (l * stride < left) & ((c.inside & e.bit) != 0u);  // else padding, or past k
+            out[l] = inside ? __ldg(channel + e.offset) : 0.0f;
+        }
+    }
+};
+// Unfold, or UnfoldByTaps where version 8 of the forward convolution reads
+// the filter's taps from a table: f(the operand).
+template <class F>
+void with_unfold(const float* x, const Geometry& g, F&& f) {
+    if (conv2d_forward_version >= 8 && g.kh * g.kw <= UnfoldByTaps::most_taps) f(UnfoldByTaps{x, g});
+    else f(Unfold{x, g});
+}
+
+template <bool relu>
+struct StoreOutput {  // y (n, oc, oh, ow) = value + b[o], then ReLU
+    float* y;
+    const float* b;
+    int oc;
+    FastDiv by_pixels;  // oh * ow
+    __device__ void operator()(int, int o, int col, float v) const {
+        const int s = by_pixels.div(col), p = by_pixels.rest(col, s);
+        v += b[o];
+        if (relu) v = v > 0.0f ? v : 0.0f;  // as cpu::relu_forward (NaN -> 0)
+        y[(size_t(s) * oc + o) * by_pixels.divisor() + p] = v;
+    }
+};
+
+// Version 2 of the forward pass, for a small filter bank on a small image
+// (LeNet's conv1: 20 filters of 1 x 3 x 3 on 28 x 28; ResNet-18's first: 64
+// of them). As a GEMM its k is 9: the tile's loads and index arithmetic,
+// paid once a k-step, outweigh its 9 multiply-adds. Here a block takes one
+// sample and `direct_group` output channels: it stages the sample's image
+// and the group's filters in shared memory, and each thread sums a pixel's
+// taps for the group's channels (four sums from each input value read).
+// With `pooled`, the block then pools the group's output planes from shared
+// memory, as pool_forward does, and writes both: the pooling layer after a
+// convolution and its ReLU costs no kernel and no second read of them.
+constexpr int direct_group = 4;  // (tiled::read4's width)
+constexpr int direct_max_taps = 64, direct_max_oc = 64, direct_max_image = 4096,
+              direct_max_plane = 1024;
+
+bool direct_forward_fits(const ConvShape& s) {
+    return conv2d_forward_version >= 2 && direct_math(s) && s.n > 0 && s.oc <= direct_max_oc &&
+           s.col_rows() <= direct_max_taps && size_t(s.c) * s.h * s.w <= size_t(direct_max_image) &&
+           s.oh() * s.ow() <= direct_max_plane;
+}
+
+// A sample's image (c x h x w) into shared memory, its values rounded as
+// g's arithmetic takes them: read from x, or (from.x) gathered from the
+// dataset's bytes as gather_samples would, and then, by the block that
+// keeps them, stored with the label for the backward.
+__device__ void stage_image(float* image, int sample, const float* x, const Geometry& g, const GatherSource& from,
+                            bool keep) {
+    const int image_size = g.c * g.h * g.w, step = int(blockDim.x);
+    if (from.x) {
+        const uint32_t stored = from.index[sample];
+        const uint8_t* pixels_in = from.images + size_t(stored) * image_size;
+        float* xs = from.x + size_t(sample) * image_size;
+        for (int e = int(threadIdx.x); e < image_size; e += step) {
+            const float v = float(pixels_in[e]) * (1.0f / 255.0f);  // as gather
+            image[e] = operand(v, g.tf32);
+            if (keep) xs[e] = v;  // (the backward rounds what it reads)
+        }
+        if (keep && threadIdx.x == 0) from.labels_out[sample] = from.labels[stored];
+    } else {
+        const float* xs = x + size_t(sample) * image_size;
+        for (int e = int(threadIdx.x); e < image_size; e += step) image[e] = operand(xs[e], g.tf32);
+    }
+}
+
+// K: the filters' size when it is 3 x 3, whose taps then unroll; 0: g's.
+// From version 5, with `from` (GatherSource: its x is then x), the first
+// layer's kernel gathers each sample's image from the dataset as it stages
+// it, as gather_samples would, and the blocks of its first channels store
+// it and the label for the backward: no gather kernel.
+template <bool relu, bool pooled, PoolKind kind, int K>
+__global__ void __launch_bounds__(launch::threads) direct_forward(float* y, float* pooled_y, const float* x,
+                                                                  const float* w, const float* b, Geometry g,
+                                                                  PoolGeometry pg, GatherSource from) {
+    __shared__ float image[direct_max_image];
+    __shared__ __align__(16) float filters[direct_max_taps][direct_group];  // filters[q][u]: channel first + u
+    __shared__ float planes[pooled ? direct_group * direct_max_plane : 1];
+    const int sample = blockIdx.x, first = blockIdx.y * direct_group;
+    const int taps = g.c * g.kh * g.kw, pixels = g.oh * g.ow;
+    stage_image(image, sample, x, g, from, blockIdx.y == 0);
+    for (int q = threadIdx.x; q < taps; q += launch::threads) {
+#pragma unroll
+        for (int u = 0; u < direct_group; ++u)
+            filters[q][u] = first + u < g.oc ? operand(w[size_t(first + u) * taps + q], g.tf32) : 0.0f;
+    }
+    __syncthreads();
+    for (int p = threadIdx.x; p < pixels; p += launch::threads) {
+        const int oy = p / g.ow, ox = p - oy * g.ow;
+        float acc[direct_group] = {};
+        const int kh = K ? K : g.kh, kw = K ? K : g.kw, y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+        for (int ch = 0; ch < g.c; ++ch) {
+            const float* plane = image + ch * g.h * g.w;
+#pragma unroll
+            for (int ky = 0; ky < kh; ++ky) {
+                const int iy = y0 + ky;
+                if (iy < 0 || iy >= g.h) continue;  // padding
+#pragma unroll
+                for (int kx = 0; kx < kw; ++kx) {
+                    const int ix = x0 + kx;
+                    if (ix < 0 || ix >= g.w) continue;
+                    const float v = plane[iy * g.w + ix];
+                    float f[direct_group];
+                    tiled::read4(f, filters[(ch * kh + ky) * kw + kx]);
+#pragma unroll
+                    for (int u = 0; u < direct_group; ++u) acc[u] = fmaf(f[u], v, acc[u]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < direct_group; ++u) {
+            if (first + u >= g.oc) break;
+            float v = acc[u] + b[first + u];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            y[(size_t(sample) * g.oc + first + u) * pixels + p] = v;
+            if (pooled) planes[u * pixels + p] = v;
+        }
+    }
+    if (!pooled) return;
+    __syncthreads();
+    const int windows = pg.oh * pg.ow, group = min(direct_group, g.oc - first);
+    for (int e = threadIdx.x; e < group * windows; e += launch::threads) {
+        const int u = e / windows, r = e - u * windows, oy = r / pg.ow, ox = r - oy * pg.ow;
+        pooled_y[(size_t(sample) * g.oc + first + u) * windows + r] =
+            pooled_window<kind>(planes + u * pixels + oy * pg.stride * g.ow + ox * pg.stride, g.ow, pg.k);
+    }
+}
+
+// Version 11 of the forward pass, for LeNet's conv1 and the pooling after
+// it (20 filters of 3 x 3 on one 28 x 28 channel, stride 1, no padding; 2 x
+// 2 windows, stride 2, that tile the 26 x 26 output). Version 2's kernel
+// takes a block a sample and 4 channels: 1,280 blocks, 1.62 waves of an
+// H100 at batch 256, each staging the sample's image again and summing 36
+// products a pixel. Here a block takes a sample and all 20 channels, and a
+// thread one pooling window: it reads the window's 4 x 4 patch of the image
+// into registers once, sums its 4 outputs for the 20 channels (720 FFMA,
+// each filter tap one broadcast read of 5 x 16 bytes for all 4), stores
+// them, and pools them itself: no plane in shared memory, no second
+// barrier. Each output's sum is version 2's, in its order, bit for bit.
+constexpr int window_channels = 20, window_threads = 192;
+
+bool window_forward_fits(const ConvShape& s, const PoolGeometry& pg) {
+    return conv2d_forward_version >= 11 && direct_forward_fits(s) && s.c == 1 && s.oc == window_channels &&
+           s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 0 && pg.k == 2 && pg.stride == 2 &&
+           pg.oh * 2 == s.oh() && pg.ow * 2 == s.ow() && pg.oh * pg.ow <= window_threads;
+}
+
+template <PoolKind kind>
+__global__ void __launch_bounds__(window_threads) window_forward(float* y, float* pooled_y, const float* x,
+                                                                 const float* w, const float* b, Geometry g,
+                                                                 PoolGeometry pg, GatherSource from) {
+    constexpr int taps = 9;
+    __shared__ float image[direct_max_image];
+    __shared__ __align__(16) float filters[taps][window_channels];  // filters[q][u]: channel u's tap q
+    const int sample = int(blockIdx.x), t = int(threadIdx.x);
+    stage_image(image, sample, x, g, from, true);
+    for (int e = t; e < taps * window_channels; e += window_threads) {
+        const int u = e / taps, q = e - u * taps;
+        filters[q][u] = operand(w[e], g.tf32);
+    }
+    __syncthreads();
+    const int windows = pg.oh * pg.ow;
+    if (t >= windows) return;
+    const int wy = t / pg.ow, wx = t - wy * pg.ow, oy = 2 * wy, ox = 2 * wx;
+    float patch[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) patch[r][c] = image[(oy + r) * g.w + ox + c];
+    float acc[4][window_channels] = {};  // acc[2 * dy + dx][u]: output (oy + dy, ox + dx) of channel u
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky)
+#pragma unroll
+        for (int kx = 0; kx < 3; ++kx) {
+            float f[window_channels];
+#pragma unroll
+            for (int u = 0; u < window_channels; u += 4) tiled::read4(f + u, &filters[ky * 3 + kx][u]);
+#pragma unroll
+            for (int d = 0; d < 4; ++d) {
+                const float v = patch[d / 2 + ky][d % 2 + kx];
+#pragma unroll
+                for (int u = 0; u < window_channels; ++u) acc[d][u] = fmaf(f[u], v, acc[d][u]);
+            }
+        }
+    const int pixels = g.oh * g.ow;
+#pragma unroll
+    for (int u = 0; u < window_channels; ++u) {
+        float window[4];
+        float* out = y + (size_t(sample) * window_channels + u) * pixels + oy * g.ow + ox;
+#pragma unroll
+        for (int d = 0; d < 4; ++d) {
+            float v = acc[d][u] + b[u];
+            v = v > 0.0f ? v : 0.0f;
+            window[d] = v;
+            out[(d / 2) * g.ow + d % 2] = v;
+        }
+        pooled_y[(size_t(sample) * window_channels + u) * windows + t] = pooled_window<kind>(window, 2, 2);
+    }
+}
+
+template <PoolKind kind>
+void launch_window_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
+                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from) {
+    launch::kernel("window_forward", window_forward<kind>, unsigned(s.n), window_threads, stream, y, pooled_y, x, w,
+                   b, Geometry(s), pg, from);
+}
+
+template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
+void launch_direct_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
+                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from = {}) {
+    if constexpr (relu && pooled)
+        if (window_forward_fits(s, pg)) return launch_window_forward<kind>(y, pooled_y, x, w, b, s, pg, stream, from);
+    const dim3 grid(unsigned(s.n), unsigned((s.oc + direct_group - 1) / direct_group));
+    if (s.kh == 3 && s.kw == 3)
+        launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 3>, grid, launch::threads, stream, y,
+                       pooled_y, x, w, b, Geometry(s), pg, from);
+    else
+        launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 0>, grid, launch::threads, stream, y,
+                       pooled_y, x, w, b, Geometry(s), pg, from);
+}
+
+// Version 6 of the forward product, for the stride-1 convolutions that
+// backward-data version 5 takes (LeNet's conv2), summed directly the same way: a block a
+// sample, a chunk of input channels at a time staged in shared memory with
+// their filters (the input's rows with the padding's zeros on both sides,
+// padded to 16 bytes; filters as in StagedFilters, a channel's filters for
+// one input channel side by side), and a thread a row of one output channel
+// in registers (thread = row * oc + channel). Each sum runs over input
+// channels, filter rows, filter columns, then adds the bias; ReLU, and a
+// pooling after it, in the same kernel (the rows through shared memory).
+// No split, no columns, no finishing or pooling kernel.
+template <int K, int P_, int OW>
+struct RowsForward {
+    static constexpr int P = P_;
+    static constexpr int W = OW + K - 1 - 2 * P_;    // the input's width
+    static constexpr int XP = (OW + K - 1 + 3) / 4 * 4;  // a staged input row: P zeros, W values, zeros
+};
+
+// Stages input channels c0 to c0 + count of a sample (x_sample) in rows of
+// R::XP floats: P zeros, the row's values, zeros.
+template <class R, Staging how>
+__device__ inline void stage_input_rows(float* sx, const float* x_sample, const Geometry& g, int c0, int count) {
+    const float* from = x_sample + size_t(c0) * g.h * R::W;
+    stage<how>(sx, count * g.h * R::XP, [&](int e, int& at) {
+        const int r = e / R::XP, ix = e - r * R::XP - R::P;
+        at = e;
+        return ix >= 0 && ix < R::W ? from[size_t(r) * R::W + ix] : 0.0f;
+    });
+}
+
+// Version 7 splits each sample's output channels between gridDim.y blocks
+// (`split`): a block stages the filters of its own channels alone, and each
+// sum stays in one thread, in the same order.
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split, Staging how>
+__device__ inline void rows_forward_sums(float* staged, float* y, float* pooled_y, const float* x, const float* w,
+                                         const float* b, Geometry g, PoolGeometry pg, int chunk) {
+    using R = RowsForward<K, P, OW>;
+    using F = StagedFilters<K>;
+    constexpr int KK = K * K;
+    float* const sx = staged;                               // chunk x h rows of XP
+    float* const sw = staged + size_t(chunk) * g.h * R::XP;  // chunk x per channels of F::channel
+    const int sample = int(blockIdx.x);
+    // The block's output channels: per of them from first (mine of them in the last block).
+    const int per = split ? (g.oc + int(gridDim.y) - 1) / int(gridDim.y) : g.oc;
+    const int first = split ? int(blockIdx.y) * per : 0, mine = split ? min(per, g.oc - first) : g.oc;
+    const int oy = int(threadIdx.x) / per, lo = int(threadIdx.x) - oy * per, co = first + lo;
+    const bool active = oy < g.oh && lo < mine;
+    float acc[OW] = {};
+    const float* x_sample = x + size_t(sample) * g.c * g.h * R::W;
+    for (int c0 = 0; c0 < g.c; c0 += chunk) {
+        const int count = min(chunk, g.c - c0);
+        __syncthreads();  // the previous chunk's sums are done
+        stage_input_rows<R, how>(sx, x_sample, g, c0, count);
+        stage<how>(sw, count * mine * KK, [&](int e, int& at) {
+            // e runs along w's layout (oc, c, kh, kw) within the block's output and the chunk's input channels.
+            const int q = e / KK, t = e - q * KK, o = q / count, cc = q - o * count, ky = t / K;
+            at = (cc * per + o) * F::channel + ky * F::row + (t - ky * K);
+            return w[(size_t(first + o) * g.c + c0 + cc) * KK + t];
+        });
+        __syncthreads();
+        if (!active) continue;
+        for (int cc = 0; cc < count; ++cc) {
+            const float* wp = sw + (cc * per + lo) * F::channel;
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                const int iy = oy + ky - P;
+                if (iy < 0 || iy >= g.h) continue;  // a padding row
+                float xr[R::XP], wv[F::row];
+                load_row<R::XP>(xr, sx + (cc * g.h + iy) * R::XP);
+                load_row<F::row>(wv, wp + ky * F::row);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) {
+#pragma unroll
+                    for (int ox = 0; ox < OW; ++ox) acc[ox] = fmaf(xr[ox + kx], wv[kx], acc[ox]);
+                }
+            }
+        }
+    }
+    const int plane = g.oh * OW;
+    if (active) {
+        float* row = y + (size_t(sample) * g.oc + co) * plane + oy * OW;
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) {
+            float v = acc[ox] + b[co];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            acc[ox] = v;
+            row[ox] = v;
+        }
+    }
+    if (!pooled) return;
+    __syncthreads();  // the last chunk's reads are done: its space holds the planes now
+    if (active) {
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) staged[lo * plane + oy * OW + ox] = acc[ox];
+    }
+    __syncthreads();
+    pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, first, mine, plane);
+}
+
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
+__global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
+                                                                         const float* w, const float* b, Geometry g,
+                                                                         PoolGeometry pg, int chunk) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    rows_forward_sums<K, P, OW, relu, pooled, kind, split, Staging::serial>(staged, y, pooled_y, x, w, b, g, pg, chunk);
+}
+
+// Forward version 9's kernel: its chunks staged in batches.
+template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
+__global__ void __launch_bounds__(staged_rows_most_threads)
+    rows_forward_batched(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
+                         PoolGeometry pg, int chunk) {
+    __shared__ __align__(16) float staged[staged_rows_floats];
+    rows_forward_sums<K, P, OW, relu, pooled, kind, split, Staging::batched>(staged, y, pooled_y, x, w, b, g, pg,
+                                                                            chunk);
+}
+
+// Version 6's (7's, 9's) forward for s: the kernel (null where the other
+// versions' kernels run), its chunk of input channels, blocks a sample and
+// threads. It takes the shapes of backward-data version 5. On an H200
+// (kernel_bench, batch 256), LeNet's conv2 with its ReLU and pooling took
+// 0.95x of version 3's time (0.0664 ms against 0.0702; the product alone,
+// 1.01x), ResNet-18's 3x3 on 12x12 and 6x6 1.23x and 1.17x, which version 3
+// keeps. Version 7 gives each sample two blocks (LeNet's 256 samples make
+// 256 blocks of version 6, 0.65 of a wave).
+template <bool relu, bool pooled, PoolKind kind>
+using RowsForwardKernel = void (*)(float*, float*, const float*, const float*, const float*, Geometry, PoolGeometry,
+                                   int);
+template <bool relu, bool pooled, PoolKind kind>
+struct RowsForwardLaunch {
+    RowsForwardKernel<relu, pooled, kind> kernel;
+    int chunk, parts, threads;
+    const char* name;
+};
+template <bool relu, bool pooled, PoolKind kind>
+RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
+    const int parts = conv2d_forward_version >= 7 && s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per), "rows_forward"};
+    if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
+        l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
+        return l;
+    const int k = s.kh, p = s.pad, ow = s.ow();
+    const auto fits = [&](int xp, int channel) {
+        const int most = staged_rows_floats / (s.h * xp + per * channel);
+        if (most < 1) return false;
+        l.chunk = evened_chunk(s.c, most);
+        return true;
+    };
+    // Version 9: the chunks staged in batches (rows_forward_batched).
+    const bool batch = conv2d_forward_version >= 9;
+    const auto pick = [&](auto split, auto whole, auto split_batched, auto whole_batched) {
+        l.kernel = batch ? (parts > 1 ? split_batched : whole_batched) : (parts > 1 ? split : whole);
+        if (batch) l.name = "rows_forward_batched";
+    };
+    if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
+        pick(rows_forward<5, 0, 9, relu, pooled, kind, true>, rows_forward<5, 0, 9, relu, pooled, kind, false>,
+             rows_forward_batched<5, 0, 9, relu, pooled, kind, true>,
+             rows_forward_batched<5, 0, 9, relu, pooled, kind, false>);
+    else if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
+        pick(rows_forward<3, 0, 7, relu, pooled, kind, true>, rows_forward<3, 0, 7, relu, pooled, kind, false>,
+             rows_forward_batched<3, 0, 7, relu, pooled, kind, true>,
+             rows_forward_batched<3, 0, 7, relu, pooled, kind, false>);
+    return l;
+}
+
+// Version 10 of the forward, for LeNet's conv2 alone (5x5 filters, stride
+// 1, no padding, 13x13 inputs, input channels a multiple of 4, at most 50
+// output channels): version 8's sums in its order, bit for bit, with more of
+// them a thread and the loads of a chunk in flight while the one before is
+// summed. Version 8's thread summed one output row of one channel: 45 FFMA
+// for 6 shared-memory loads, and 15 warps a sample that all stopped at each
+// chunk's barrier while its copy, one load in flight at a time, came in.
+// Here:
+// - a thread sums G = 2 output channels of one output row (18 sums in
+//   registers, thread = row * 25 + group): 90 FFMA for 9 loads (4 of 16
+//   bytes of the input row, 5 of 8 bytes, the two channels' taps), a block
+//   of 256 threads a sample. (4 channels a thread, 180 FFMA for 9 loads
+//   with 128 threads a sample, took 6% longer on an H200: half the warps.)
+// - the filters of a chunk of CH = 4 input channels are staged transposed,
+//   a tap's 50 output channels side by side (those past oc zero), so that a
+//   thread's 2 channels of a tap are one load; the input's rows are 20
+//   floats apart, so that the rows a warp reads fall in different banks;
+// - each thread loads its share of the next chunk (5 + 1 loads of 16 bytes,
+//   all issued before any is used) into registers before it sums the
+//   current one, and stores them after: the copy's latency hides behind the
+//   sums, and the only stalls are two barriers a chunk.
+// The sums run over input channels, filter rows, filter columns, then add
+// the bias, as version 8's; ReLU and the pooling after it as there.
+struct TiledRows {
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CH = 4;
+    static constexpr int OCP = 50, groups = OCP / G;  // the most output channels (those past oc staged as zeros)
+    static constexpr int XS = 20;                     // a staged input row: 13 values, padded
+    static constexpr int threads = (OW * groups + 31) / 32 * 32;
+    static constexpr int filter_fours = CH * KK / 4 * OCP;  // 16-byte loads of a chunk's filters: 25 a channel
+    static constexpr int input_fours = CH * H * H / 4;      // and of its inputs
+    static constexpr int filter_loads = (filter_fours + threads - 1) / threads;
+    static constexpr int input_loads = (input_fours + threads - 1) / threads;
+    static constexpr int sw_floats = CH * KK * OCP, sx_floats = CH * H * XS;
+    static_assert(OCP % G == 0 && OCP * OW * OW <= sw_floats + sx_floats && (CH * H * H) % 4 == 0);
+
+    struct Chunk {  // a thread's share of a chunk, in registers between its loads and its stores
+        Floats<4> w[filter_loads], x[input_loads];
+    };
+
+    // Loads chunk c0's filters (as 16-byte runs of one output channel's
+    // taps, the channels fastest; zeros for the channels past oc) and inputs.
+    __device__ static void load_chunk(Chunk& to, const float* x_sample, const float* w, int c, int oc, int c0) {
+        const int t = int(threadIdx.x);
+#pragma unroll
+        for (int i = 0; i < filter_loads; ++i) {
+            const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
+            to.w[i] = q < filter_fours && co < oc ? load_floats<4>(w + (size_t(co) * c + c0) * KK + 4 * run)
+                                                  : Floats<4>{};
+        }
+#pragma unroll
+        for (int i = 0; i < input_loads; ++i) {
+            const int q = t + i * threads;
+            if (q < input_fours) to.x[i] = load_floats<4>(x_sample + size_t(c0) * H * H + 4 * q);
+        }
+    }
+
+    // Stores a chunk from registers: filter tap r (channel, row, column
+    // within the chunk) of output channel co at sw[r * OCP + co]; input value
+    // e (channel, row, column) at sx[(channel * H + row) * XS + column]; each
+    // an operand (rounded to TF32 with --tf32, from tf32 version 3).
+    __device__ static void store_chunk(float* sw, float* sx, const Chunk& from, bool tf32) {
+        const int t = int(threadIdx.x);
+#pragma unroll
+        for (int i = 0; i < filter_loads; ++i) {
+            const int q = t + i * threads, run = q / OCP, co = q - run * OCP;
+            if (q < filter_fours) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) sw[(4 * run + j) * OCP + co] = operand(from.w[i].v[j], tf32);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < input_loads; ++i) {
+            const int q = t + i * threads;
+            if (q < input_fours) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int e = 4 * q + j, row = e / H;  // (channel * H + row)
+                    sx[row * XS + (e - row * H)] = operand(from.x[i].v[j], tf32);
+                }
+            }
+        }
+    }
+};
+
+template <bool relu, bool pooled, PoolKind kind>
+__global__ void __launch_bounds__(TiledRows::threads)
+    rows_forward_tiled(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
+                       PoolGeometry pg) {
+    using T = TiledRows;
+    constexpr int K = T::K, H = T::H, OW = T::OW, G = T::G, CH = T::CH, XS = T::XS, OCP = T::OCP;
+    __shared__ __align__(16) float staged[T::sw_floats + T::sx_floats];
+    float* const sw = staged;
+    float* const sx = staged + T::sw_floats;
+    const int sample = int(blockIdx.x), t = int(threadIdx.x);
+    const int oy = t / T::groups, group = t - oy * T::groups, co0 = G * group;
+    const bool active = oy < OW;
+    const float* x_sample = x + size_t(sample) * g.c * H * H;
+    float acc[G][OW] = {};
+    T::Chunk next;
+    T::load_chunk(next, x_sample, w, g.c, g.oc, 0);
+    for (int c0 = 0; c0 < g.c; c0 += CH) {
+        __syncthreads();  // the previous chunk's sums are done
+        T::store_chunk(sw, sx, next, g.tf32);
+        __syncthreads();
+        if (c0 + CH < g.c) T::load_chunk(next, x_sample, w, g.c, g.oc, c0 + CH);
+        if (!active) continue;
+#pragma unroll 1
+        for (int cc = 0; cc < CH; ++cc) {
+#pragma unroll
+            for (int ky = 0; ky < K; ++ky) {
+                float xr[16];  // the row's 13 values and 3 no sum reads
+                load_row<16>(xr, sx + (cc * H + oy + ky) * XS);
+                Floats<G> wv[K];
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx) wv[kx] = load_floats<G>(sw + ((cc * K + ky) * K + kx) * OCP + co0);
+#pragma unroll
+                for (int kx = 0; kx < K; ++kx)
+#pragma unroll
+                    for (int o = 0; o < G; ++o)
+#pragma unroll
+                        for (int ox = 0; ox < OW; ++ox) acc[o][ox] = fmaf(xr[ox + kx], wv[kx].v[o], acc[o][ox]);
+            }
+        }
+    }
+    constexpr int plane = OW * OW;
+#pragma unroll
+    for (int o = 0; o < G; ++o) {
+        const int co = co0 + o;
+        if (!active || co >= g.oc) continue;
+        float* row = y + (size_t(sample) * g.oc + co) * plane + oy * OW;
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) {
+            float v = acc[o][ox] + b[co];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            acc[o][ox] = v;
+            row[ox] = v;
+        }
+    }
+    if (!pooled) return;
+    __syncthreads();  // the last chunk's reads are done: its space holds the planes now
+#pragma unroll
+    for (int o = 0; o < G; ++o) {
+        const int co = co0 + o;
+        if (!active || co >= g.oc) continue;
+#pragma unroll
+        for (int ox = 0; ox < OW; ++ox) staged[co * plane + oy * OW + ox] = acc[o][ox];
+    }
+    __syncthreads();
+    pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, 0, g.oc, plane);
+}
+
+// Whether version 10's kernel takes s (and x and w at 16-byte boundaries):
+// FP32, and from tf32 version 3 --tf32 too.
+bool rows_forward_tiled_fits(const ConvShape& s, const float* x, const float* w) {
+    using T = TiledRows;
+    return conv2d_forward_version >= 10 && (s.math == Math::fp32 || tf32_version >= 3) && s.n > 0 &&
+           s.stride == 1 && s.pad == 0 && s.kh == T::K && s.kw == T::K && s.h == T::H && s.w == T::H &&
+           s.c % T::CH == 0 && s.oc <= T::OCP && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+}
+
+
+// Runs version 6's, 7's, 9's or 10's forward, or tf32 version 4's, where one takes s; false where none does.
+template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
+bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
+                         const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
+    if (conv::rows_forward_mma_fits(s)) {
+        conv::launch_rows_forward_mma(relu, pooled, kind, y, pooled_y, x, w, b, s, pg, stream);
+        return true;
+    }
+    if (rows_forward_tiled_fits(s, x, w)) {
+        launch::kernel("rows_forward_tiled", rows_forward_tiled<relu, pooled, kind>, unsigned(s.n),
+                       unsigned(TiledRows::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
+        return true;
+    }
+    const auto l = rows_forward_kernel<relu, pooled, kind>(s);
+    if (!l.kernel) return false;
+    launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
+                   pooled_y, x, w, b, Geometry(s), pg, l.chunk);
+    return true;
+}
+
+// Version 3 of the forward product: split along k, the splits' partial sums
+// in scratch added in split order by finish_splits, when its tiles would
+// leave a multiprocessor fewer than 4 blocks (LeNet's conv2 at batch 256:
+// 162 blocks of 64 x 128 for 132 multiprocessors, each walking k = 500 one
+// k-step after another, waiting on each step's loads). Splits of at least
+// 128, at most 8; the same on every GPU, so every GPU rounds alike.
+constexpr int forward_target_blocks = 4 * 132, forward_split_min_k = 128, forward_split_most = 8;
+int forward_splits(const ConvShape& s) {
+    const int k = s.col_rows(), cols = s.n * s.col_cols();
+    if (conv2d_forward_version < 3 || cols <= 0 || k / forward_split_min_k < 2) return 1;
+    const long tiles = long(tiled::ceil_div(s.oc, 64)) * tiled::ceil_div(cols, 128);
+    const long want = (forward_target_blocks + tiles - 1) / tiles;
+    const int splits =
+        int(std::clamp<long>(std::min<long>({want, k / forward_split_min_k, forward_split_most}), 1, forward_split_most));
+    return tiled::fit_waves(s.oc, cols, splits);
+}
+// leave_splits (batch_norm 8, conv2d_forward_for_stats): a product split
+// along k stores its splits' partial sums in scratch and leaves them, for
+// the batch norm's statistics to add (the same StoreSplit product
+// gemm_splits runs before finish_splits).
+template <bool relu>
+UnfinishedConv forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+                       cudaStream_t stream, bool leave_splits = false) {
+    if (direct_forward_fits(s)) {
+        launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
+        return {};
+    }
+    if (launch_rows_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream)) return {};
+    const Geometry g(s);
+    const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
+    const bool leave = leave_splits && splits > 1 && m > 0 && n > 0;
+    const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
+    with_unfold(x, g, [&](auto unfold) {
+        if (leave)
+            tiled::gemm(m, n, k, Weights{w, k}, unfold, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits,
+                        s.math);
+        else if (splits > 1)
+            tiled::gemm_splits(m, n, k, Weights{w, k}, unfold, out, Workspace{scratch, nullptr}, splits, stream, s.math);
+        else
+            tiled::gemm(m, n, k, Weights{w, k}, unfold, out, stream, 1, s.math);
+    });
+    return leave ? UnfinishedConv{y, scratch, b, splits} : UnfinishedConv{};
+}
+
+// Version 4: a split forward product (version 3) with a ReLU and a pooling
+// whose windows do not overlap after it (conv2d_forward_relu_pool; LeNet's
+// conv2) has its splits added by a kernel that pools too, instead of
+// finish_splits and then pool_forward: a thread a pooled output, which
+// finishes its cell of the ReLU's output (the stride x stride pixels from its
+// window's corner, to the plane's edge in the last row and column of cells:
+// the cells tile the plane, so every pixel of y is written once), stores it
+// and pools its window. The same sums in the same order as the two kernels,
+// bit for bit: the splits in split order, then the bias and the ReLU
+// (StoreOutput), the window's taps row by row (pooled_window).
+struct CellGeometry {
+    int oc, h, w, k, stride, oh, ow;  // the convolution's output (h x w) and its pooling's (oh x ow)
+    FastDiv by_ow, by_oh, by_oc;
+};
+
+template <PoolKind kind>
+__global__ void finish_splits_pool(float* y, float* pooled, const float* scratch, const float* b, int splits,
+                                   int count, CellGeometry g) {
+    const int pixels = g.h * g.w;
+    const size_t size = size_t(count / (g.oh * g.ow)) * pixels;  // the product's: oc x (n * pixels)
+    const int cols = int(size / size_t(g.oc));
+    for (const int i : launch::grid_stride(count)) {
+        const int row = g.by_ow.div(i), ox = g.by_ow.rest(i, row), plane = g.by_oh.div(row),
+                  oy = g.by_oh.rest(row, plane), sample = g.by_oc.div(plane), o = g.by_oc.rest(plane, sample);
+        const int y0 = oy * g.stride, x0 = ox * g.stride;
+        const int rows = oy == g.oh - 1 ? g.h - y0 : g.stride, columns = ox == g.ow - 1 ? g.w - x0 : g.stride;
+        const float* partial = scratch + size_t(o) * cols + size_t(sample) * pixels;
+        float* out = y + size_t(plane) * pixels;
+        float acc = 0.0f;
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < columns; ++c) {
+                const int p = (y0 + r) * g.w + x0 + c;
+                float v = 0.0f;
+                for (int z = 0; z < splits; ++z) v += partial[size_t(z) * size + p];
+                v += b[o];
+                v = v > 0.0f ? v : 0.0f;  // as StoreOutput<true>
+                out[p] = v;
+                if (r < g.k && c < g.k) {
+                    if (kind == PoolKind::avg) acc += v;
+                    else acc = (r == 0 && c == 0) || v > acc ? v : acc;
+                }
+            }
+        pooled[i] = kind == PoolKind::max ? acc : acc * (1.0f / float(g.k * g.k));
+    }
+}
+
+// Whether version 4 runs conv2d_forward_relu_pool on shape s.
+bool pools_in_finish(const ConvShape& s, const PoolShape& ps) {
+    return conv2d_forward_version >= 4 && !direct_forward_fits(s) && forward_splits(s) > 1 && windows_apart(ps) &&
+           ps.out_size() > 0 && ps.out_size() < (size_t(1) << 31);
+}
+
+void forward_relu_pool_split(float* y, float* pooled, const float* x, const float* w, const float* b,
+                             const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                             cudaStream_t stream) {
+    const Geometry g(s);
+    const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
+    with_unfold(x, g, [&](auto unfold) {
+        tiled::gemm(m, n, k, Weights{w, k}, unfold, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits, s.math);
+    });
+    const CellGeometry cg{s.oc, s.oh(), s.ow(), ps.k, ps.stride, ps.oh(), ps.ow(), FastDiv(ps.ow()), FastDiv(ps.oh()),
+                          FastDiv(s.oc)};
+    const int count = int(ps.out_size());
+    if (kind == PoolKind::max)
+        launch::kernel("finish_splits_pool", finish_splits_pool<PoolKind::max>, launch::grid_for(size_t(count)),
+                       launch::threads, stream, y, pooled, static_cast<const float*>(scratch), b, splits, count, cg);
+    else
+        launch::kernel("finish_splits_pool", finish_splits_pool<PoolKind::avg>, launch::grid_for(size_t(count)),
+                       launch::threads, stream, y, pooled, static_cast<const float*>(scratch), b, splits, count, cg);
+}
+
+}  // namespace
+
+// Scratch for forward_splits at this shape and at any smaller batch: splits
+// times oc x cols, where splits < target / tiles + 1 and tiles >= oc / 64 x
+// cols / 128 (whatever the version selected: the benchmark switches).
+size_t conv::forward_split_floats(const ConvShape& s) {
+    if (s.col_rows() / forward_split_min_k < 2) return 0;
+    return size_t(64) * 128 * forward_target_blocks + size_t(s.oc) * s.n * s.col_cols();
+}
+
+
+int conv2d_forward_splits(const ConvShape& s) { return forward_splits(s); }
+
+void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+                    cudaStream_t stream) {
+    forward<false>(y, x, w, b, s, scratch, stream);
+}
+
+void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                         float* scratch, cudaStream_t stream) {
+    forward<true>(y, x, w, b, s, scratch, stream);
+}
+
+UnfinishedConv conv2d_forward_for_stats(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                                        float* scratch, cudaStream_t stream) {
+    return forward<false>(y, x, w, b, s, scratch, stream, batch_norm_version >= 8);
+}
+
+bool conv2d_forward_gathers(const ConvShape& s) {
+    return conv2d_forward_version >= 5 && direct_forward_fits(s);
+}
+
+void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
+                                       const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,
+                                       cudaStream_t stream) {
+    if (!conv2d_forward_gathers(s) || from.count != s.n || size_t(from.pixels) != size_t(s.c) * s.h * s.w)
+        throw std::invalid_argument("conv2d_forward_relu_pool_gathered: a convolution that cannot gather its input, "
+                                    "or a batch of another shape");
+    check_pooling(s, ps, "conv2d_forward_relu_pool_gathered");
+    const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
+    if (kind == PoolKind::max)
+        launch_direct_forward<true, true, PoolKind::max>(y, pooled, from.x, w, b, s, pg, stream, from);
+    else launch_direct_forward<true, true, PoolKind::avg>(y, pooled, from.x, w, b, s, pg, stream, from);
+}
+
+void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
+                              cudaStream_t stream) {
+    check_pooling(s, ps, "conv2d_forward_relu_pool");
+    if (!direct_forward_fits(s)) {
+        const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
+        if (kind == PoolKind::max ? launch_rows_forward<true, true, PoolKind::max>(y, pooled, x, w, b, s, pg, stream)
+                                  : launch_rows_forward<true, true, PoolKind::avg>(y, pooled, x, w, b, s, pg, stream))
+            return;
+    }
+    if (pools_in_finish(s, ps)) return forward_relu_pool_split(y, pooled, x, w, b, s, kind, ps, scratch, stream);
+    if (!direct_forward_fits(s)) {
+        forward<true>(y, x, w, b, s, scratch, stream);
+        return pool2d_forward(pooled, y, kind, ps, stream);
+    }
+    const PoolGeometry pg{ps.k, ps.stride, ps.oh(), ps.ow()};
+    if (kind == PoolKind::max) launch_direct_forward<true, true, PoolKind::max>(y, pooled, x, w, b, s, pg, stream);
+    else launch_direct_forward<true, true, PoolKind::avg>(y, pooled, x, w, b, s, pg, stream);
+}
+
+}  // namespace dpt::cuda

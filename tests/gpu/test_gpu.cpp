@@ -12,6 +12,9 @@
 //   gpu_tests graph-first  the trainer's order in a fresh process: the
 //                        epoch is recorded as a graph before any kernel has
 //                        ever run (kernels load lazily, during the capture)
+//   gpu_tests streams    what crosses streams, in few steps (ThreadSanitizer's run)
+//   gpu_tests tf32-horizons  how far --tf32 training strays from the CPU's,
+//                        1 to 5 steps: it prints figures, it checks nothing
 //
 // Outputs are poisoned (all bits set: NaN) before every GPU run, so an
 // element a kernel forgets to write fails the comparison. Tolerances are

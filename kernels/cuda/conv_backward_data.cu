@@ -3,6 +3,9 @@
 // - version 1: the product w^T . spread(dy), each dx element once;
 // - version 2: the unfolded gradient w^T . dy into columns, then each pixel
 //   gathers its taps (gather_input_grad), no product of a known zero;
+// - version 3: those columns left for the weight gradient of the small
+//   filter bank before the pooling to gather as it reads them
+//   (conv2d_backward_data_weight_pool, in conv_backward_weight.cu);
 // - from version 4, the stride-1 convolutions of small planes by rows of
 //   the input plane (input_grad_rows and its successors: LeNet's conv2 on
 //   input_grad_rows_tiled_wide, which can first add conv2's weight

@@ -93,10 +93,9 @@ struct StoreWeightsAndBias {
     }
 };
 // A weight gradient's slices added into [dw | db] in slice order, as
-// finish_splits adds them: a kernel of its own
-// (add_weight_slices), or (version 13 of the weight gradient) the layer's
-// input gradient's kernel before its own sums
-// (input_grad_rows_tiled_finishing, input_grad_mma).
+// finish_splits adds them: a kernel of its own (add_weight_slices), or
+// (version 13 of the weight gradient) the layer's input gradient's kernel
+// before its own sums (input_grad_rows_tiled_finishing, input_grad_mma).
 __device__ inline void finish_weight_slices(const UnfinishedWeightGrad& u) {
     const StoreWeightsAndBias out{u.dw, u.db, u.taps};
     const size_t size = size_t(u.oc) * (u.taps + 1);
@@ -150,7 +149,9 @@ __device__ inline float unfolded(const float* x, const Geometry& g, int q, int c
     return x[((size_t(s) * g.c + ch) * g.h + iy) * g.w + ix];
 }
 
-struct OutputGrad {  // dy as (oc, n*oh*ow)
+// dy as (oc, n*oh*ow): the weight gradient's left operand, and (as
+// OutputGradColumns) the unfolded input gradient's right one.
+struct OutputGrad {
     const float* dy;
     int oc;
     FastDiv by_pixels;  // oh * ow
@@ -174,7 +175,9 @@ struct OutputGrad {  // dy as (oc, n*oh*ow)
 
 // The input gradient of pixel (iy, ix) of channel ch from the columns of its
 // sample (`sample`: column (s, 0, 0) of row 0; `cols`: a row's length), with
-// stride 1: the taps that reach it are a range of ky and of kx.
+// stride 1: the taps that reach it are a range of ky and of kx. (The gather
+// of backward-data version 2, and the weight gradient that reads version
+// 3's columns through the pooling.)
 __device__ inline float gathered_unit_stride(const float* sample, size_t cols, const Geometry& g, int ch, int iy,
                                              int ix) {
     // Output (iy + pad - ky, ix + pad - kx) must lie in the output.

@@ -11,8 +11,6 @@
 
 namespace dpt::cuda::conv {
 
-using tiled::operand;
-
 // Version 4 of --tf32: LeNet's conv2 forward (5x5 filters, stride 1, no
 // padding, 13x13 inputs, at most 20 input and 64 output channels) on the
 // tensor cores by a kernel of its own, a block a sample. Through the GEMM

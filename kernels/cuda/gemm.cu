@@ -61,8 +61,9 @@ int gemm_stash_passes(int tile_rows, bool right, bool k_fast, int version) {
     int passes = 0;
     tiled::with_tile(tile_rows, [&](auto tile) {
         using T = decltype(tile);
-        passes = version >= 3 ? stash_passes<T, tiled::FmaCore<T, tiled::padded_rows>>(right, k_fast)
-                              : stash_passes<T, tiled::FmaCore<T>>(right, k_fast);
+        tiled::with_fma_core<T>(version, [&](auto arithmetic) {
+            passes = stash_passes<T, typename decltype(arithmetic)::type>(right, k_fast);
+        });
     });
     return passes;
 }

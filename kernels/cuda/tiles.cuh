@@ -427,6 +427,14 @@ struct Arithmetic {
     using type = Core;
 };
 
+// f(Arithmetic<the FP32 core of GEMM version `version`>{}) on tile T:
+// packed rows to version 2, padded from version 3.
+template <class T, class F>
+void with_fma_core(int version, F&& f) {
+    if (version >= 3) f(Arithmetic<FmaCore<T, padded_rows>>{});
+    else f(Arithmetic<FmaCore<T>>{});
+}
+
 // The shared memory a version-2 tile stages its operands in, two k-steps of
 // each: as[buf][kk][i] = A(row0 + i, k0 + kk), bs[buf][kk][j] = B(k0 + kk, col0 + j).
 template <class T, class Core>
@@ -601,8 +609,7 @@ void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int sp
                        arithmetic, m, n, k, k_per_split, a, b, out);
     };
     if (math == Math::tf32) run(Arithmetic<Tf32Core<T>>{});
-    else if (gemm_version >= 3) run(Arithmetic<FmaCore<T, padded_rows>>{});
-    else run(Arithmetic<FmaCore<T>>{});
+    else with_fma_core<T>(gemm_version, run);
 }
 
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each
@@ -821,8 +828,7 @@ void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& 
                        arithmetic, q1, q2);
     };
     if constexpr (math == Math::tf32) run(Arithmetic<Tf32Core<T>>{});
-    else if (gemm_version >= 3) run(Arithmetic<FmaCore<T, padded_rows>>{});
-    else run(Arithmetic<FmaCore<T>>{});
+    else with_fma_core<T>(gemm_version, run);
     if (tickets) return;
     const size_t size1 = q1.splits > 1 ? size_t(p1.m) * p1.n : 0, size2 = q2.splits > 1 ? size_t(p2.m) * p2.n : 0;
     if (size1 + size2 == 0) return;

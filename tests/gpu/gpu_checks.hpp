@@ -17,15 +17,12 @@
 #include "cpu/kernels.hpp"
 #include "cuda/check.hpp"
 #include "cuda/splits.hpp"
-#include "parallel/allreduce.hpp"
 #include "testing.hpp"
 
 namespace dpt::gpu_test {
 
 // The checks made so far in this process, and how many failed.
 inline int failures = 0, checks = 0;
-
-inline const Allreduce& naive() { return allreduce_named("naive"); }
 
 inline void report(bool ok, const std::string& what, const std::string& detail = "") {
     ++checks;
@@ -122,24 +119,6 @@ inline std::string describe(const ConvShape& s) {
 // 1e-5 of the largest value is ~80 ulps: room for k in the thousands, while a
 // wrong index or a missed tile is off by whole values.
 constexpr double gemm_tol = 1e-5;
-
-// --tf32's checks: v rounded to TF32 as the CPU twin rounds it; and a
-// result held to its TF32 twin at FP32's tolerance, and away from the FP32
-// result by TF32's rounding, so that a launcher that ignored Math::tf32
-// fails.
-inline std::vector<float> rounded(std::vector<float> v) {
-    cpu::round_to_tf32(v.data(), v.data(), v.size());
-    return v;
-}
-
-inline void compare_tf32(const std::string& what, const std::vector<float>& got, const std::vector<float>& twin,
-                         const std::vector<float>& fp32) {
-    compare(what + ": the TF32 twin", got, twin, gemm_tol);
-    double scale = 1.0, apart = 0.0;
-    for (float w : fp32) scale = std::max(scale, double(std::abs(w)));
-    for (size_t i = 0; i < fp32.size(); ++i) apart = std::max(apart, std::abs(double(got[i]) - double(fp32[i])));
-    report(apart > 1e-5 * scale, what + ": not the FP32 result", "largest |diff| from FP32 " + std::to_string(apart));
-}
 
 // TF32 tensor cores need compute capability 8.0 (on an older GPU the
 // kernels trap, and dptrain refuses --tf32).

@@ -16,6 +16,24 @@ namespace dpt::gpu_test {
 
 namespace {
 
+// --tf32's checks: v rounded to TF32 as the CPU twin rounds it; and a
+// result held to its TF32 twin at FP32's tolerance, and away from the FP32
+// result by TF32's rounding, so that a launcher that ignored Math::tf32
+// fails.
+std::vector<float> rounded(std::vector<float> v) {
+    cpu::round_to_tf32(v.data(), v.data(), v.size());
+    return v;
+}
+
+void compare_tf32(const std::string& what, const std::vector<float>& got, const std::vector<float>& twin,
+                  const std::vector<float>& fp32) {
+    compare(what + ": the TF32 twin", got, twin, gemm_tol);
+    double scale = 1.0, apart = 0.0;
+    for (float w : fp32) scale = std::max(scale, double(std::abs(w)));
+    for (size_t i = 0; i < fp32.size(); ++i) apart = std::max(apart, std::abs(double(got[i]) - double(fp32[i])));
+    report(apart > 1e-5 * scale, what + ": not the FP32 result", "largest |diff| from FP32 " + std::to_string(apart));
+}
+
 // conv2d_forward_relu_pool of s (Math::tf32) against the CPU's calls on
 // operands rounded to TF32, and apart from FP32's; returns the twin's ReLU
 // output and pooling.

@@ -15,6 +15,7 @@
 #include "gpu_checks.hpp"
 #include "model/lenet.hpp"
 #include "model/resnet.hpp"
+#include "parallel/allreduce.hpp"
 #include "parallel/device_factory.hpp"
 #include "parallel/parallel.hpp"
 #include "run/trainer.hpp"
@@ -24,6 +25,8 @@
 namespace dpt::gpu_test {
 
 namespace {
+
+const Allreduce& naive() { return allreduce_named("naive"); }
 
 struct Trained {
     std::vector<std::vector<float>> params;  // per replica

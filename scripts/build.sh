@@ -23,16 +23,5 @@ else
     if [[ $configured != "$bundle" ]]; then set -- -Dbundle="$bundle" "$@"; fi
     if [[ $# -gt 0 ]]; then meson configure "$dir" "$@"; fi
 fi
-# Meson 1.0 (Debian 12's) does not have nvcc list the headers a CUDA object
-# includes, so ninja would rebuild none after a header changed: a CUDA
-# object older than a header it may include is removed, so built again.
-cuda_objects=$dir/kernels/cuda/libdptrain_cuda_kernels.a.p
-for object in "$cuda_objects"/*.cu.o; do
-    [[ -f $object ]] || continue
-    if [[ -n $(find kernels/shapes.hpp kernels/cuda -maxdepth 1 \( -name '*.cuh' -o -name '*.hpp' \) \
-                    -newer "$object" -print -quit) ]]; then
-        rm -f "$object"
-    fi
-done
 # A build with nothing to do says nothing (test.sh builds three times).
 meson compile -C "$dir" | { grep -v '^ninja: no work to do\.$' || true; }

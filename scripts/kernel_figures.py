@@ -330,6 +330,7 @@ def record_step(emulated, model, batch, tf32):
     cmd = [dptrain, "--gpus", "1", "--model", model, "--batch", str(batch), "--limit-train", str(steps * batch),
            "--limit-test", "64", "--epochs", "1"] + (["--tf32"] if tf32 else [])
     print(f"recording {steps} step(s) of {model} at batch {batch} on the emulated GPU ...", file=sys.stderr)
+    os.makedirs(WORK, exist_ok=True)  # (with --objects and the tools on PATH, nothing has made it yet)
     if os.path.exists(log):
         os.remove(log)  # a log from an earlier run would end the wait below at once
     started = time.monotonic()
@@ -347,6 +348,8 @@ def record_step(emulated, model, batch, tf32):
         if process.returncode != 0:
             die(f"{' '.join(cmd)} failed:\n{process.stderr.read()[-2000:]}")
     print(f"  ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    if not os.path.exists(log):
+        die(f"{' '.join(cmd)} wrote no launch log to {log}:\n{process.stderr.read()[-2000:]}")
     lines = [l.rstrip("\n").split("\t") for l in open(log)]
     # The last step: from after the update before it to its own update.
     updates = [i for i, f in enumerate(lines) if is_update(f)]

@@ -35,10 +35,11 @@
 #             epochs with the versions not yet timed (UNTIMED_RESNET18,
 #             UNTIMED_LENET, UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
 #             defaults, memcheck and racecheck on a tiny ResNet-18 run with
-#             all of them, the classroom pair, why LeNet's kernels and
-#             ResNet-18's GEMM products take their time (ncu's occupancy,
-#             issue slots and waits: scripts/ncu_why.py), and a ResNet-18
-#             step's kernels by ncu
+#             all of them, the classroom pair, why LeNet's kernels (with
+#             the defaults and with the untimed versions) and ResNet-18's
+#             GEMM products take their time (ncu's occupancy, issue slots
+#             and waits: scripts/ncu_why.py), and a ResNet-18 step's
+#             kernels by ncu
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #
@@ -75,7 +76,7 @@ done
 # (batch_norm 8 on 6 and 7, conv2d_backward_data 11 on 10) the last stands
 # for the line: bench/kernel_versions.sh without ONLY= times each one.
 UNTIMED_RESNET18=${UNTIMED_RESNET18-"gemm=3 batch_norm=8 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=11 gemm=3,batch_norm=8,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=11,dense=11"}
-UNTIMED_LENET=${UNTIMED_LENET-"gemm=3 dense=11 gemm=3,dense=11"}
+UNTIMED_LENET=${UNTIMED_LENET-"gemm=3 dense=11 gemm=3,dense=11 conv2d_forward=12 conv2d_backward_data=12 conv2d_forward=12,conv2d_backward_data=12"}
 UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4 tf32=5 tf32=6 tf32=7 tf32=8 tf32=9 tf32=10"}
 # ResNet-18 with --tf32 (its convolutions on the GEMM core's tensor-core
 # tiles) has never run a timed epoch: its defaults, with the weight
@@ -770,10 +771,13 @@ stage_quick() {
         cat "$work/classroom.log" >>"$log"
     fi
     # Why the kernels take their time, with the defaults: two LeNet steps'
-    # (and --tf32's, with the last tf32 version named above), and a
-    # ResNet-18 step's GEMM products (about 40 launches a step: the third
-    # step's), then where a ResNet-18 step's time goes.
+    # (and again with the untimed LeNet versions, and --tf32's, with the
+    # last tf32 version named above), and a ResNet-18 step's GEMM products
+    # (about 40 launches a step: the third step's), then where a ResNet-18
+    # step's time goes.
     ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
+    [[ -z $UNTIMED_LENET ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET") \
+        ncu_why lenet-untimed 200 20 -- --gpus 1 --batch 256 --limit-train 25600
     [[ -z $UNTIMED_LENET_TF32 ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") \
         ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
     ncu_why resnet18-gemm 80 40 --kernel-name regex:gemm -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800

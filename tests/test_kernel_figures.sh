@@ -60,24 +60,31 @@ worse=$(awk -F'|' '{ key = $3; gsub(/ColumnsOfByRuns/, "ColumnsOf", key) }
 # dense1's two gradients in one launch and their splits in one more,
 # conv2's pooling gradient on the way: no pool_backward, no softmax_xent,
 # no finish_splits for dense1's forward), conv1 a pooling window a thread
-# (conv2d_forward 11, conv2d_backward_weight 12) and conv2's weight
+# (conv2d_forward 11, conv2d_backward_weight 12), conv2's weight
 # gradient's slices added by its input gradient's kernel
-# (conv2d_backward_weight 13): each kernel found among nvcc's, no
-# finish_splits left, at most 10 kernels, and no FP32 GEMM main loop under
-# 60% FFMA (version 10's pair had 59.95% at batch 64).
-versions=dense=11,conv2d_forward=11,conv2d_backward_weight=13
+# (conv2d_backward_weight 13), and conv2's forward and input gradient with
+# one channel a thread (conv2d_forward 12, conv2d_backward_data 12): each
+# kernel found among nvcc's, no finish_splits left, at most 10 kernels, no
+# FP32 GEMM main loop under 60% FFMA (version 10's pair had 59.95% at batch
+# 64), and two blocks of each one-channel kernel a multiprocessor (the
+# forward's 480 threads fit twice only at 64 registers a thread).
+versions=dense=11,conv2d_forward=12,conv2d_backward_data=12,conv2d_backward_weight=13
 DPTRAIN_KERNEL_VERSIONS=$versions "$root/scripts/kernel_figures.py" --emulated "$build" --work "$build/kernel-figures" \
     --batch 64 --check "${objects[@]}" >"$tmp/newer" 2>"$tmp/err" \
     || { echo "FAIL: kernel_figures.py --check with $versions: $(cat "$tmp/err")"; exit 1; }
 step_newer=$(sed -n '/^## One training step/,$p' "$tmp/newer")
 kernels_newer=$(grep -oE '^- [0-9]+ kernels' <<<"$step_newer" | grep -oE '[0-9]+')
-for k in dense_loss_wide finish_pair_splits window_forward bank_weight_grad_windows input_grad_rows_tiled_finishing; do
+for k in dense_loss_wide finish_pair_splits window_forward bank_weight_grad_windows rows_forward_tiled_single \
+    input_grad_rows_tiled_single_finishing; do
     [[ $(grep -c "| \`$k" <<<"$step_newer") -eq 1 ]] \
         || { echo "FAIL: the step with $versions does not launch $k once"; echo "$step_newer"; exit 1; }
 done
 ! grep -qE "pool_backward|softmax_xent" <<<"$step_newer" || { echo "FAIL: the step with $versions launches a pooling or loss kernel"; exit 1; }
 ! grep -q "| \`finish_splits" <<<"$step_newer" || { echo "FAIL: the step with $versions adds a split product's sums in a kernel of their own"; exit 1; }
 [[ -n $kernels_newer && $kernels_newer -le 10 ]] || { echo "FAIL: the step with $versions launches ${kernels_newer:-?} kernels, more than 10"; exit 1; }
+single=$(grep -E '^\| [0-9]+ \| `(rows_forward_tiled_single|input_grad_rows_tiled_single)' <<<"$step_newer" \
+    | awk -F'|' '$(NF-3) + 0 != 2')
+[[ -z $single ]] || { echo "FAIL: a one-channel rows kernel does not fit 2 blocks a multiprocessor:"; echo "$single"; exit 1; }
 under=$(grep -E '^- FP32 GEMM main loops under 60% FFMA:' <<<"$step_newer")
 [[ $under == *": none "* ]] || { echo "FAIL: the step with $versions: ${under:-no line on the 60% aim}"; exit 1; }
 # --tf32 at tf32 10: conv2's three products each on a tensor-core kernel of
@@ -124,7 +131,7 @@ pairs7=$(pairs <<<"$step7") pairs8=$(pairs <<<"$step8") kernels7=$(count <<<"$st
 echo "ok: every kernel of the step found; $(grep -E '^- [0-9]+ kernels' "$tmp/out")"
 echo "ok: ResNet-18 at batch 32, $kernels7 kernels a step with batch_norm 7 ($pairs7 finish_splits then stats_kernel), $kernels8 with batch_norm 8 (none)"
 echo "ok: --tf32 with tf32=10, $kernels_tf32 kernels a step, no dense_bias_grad, conv2's products on rows_forward_mma, input_grad_mma and weight_grad_mma, the last with no stack frame"
-echo "ok: with $versions, $kernels_newer kernels a step, no finish_splits, dense_loss_wide, finish_pair_splits, window_forward, bank_weight_grad_windows and input_grad_rows_tiled_finishing among them; ${under#- }"
+echo "ok: with $versions, $kernels_newer kernels a step, no finish_splits, dense_loss_wide, finish_pair_splits, window_forward, bank_weight_grad_windows, rows_forward_tiled_single and input_grad_rows_tiled_single_finishing (2 blocks a multiprocessor each) among them; ${under#- }"
 echo "ok: dense 11's $(wc -l <<<"$runs") FP32 pair kernels each with fewer main-loop instructions than version 10's, and 60% or more FFMA"
 echo "ok: $(wc -l <<<"$batched") kernels stage in batches, each with 8 or more loads before a store"
 echo "ok: $(wc -l <<<"$tiled") tiled or prefetching rows kernels, each with 85% or more FFMA in its main loop and 6 or more loads before a store"

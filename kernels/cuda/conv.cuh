@@ -260,8 +260,8 @@ __device__ inline void stage(float* to, int count, Element element) {
     }
 }
 
-// N consecutive floats (2 or 4) at a boundary of N floats, global or
-// shared memory, as one load (LDG.64/128, LDS.64/128), for the tiled
+// N consecutive floats (1, 2 or 4) at a boundary of N floats, global or
+// shared memory, as one load (LDG/LDS .32, .64 or .128), for the tiled
 // kernels' filter taps and chunk loads (their staged rows go through
 // load_row). The emulated GPU checks the boundary.
 template <int N>
@@ -270,7 +270,7 @@ struct Floats {
 };
 template <int N>
 __device__ inline Floats<N> load_floats(const float* from) {
-    static_assert(N == 2 || N == 4);
+    static_assert(N == 1 || N == 2 || N == 4);
 #ifdef DPTRAIN_CUDA_EMULATION
     if (reinterpret_cast<std::uintptr_t>(from) % (4 * N) != 0)
         dpt::cuda_emulation::fail("a vector load off its boundary");
@@ -281,6 +281,8 @@ __device__ inline Floats<N> load_floats(const float* from) {
     if constexpr (N == 4) {
         const float4 f = *reinterpret_cast<const float4*>(from);
         return {{f.x, f.y, f.z, f.w}};
+    } else if constexpr (N == 1) {
+        return {{*from}};
     } else {
         const float2 f = *reinterpret_cast<const float2*>(from);
         return {{f.x, f.y}};

@@ -412,12 +412,15 @@ StagedLaunch input_grad_rows_staged_kernel(const ConvShape& s) {
 //   one.
 // The sums run over output channels, filter rows, filter columns, as version
 // 5's; with --tf32 each operand is rounded as it is stored, as there.
-constexpr int tiled_input_grad_threads = 160;  // 13 rows x 10 groups = 130, in whole warps
-template <int CH_>
+//
+// Version 12 runs version 9's kernel with G = 1 (input_grad_rows_tiled_single,
+// _single_finishing): a thread one input channel of one row, 260 threads (9
+// warps) a sample where version 9 has 130 in 5; the same sums.
+template <int CH_, int G_>
 struct TiledInputGrad {
-    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = 2, CP = 20, groups = CP / G, CH = CH_;
-    static constexpr int DS = 12;        // a staged dy row: 9 values, padded to 12 floats
-    static constexpr int threads = tiled_input_grad_threads;
+    static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = G_, CP = 20, groups = CP / G, CH = CH_;
+    static constexpr int DS = 12;  // a staged dy row: 9 values, padded to 12 floats
+    static constexpr int threads = (H * groups + 31) / 32 * 32;  // G = 2: 130 threads, 160 in whole warps
     static constexpr int filter_fours = CH * CP * KK / 4;  // 16-byte loads of a chunk's filters, at most
     static constexpr int dy_floats = CH * OW * OW;         // and loads of its dy
     static constexpr int filter_loads = (filter_fours + threads - 1) / threads;
@@ -477,11 +480,11 @@ struct TiledInputGrad {
     }
 };
 
-template <int CH>
+template <int CH, int G>
 __device__ inline void input_grad_rows_tiled_sums(float* staged, float* dx, const float* dy, const float* w,
                                                   Geometry g) {
-    using T = TiledInputGrad<CH>;
-    constexpr int K = T::K, KK = T::KK, H = T::H, OW = T::OW, G = T::G, CP = T::CP, DS = T::DS, groups = T::groups;
+    using T = TiledInputGrad<CH, G>;
+    constexpr int K = T::K, KK = T::KK, H = T::H, OW = T::OW, CP = T::CP, DS = T::DS, groups = T::groups;
     float* const sw = staged;
     float* const sdy = staged + T::sw_floats;
     const int sample = int(blockIdx.x), t = int(threadIdx.x);
@@ -528,21 +531,30 @@ __device__ inline void input_grad_rows_tiled_sums(float* staged, float* dx, cons
     }
 }
 
-// Version 8's kernel, and version 9's (named apart, so that a profile tells them apart).
-__global__ void __launch_bounds__(tiled_input_grad_threads)
+// Version 8's kernel, version 9's and version 12's (named apart, so that a
+// profile tells them apart).
+using Tiled8 = TiledInputGrad<5, 2>;
+using Tiled9 = TiledInputGrad<10, 2>;
+using Tiled12 = TiledInputGrad<10, 1>;
+__global__ void __launch_bounds__(Tiled8::threads)
     input_grad_rows_tiled(float* dx, const float* dy, const float* w, Geometry g) {
-    __shared__ __align__(16) float staged[TiledInputGrad<5>::sw_floats + TiledInputGrad<5>::sdy_floats];
-    input_grad_rows_tiled_sums<5>(staged, dx, dy, w, g);
+    __shared__ __align__(16) float staged[Tiled8::sw_floats + Tiled8::sdy_floats];
+    input_grad_rows_tiled_sums<Tiled8::CH, Tiled8::G>(staged, dx, dy, w, g);
 }
-__global__ void __launch_bounds__(tiled_input_grad_threads)
+__global__ void __launch_bounds__(Tiled9::threads)
     input_grad_rows_tiled_wide(float* dx, const float* dy, const float* w, Geometry g) {
-    __shared__ __align__(16) float staged[TiledInputGrad<10>::sw_floats + TiledInputGrad<10>::sdy_floats];
-    input_grad_rows_tiled_sums<10>(staged, dx, dy, w, g);
+    __shared__ __align__(16) float staged[Tiled9::sw_floats + Tiled9::sdy_floats];
+    input_grad_rows_tiled_sums<Tiled9::CH, Tiled9::G>(staged, dx, dy, w, g);
+}
+__global__ void __launch_bounds__(Tiled12::threads)
+    input_grad_rows_tiled_single(float* dx, const float* dy, const float* w, Geometry g) {
+    __shared__ __align__(16) float staged[Tiled12::sw_floats + Tiled12::sdy_floats];
+    input_grad_rows_tiled_sums<Tiled12::CH, Tiled12::G>(staged, dx, dy, w, g);
 }
 
 // Whether version 8's (9's) kernel takes s (and w at a 16-byte boundary).
 bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
-    using T = TiledInputGrad<5>;
+    using T = Tiled8;
     constexpr int K = T::K, H = T::H, CP = T::CP;
     return conv2d_backward_data_version >= 8 && direct_math(s) && s.n > 0 && s.stride == 1 && s.pad == 0 &&
            s.kh == K && s.kw == K && s.h == H && s.w == H && s.c <= CP && s.c % 4 == 0 &&
@@ -554,12 +566,19 @@ bool input_grad_rows_tiled_fits(const ConvShape& s, const float* w) {
 // between them. The slices' sums are finish_splits', bit for bit; the
 // input gradient's sums are untouched by them (none of its scratch, no
 // shared memory, before its first barrier).
-__global__ void __launch_bounds__(tiled_input_grad_threads)
+__global__ void __launch_bounds__(Tiled9::threads)
     input_grad_rows_tiled_finishing(float* dx, const float* dy, const float* w, Geometry g,
                                     UnfinishedWeightGrad weight) {
     finish_weight_slices(weight);
-    __shared__ __align__(16) float staged[TiledInputGrad<10>::sw_floats + TiledInputGrad<10>::sdy_floats];
-    input_grad_rows_tiled_sums<10>(staged, dx, dy, w, g);
+    __shared__ __align__(16) float staged[Tiled9::sw_floats + Tiled9::sdy_floats];
+    input_grad_rows_tiled_sums<Tiled9::CH, Tiled9::G>(staged, dx, dy, w, g);
+}
+__global__ void __launch_bounds__(Tiled12::threads)
+    input_grad_rows_tiled_single_finishing(float* dx, const float* dy, const float* w, Geometry g,
+                                           UnfinishedWeightGrad weight) {
+    finish_weight_slices(weight);
+    __shared__ __align__(16) float staged[Tiled12::sw_floats + Tiled12::sdy_floats];
+    input_grad_rows_tiled_sums<Tiled12::CH, Tiled12::G>(staged, dx, dy, w, g);
 }
 
 }  // namespace
@@ -603,15 +622,22 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
     const Geometry g(s);
     if (conv::input_grad_mma_fits(s)) return conv::launch_input_grad_mma(dx, dy, w, s, weight, stream);
     if (weight.dw && input_grad_finishes_slices(s, w))
-        return launch::kernel("input_grad_rows_tiled_finishing", input_grad_rows_tiled_finishing, unsigned(s.n),
-                              unsigned(tiled_input_grad_threads), stream, dx, dy, w, g, weight);
+        return conv2d_backward_data_version >= 12
+                   ? launch::kernel("input_grad_rows_tiled_single_finishing", input_grad_rows_tiled_single_finishing,
+                                    unsigned(s.n), unsigned(Tiled12::threads), stream, dx, dy, w, g, weight)
+                   : launch::kernel("input_grad_rows_tiled_finishing", input_grad_rows_tiled_finishing, unsigned(s.n),
+                                    unsigned(Tiled9::threads), stream, dx, dy, w, g, weight);
     if (weight.dw) add_weight_slices(weight, stream);  // (before any kernel below reuses the scratch)
-    if (input_grad_rows_tiled_fits(s, w))
+    if (input_grad_rows_tiled_fits(s, w)) {
+        if (conv2d_backward_data_version >= 12)
+            return launch::kernel("input_grad_rows_tiled_single", input_grad_rows_tiled_single, unsigned(s.n),
+                                  unsigned(Tiled12::threads), stream, dx, dy, w, g);
         return conv2d_backward_data_version >= 9
                    ? launch::kernel("input_grad_rows_tiled_wide", input_grad_rows_tiled_wide, unsigned(s.n),
-                                    unsigned(tiled_input_grad_threads), stream, dx, dy, w, g)
+                                    unsigned(Tiled9::threads), stream, dx, dy, w, g)
                    : launch::kernel("input_grad_rows_tiled", input_grad_rows_tiled, unsigned(s.n),
-                                    unsigned(tiled_input_grad_threads), stream, dx, dy, w, g);
+                                    unsigned(Tiled8::threads), stream, dx, dy, w, g);
+    }
     if (const StagedLaunch l = input_grad_rows_staged_kernel(s); l.kernel) {
         return launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)),
                               unsigned(l.threads), stream, dx, dy, w, g, l.chunk);

@@ -55,6 +55,9 @@ const char* const conv2d_forward_versions[] = {
     "output) by a block a sample of 192 threads, each summing one pooling window's 4 outputs for all 20 channels "
     "from a 4x4 patch of the image in registers and pooling them itself (window_forward): the image staged once a "
     "sample instead of 5 times, 256 blocks instead of 1,280; version 2's sums in its order, bit for bit",
+    "version 11; LeNet's conv2 by version 10's kernel with one output channel a thread, not two "
+    "(rows_forward_tiled_single): 450 threads a sample in 15 warps, where version 10's 225 took 8 (its last warp "
+    "one thread), for twice the warps to issue from; version 8's sums in its order, bit for bit",
 };
 const char* const conv2d_backward_data_versions[] = {
     "implicit GEMM over the spread output gradient (zero taps included)",
@@ -88,6 +91,9 @@ const char* const conv2d_backward_data_versions[] = {
     "version 10; the unfolded gradient's product (w^T . dy, version 2's first pass) reads each thread's row of w^T as "
     "a run down w's column (a filter tap's weights, one an output channel), an add and a load, where version 10 "
     "worked out each element's address from its tap and channel; the same elements, the same sums, bit for bit",
+    "version 11; LeNet's conv2 by version 9's kernel with one input channel a thread, not two "
+    "(input_grad_rows_tiled_single, _single_finishing): 260 threads a sample in 9 warps, where version 9's 130 "
+    "took 5 (its last warp two threads), for twice the warps to issue from; version 4's sums in its order, bit for bit",
 };
 const char* const conv2d_backward_weight_versions[] = {
     "implicit GEMM split along the batch; the bias gradient one block a channel, looping over samples",

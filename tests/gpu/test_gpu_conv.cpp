@@ -64,7 +64,7 @@ void test_conv() {
         cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
         std::vector<float> want_relu = want;
         cpu::relu_forward(want_relu.data(), want_relu.data(), want_relu.size());
-        std::vector<float> v6_y, v6_relu, v8_y, v8_relu;  // version 7 sums as 6 does, 9 and 10 as 8
+        std::vector<float> v6_y, v6_relu, v8_y, v8_relu;  // version 7 sums as 6 does, every later one as 8
         for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
             cuda::select_version("conv2d_forward", v);
             const std::string version = " (version " + std::to_string(v) + ")";
@@ -91,7 +91,7 @@ void test_conv() {
 
         std::vector<float> want_dx(s.in_size());
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
-        std::vector<float> v4_dx;  // versions 5 to 8 sum as version 4 does
+        std::vector<float> v4_dx;  // every later version sums as version 4 does
         for (int v = 1; v <= cuda::version_count("conv2d_backward_data"); ++v) {
             cuda::select_version("conv2d_backward_data", v);
             dx.poison();
@@ -201,7 +201,7 @@ void test_conv_pool() {
             Buffer<float> dx(x), dw(w), db(b), scratch(cuda::conv2d_scratch_floats(s)), y(s.out_size()),
                 pooled(ps.out_size()), again(ps.out_size());
             std::vector<float> v3_y, v3_pooled;  // versions 4 and 5 pool as they add the splits, to the same bits
-            std::vector<float> v6_y, v6_pooled, v8_y, v8_pooled;  // version 7 sums as 6 does, 9 and 10 as 8
+            std::vector<float> v6_y, v6_pooled, v8_y, v8_pooled;  // version 7 sums as 6 does, every later one as 8
             for (int v = 1; v <= cuda::version_count("conv2d_forward"); ++v) {
                 cuda::select_version("conv2d_forward", v);
                 const std::string version = " (version " + std::to_string(v) + ")";
@@ -348,11 +348,12 @@ void test_conv_pool_conv() {
 // sums to the layer's input gradient's call (conv2d_backward_weight_unfinished),
 // as training runs it on a GPU. Against version 12's two whole calls, the
 // same bits: conv2's dx, dw and db through conv2d_backward_data, on the
-// tiled kernel that adds the slices itself (data version 9) and on one that
-// leaves them to finish_splits (8); and through
-// conv2d_backward_data_weight_pool with conv1's weight gradient (the call
-// LeNet's model makes), where data version 9 adds them in its kernel and 3
-// before its columns take the scratch. Version 12 against the CPU. Batches
+// tiled kernels that add the slices themselves (data versions 9 and 12,
+// two input channels a thread and one) and on one that leaves them to
+// finish_splits (8); and through conv2d_backward_data_weight_pool with
+// conv1's weight gradient (the call LeNet's model makes), where data
+// versions 9 and 12 add them in their kernels and 3 before its columns
+// take the scratch. Version 12 against the CPU. Batches
 // of 7, 64 and 256.
 void test_conv_weight_left() {
     for (const int n : {7, 64, 256}) {
@@ -396,7 +397,7 @@ void test_conv_weight_left() {
         };
         const char* names[] = {"dx", "dw", "db", "conv1's dw", "conv1's db"};
         for (const bool with_pool : {false, true})
-            for (const int data : with_pool ? std::vector<int>{3, 9} : std::vector<int>{8, 9}) {
+            for (const int data : with_pool ? std::vector<int>{3, 9, 12} : std::vector<int>{8, 9, 12}) {
                 char name[120];
                 std::snprintf(name, sizeof name, "conv2 n%d, %s (data version %d)", n,
                               with_pool ? "conv2d_backward_data_weight_pool" : "conv2d_backward_data", data);

@@ -470,6 +470,13 @@ void test_tf32() {
         test_tf32_conv(" (" + std::string(launcher) + " version " + std::to_string(latest) + ")");
         cuda::select_default_versions();
     }
+    // The latest forward, whose rows kernel takes --tf32 from tf32 version 3
+    // (tf32 4 moves LeNet's conv2 to the tensor cores).
+    const int forward = cuda::version_count("conv2d_forward");
+    cuda::select_version("conv2d_forward", forward);
+    cuda::select_version("tf32", 3);
+    test_tf32_conv(" (conv2d_forward version " + std::to_string(forward) + ", tf32 version 3)");
+    cuda::select_default_versions();
     test_tf32_dense();
 }
 

@@ -805,6 +805,13 @@ PY
                 && echo "ok: $after on 2 GPUs: $kernels_after kernels against $kernels_before (4 steps, 2 devices), the same bits" \
                 || fail "$after: $kernels_after kernels against $kernels_before, params $(cmp "$tmp/before.params" "$tmp/after.params" && echo same || echo differ)"
         done
+        # A launch log that cannot be written is said once; the run goes on.
+        DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/missing/launches.log "$dptrain" --gpus 1 --epochs 0 --limit-test 64 \
+            >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 0 && $(grep -c "DPTRAIN_EMULATED_LAUNCH_LOG: cannot write $tmp/missing/launches.log (No such file or directory)" "$tmp/err") -eq 1 ]] \
+            && echo "ok: an unwritable launch log is named once: $(cat "$tmp/err")" \
+            || fail "an unwritable launch log: exit $rc: $(cat "$tmp/err")"
         DPTRAIN_KERNEL_VERSIONS=dense=99 expect_error "DPTRAIN_KERNEL_VERSIONS: 'dense=99' is not LAUNCHER=VERSION of a launcher that has versions (gemm 1-" \
             --gpus 1 --epochs 0 --limit-test 64
         # The GPUs a build runs on (-Dgpu_archs, here the default): machine

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -516,7 +517,13 @@ void log_work(const EmulatedStream* s, const std::string& what, dim3 grid = {0, 
     static const char* path = std::getenv("DPTRAIN_EMULATED_LAUNCH_LOG");
     if (!path || !*path) return;
     static std::mutex m;
-    static FILE* log = std::fopen(path, "w");
+    static FILE* log = [] {
+        FILE* f = std::fopen(path, "w");
+        if (!f)
+            std::fprintf(stderr, "dptrain: DPTRAIN_EMULATED_LAUNCH_LOG: cannot write %s (%s); no work is logged\n",
+                         path, std::strerror(errno));
+        return f;
+    }();
     std::lock_guard lock(m);
     if (!log) return;
     std::fprintf(log, "%d\t%s\t%s", s->device, s->capture ? "captured" : "queued", what.c_str());

@@ -25,5 +25,6 @@ for source in "$root"/kernels/cuda/*.cu; do
         fi
     done < <(sed -nE 's/^#include "([^"]+)".*/\1/p' "$source")
 done
-[[ $fail -eq 0 && $checked -gt 0 ]] || { [[ $checked -gt 0 ]] || echo "FAIL: no header checked"; exit 1; }
+[[ $checked -gt 0 ]] || { echo "FAIL: no header checked"; fail=1; }
+[[ $fail -eq 0 ]] || exit 1
 echo "ok: $checked includes of $(ls "$root"/kernels/cuda/*.cu | wc -l) CUDA sources known to ninja"

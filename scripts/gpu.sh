@@ -138,8 +138,7 @@ find_data() {
 dir=${DPTRAIN_BUILD_DIR:-build}
 gpu_archs() {
     if [[ -n ${GPU_ARCHS:-} ]]; then echo "$GPU_ARCHS"; return; fi
-    gpu_visible || return 0
-    nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d '. ' | grep -E '^[0-9]+$' | sort -u | paste -sd, -
+    scripts/gpu_archs.sh
 }
 ensure_build() {
     local started=$SECONDS

@@ -5,6 +5,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-[[ -f build/build.ninja ]] || echo "configuring and building build/ (the first time takes a few minutes: every kernel is compiled)"
-scripts/build.sh >/dev/null
+setup=()
+if [[ ! -f build/build.ninja ]]; then
+    echo "configuring and building build/ (the first time takes a few minutes: every kernel is compiled)"
+    # With a CUDA toolkit, machine code for the GPUs here alone, not the fat
+    # binary of every architecture that scripts/test.sh and CI build: a
+    # third of nvcc's time. Without a GPU, for sm_90 alone, which keeps
+    # build/ a CUDA build that test.sh can go on to test.
+    if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+        archs=$(scripts/gpu_archs.sh)
+        if [[ -n $archs ]]; then
+            echo "CUDA kernels for this machine's GPUs alone: sm_${archs//,/, sm_} (scripts/build.sh -Dgpu_archs=75,80,90 adds the others)"
+        else
+            archs=90
+            echo "no GPU here: CUDA kernels for sm_90 alone (scripts/build.sh -Dgpu_archs=75,80,90 adds the others)"
+        fi
+        setup=(-Dgpu_archs="$archs")
+    fi
+fi
+scripts/build.sh "${setup[@]}" >/dev/null
 exec build/dptrain "$@"

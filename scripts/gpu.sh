@@ -131,8 +131,8 @@ find_data() {
 }
 
 # The CUDA build in build/ (or $DPTRAIN_BUILD_DIR), as scripts/build.sh makes
-# it, but with machine code for this machine's GPUs alone (a third of nvcc's
-# time): their compute capabilities as nvidia-smi gives them, or $GPU_ARCHS
+# it, but with machine code for this machine's GPUs alone (about half of
+# nvcc's time): their compute capabilities as nvidia-smi gives them, or $GPU_ARCHS
 # (e.g. 90; -Dgpu_archs), or without either the fat binary of every
 # architecture.
 dir=${DPTRAIN_BUILD_DIR:-build}

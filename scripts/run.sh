@@ -9,8 +9,8 @@ setup=()
 if [[ ! -f build/build.ninja ]]; then
     echo "configuring and building build/ (the first time takes a few minutes: every kernel is compiled)"
     # With a CUDA toolkit, machine code for the GPUs here alone, not the fat
-    # binary of every architecture that scripts/test.sh and CI build: a
-    # third of nvcc's time. Without a GPU, for sm_90 alone, which keeps
+    # binary of every architecture that scripts/test.sh and CI build: about
+    # half the time nvcc adds to a first run. Without a GPU, for sm_90 alone, which keeps
     # build/ a CUDA build that test.sh can go on to test.
     if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
         archs=$(scripts/gpu_archs.sh)

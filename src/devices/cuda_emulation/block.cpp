@@ -52,7 +52,7 @@
 extern "C" void __tsan_acquire(void* address);
 #endif
 
-thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+thread_local DPTRAIN_EMULATION_TLS dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace dpt::cuda_emulation {
 namespace {
@@ -184,7 +184,7 @@ struct Scheduler {
     }
 };
 
-thread_local Scheduler scheduler;
+thread_local DPTRAIN_EMULATION_TLS Scheduler scheduler;
 
 DPT_NO_SWITCH_RECORD void fiber_main(Fiber* fiber) {
     (*scheduler.body)();

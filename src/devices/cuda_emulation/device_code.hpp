@@ -25,16 +25,33 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+// The emulation's thread-local state (the variables below, __shared__
+// memory, the block scheduler's) is read at every turn of device code. The
+// local-exec model makes each read a constant offset from the thread
+// pointer, where the default for position-independent code calls
+// __tls_get_addr. It is given by attribute to these variables alone: as a
+// compile flag it would also reach thread-locals that live in shared
+// libraries (libstdc++'s, behind std::call_once), which local-exec cannot
+// reach, and every source that includes these headers would fail to link.
+// Everything that reads them links into executables, never into a shared
+// library, which is what local-exec needs. (initial-exec, which reads the
+// offset from the GOT and leaves the linker to turn it into a constant,
+// failed to link with -march=native on an AVX-512 machine: gcc 12 loaded
+// one such GOT entry straight into an xmm register, an instruction that ld
+// 2.40 cannot rewrite, "TLS transition from R_X86_64_GOTTPOFF to
+// R_X86_64_TPOFF32 ... failed".)
+#define DPTRAIN_EMULATION_TLS __attribute__((tls_model("local-exec")))
+
 // One copy per block: a block runs all its fibers on one host thread, and
 // that thread runs one block at a time, so a thread-local static is exactly
 // a block's shared memory (and, as on a GPU, holds whatever the previous
 // block left there).
-#define __shared__ static thread_local
+#define __shared__ static thread_local DPTRAIN_EMULATION_TLS
 
 // The running fiber's position: set by the block's scheduler before it
 // switches to a fiber. Real variables, not macros, so that a debugger can
 // read them: `break conv_forward.cu:623 if threadIdx.x == 3 && blockIdx.x == 0`.
-extern thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+extern thread_local DPTRAIN_EMULATION_TLS dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace dpt::cuda_emulation {
 

@@ -71,7 +71,7 @@ struct Exchange {
     float a[16 * 8], b[8 * 16];
 };
 inline Exchange& exchange() {
-    static thread_local Exchange warps[32];  // like __shared__: the block's
+    static thread_local DPTRAIN_EMULATION_TLS Exchange warps[32];  // like __shared__: the block's
     return warps[dpt::cuda_emulation::warp()];
 }
 }  // namespace detail

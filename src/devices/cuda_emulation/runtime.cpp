@@ -326,8 +326,8 @@ Runtime& rt() {
     return runtime;
 }
 
-thread_local int current_device = 0;
-thread_local cudaError_t last_error = cudaSuccess;
+thread_local DPTRAIN_EMULATION_TLS int current_device = 0;
+thread_local DPTRAIN_EMULATION_TLS cudaError_t last_error = cudaSuccess;
 
 // Every failing call leaves its error for cudaGetLastError, as CUDA's do.
 cudaError_t fail(cudaError_t error) {

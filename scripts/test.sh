@@ -17,11 +17,14 @@
 #                     has CUDA): the same build without the sanitizers, and
 #                     its CPU tests but the suite 'training'
 #   build-emulated/   the CUDA backend on emulated GPUs (-Demulated_gpu=true,
-#                     no nvcc needed): the GPU suite, every kernel against its
-#                     CPU twin, replicas, graphs and the binary on GPU replicas
+#                     no nvcc needed), built whole as README.md says: the GPU
+#                     suite, every kernel against its CPU twin, replicas,
+#                     graphs and the binary on GPU replicas
 #   build-tsan/       the same under ThreadSanitizer, on the runs where streams
 #                     meet (replicas, --overlap, mixed): a missing wait between
 #                     streams is a reported race (DPTRAIN_EMULATED=0 skips both)
+#   build-doc-N/      every other build README.md and docs/ tell a user to
+#                     type (scripts/doc_builds.sh lists them), built whole
 #   build-bundle/     the offline build of a GPU node without internet:
 #                     scripts/bundle.sh, then the CPU build from bundle/ with
 #                     pkg-config's packages hidden, and a few of its tests
@@ -78,6 +81,8 @@ PY
 
 summary=()
 failed=0
+# The emulated GPU as README.md and docs/emulated-gpu.md set it up.
+emulated_options=-Demulated_gpu=true
 # stage LABEL COMMAND...: runs COMMAND, notes LABEL's outcome and time.
 stage() {
     local label=$1 t0=$SECONDS rc=0
@@ -161,7 +166,10 @@ if [[ ${DPTRAIN_EMULATED:-1} != 0 ]]; then
         if [[ -f $objects && ,$(scripts/build_option.sh "$dir" gpu_archs), == *,90,* ]]; then
             figures_from=$PWD/$objects
         fi
-        DPTRAIN_BUILD_DIR=$dir-emulated scripts/build.sh -Demulated_gpu=true -Dmpi=disabled -Dtests=disabled &&
+        # README.md's command, so that what it tells a user to type is built
+        # whole (its unit tests and MPI too: the CPU tests run in the stages
+        # above, and link here).
+        DPTRAIN_BUILD_DIR=$dir-emulated scripts/build.sh $emulated_options -Dmpi=auto -Dtests=auto &&
             DPTRAIN_KERNEL_OBJECTS=$figures_from tests "$dir-emulated" --suite gpu
     }
     stage "the CUDA backend on emulated GPUs ($dir-emulated/)" emulated
@@ -178,6 +186,32 @@ if [[ ${DPTRAIN_EMULATED:-1} != 0 ]]; then
     }
     stage "streams, --overlap and mixed runs under ThreadSanitizer on emulated GPUs ($dir-tsan/)" tsan
 fi
+# The builds README.md and docs/ show (scripts/doc_builds.sh), each built
+# whole as a user would type it; one that a stage above builds is not built
+# again. (doc-builds, a test of the cpu suite, checks that no command in
+# the docs escapes the list.)
+doc_builds() {
+    local options n=0 rc=0
+    while IFS= read -r options; do
+        n=$((n + 1))
+        if [[ -z $options ]]; then echo "(defaults): the build of $dir/"; continue; fi
+        if [[ $options == "$emulated_options" && ${DPTRAIN_EMULATED:-1} != 0 ]]; then
+            echo "$options: the build of $dir-emulated/"
+            continue
+        fi
+        echo "$options: $dir-doc-$n/"
+        if [[ ! -f $dir-doc-$n/build.ninja ]]; then
+            rm -rf "$dir-doc-$n"
+            # shellcheck disable=SC2086  # the options as the docs write them
+            meson setup "$dir-doc-$n" $options >"$dir-doc-$n.log" 2>&1 || { cat "$dir-doc-$n.log"; rc=1; continue; }
+        fi
+        meson compile -C "$dir-doc-$n" | { grep -v '^ninja: no work to do\.$' || true; }
+        [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    done < <(scripts/doc_builds.sh)
+    return $rc
+}
+stage "the other builds README.md and docs/ show, whole ($dir-doc-N/)" doc_builds
+
 if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
     # A GPU node without internet has no Debian packages: it builds from
     # bundle/. Prove that path here with pkg-config's packages hidden.

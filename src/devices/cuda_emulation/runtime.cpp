@@ -341,7 +341,11 @@ cudaError_t fail(cudaError_t error, const std::string& why) {
 
 bool valid_device(int d) { return d >= 0 && d < rt().device_count; }
 Device& device(int d) { return *rt().devices[size_t(d)]; }
-cudaError_t sticky(int d) { return cudaError_t(device(d).sticky.load()); }
+// (With DPTRAIN_EMULATED_GPUS=0 there is no device 0 to hold one: none.)
+cudaError_t sticky(int d) {
+    if (d < 0 || size_t(d) >= rt().devices.size()) return cudaSuccess;
+    return cudaError_t(device(d).sticky.load());
+}
 // What a call about device d returns once its own work is done: the
 // device's sticky error (left for cudaGetLastError too), or success.
 cudaError_t device_status(int d) {

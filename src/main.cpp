@@ -7,12 +7,15 @@
 // Under mpirun every process runs this (cluster.hpp): bad input on any rank
 // is agreed on and exits 2 on every rank, rank 0 saying it; a failure on one
 // rank alone ends the whole job, since the others would wait for it forever.
+#include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
 #include <string>
+#include <system_error>
 
 #include "run/cli.hpp"
 #include "parallel/cluster.hpp"
@@ -44,6 +47,9 @@ int run(int argc, char** argv, dpt::Cluster& cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A closed stdout (`dptrain ... | head -1`) is a write error the run
+    // reports after saving its checkpoint, not a silent death by SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
     std::unique_ptr<dpt::Cluster> cluster;
     try {
         cluster = dpt::join_cluster();
@@ -64,6 +70,16 @@ int main(int argc, char** argv) {
         return 2;
     } catch (const dpt::EveryRankError& e) {
         if (cluster->leader()) std::fprintf(stderr, "dptrain: error: %s\n", e.what());
+        return 1;
+    } catch (const std::system_error& e) {
+        // std::thread's EAGAIN: the user's limit on threads (ulimit -u) or the machine's.
+        const std::string what = e.code() == std::errc::resource_unavailable_try_again
+                                     ? "cannot start another thread (" + std::string(std::strerror(EAGAIN)) +
+                                           "): this machine's limit on threads (ulimit -u) is reached; use fewer devices"
+                                     : e.what();
+        std::fprintf(stderr, "dptrain: %s%serror: %s\n", several ? cluster->who().c_str() : "", several ? ": " : "",
+                     what.c_str());
+        if (several) cluster->abort(1);
         return 1;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "dptrain: %s%serror: out of memory (lower --batch, or --limit-train and --limit-test)\n",

@@ -2,10 +2,10 @@
 # Drives the real dptrain binary: its command-line contract (exit status 2 and
 # a message naming the problem), determinism of --save, --load, --metrics, and
 # that a short run learns, checkpoints, signals and divergence, and running
-# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|learning|checkpoints|trace|breakdown|split|compare|inspect|demo|simulate|drift|resnet|resources|gpu}
+# out of memory. Usage: test_cli.sh DPTRAIN {errors|files|outputs|learning|checkpoints|trace|breakdown|split|compare|inspect|demo|simulate|drift|resnet|resources|gpu}
 set -uo pipefail
 dptrain=$1 mode=$2
-tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d) && trap 'umount -q "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # params_file.py
@@ -330,7 +330,7 @@ trace)
     expect_error "--trace-steps needs --trace FILE" --cpus 1 --epochs 0 --trace-steps 1-5
     expect_error "--trace-steps 5-3: the range ends before it begins" --cpus 1 --epochs 0 --trace "$tmp/x.json" --trace-steps 5-3
     expect_error "--trace-steps must be" --cpus 1 --epochs 0 --trace "$tmp/x.json" --trace-steps 0-3
-    expect_error "--trace $tmp/no/such/dir/t.json: cannot write" --cpus 1 --epochs 0 --trace "$tmp/no/such/dir/t.json"
+    expect_error "--trace $tmp/no/such/dir/t.json: directory $tmp/no/such/dir does not exist" --cpus 1 --epochs 0 --trace "$tmp/no/such/dir/t.json"
     ;;
 breakdown)
     # --breakdown: every phase is reported, and device 0's phases add up to
@@ -884,6 +884,209 @@ resnet)
     "$dptrain" inspect --model resnet18 --bn local --cpus 2 --batch 6 >"$tmp/out" 2>&1
     grep -q "check ok: each part's outputs differ from one device's for the whole batch by more than rounding" "$tmp/out" \
         && echo "ok: $(grep -m1 'outputs differ' "$tmp/out" | cut -c1-150)" || fail "inspect --bn local does not show the difference"
+    ;;
+outputs)
+    # What a run writes is checked before the first step and never destroys
+    # anything (docs/files.md lists each case): exit 2 and the option named,
+    # or exit 1 for a write that fails mid-run, with nothing replaced,
+    # truncated or left behind.
+    q=(--cpus 1 --epochs 1 --limit-train 256 --limit-test 128 --batch 64)
+    # exits RC "text" args...: dptrain exits RC with that text on stderr.
+    exits() {
+        local want_rc=$1 want=$2; shift 2
+        timeout 120 "$dptrain" "$@" >"$tmp/out" 2>"$tmp/err"
+        local rc=$?
+        if [[ $rc -ne $want_rc ]]; then fail "dptrain $* exited $rc, not $want_rc: $(tail -c 600 "$tmp/err")"; return 1; fi
+        grep -qF -- "$want" "$tmp/err" || { fail "dptrain $*: stderr lacks '$want': $(cat "$tmp/err")"; return 1; }
+        echo "ok: dptrain $(head -c 150 <<<"$*") -> $rc: $(head -c 300 "$tmp/err")"
+    }
+    # can_mount: a tmpfs or a private mount namespace can be made here (root, and allowed).
+    can_mount() { [[ $(id -u) -eq 0 ]] && unshare -m true 2>/dev/null; }
+    mkdir -p "$tmp/data"
+    cp "$(dirname "$(readlink -f "$dptrain")")/../data/fashion-mnist/"* "$tmp/data/" 2>/dev/null ||
+        cp /usr/share/datasets/fashion-mnist/* "$tmp/data/"
+    d=(--data "$tmp/data")
+    sha() { sha256sum "$@" | cut -d' ' -f1; }
+    data_before=$(cat "$tmp/data"/* | sha)
+
+    # 1. /dev/null is "keep nothing": never replaced, even as root (in a
+    # private mount namespace, with a /dev of its own, so the machine's is
+    # never at stake).
+    if can_mount; then
+        unshare -m sh -c 'mount -t tmpfs tmpfs /dev && mknod /dev/null c 1 3 &&
+            "$0" "$@" --save /dev/null --checkpoint /dev/null --metrics /dev/null --trace /dev/null >/dev/null &&
+            test -c /dev/null' "$dptrain" "${q[@]}" \
+            && echo "ok: as root, /dev/null is still a character device after --save, --checkpoint, --metrics and --trace onto it" \
+            || fail "/dev/null as an output, in a private mount namespace: exit $? or not a device any more"
+    else
+        echo "skip: /dev/null as root in a private mount namespace: needs root and unshare -m"
+    fi
+    ln -s /dev/null "$tmp/nothing"
+    "$dptrain" "${q[@]}" --save "$tmp/nothing" --metrics "$tmp/nothing" >"$tmp/out" 2>&1 && [[ -c $tmp/nothing ]] &&
+        ! grep -q "saved parameters" "$tmp/out" && echo "ok: a link to /dev/null is kept, and nothing is said saved" ||
+        fail "--save onto a link to /dev/null: $(cat "$tmp/out")"
+
+    # 2. An input is never an output, by its identity, through symlinks.
+    exits 2 "--metrics $tmp/data/train-labels-idx1-ubyte.gz: is also the run's input --data" "${q[@]}" "${d[@]}" --metrics "$tmp/data/train-labels-idx1-ubyte.gz"
+    ln -s data/t10k-images-idx3-ubyte.gz "$tmp/images-link"
+    exits 2 "--trace $tmp/images-link: is the same file as the run's input --data" "${q[@]}" "${d[@]}" --trace "$tmp/images-link"
+    "$dptrain" "${q[@]}" --checkpoint "$tmp/in.ck" >/dev/null && cp "$tmp/in.ck" "$tmp/in.ck.before" || fail "a checkpoint run failed"
+    "$dptrain" "${q[@]}" --save "$tmp/in.params" >/dev/null || fail "a --save run failed"
+    exits 2 "--save $tmp/in.ck: is also the run's input --resume" --resume "$tmp/in.ck" --epochs 2 --save "$tmp/in.ck"
+    exits 2 "--metrics $tmp/in.params: is also the run's input --load" "${q[@]}" --load "$tmp/in.params" --metrics "$tmp/in.params"
+    cmp -s "$tmp/in.ck" "$tmp/in.ck.before" || fail "a refused run changed its --resume file"
+    [[ $(cat "$tmp/data"/* | sha) == "$data_before" ]] && echo "ok: the data files are untouched" || fail "a data file changed"
+
+    # 3. A write that fails ends the run: exit 1, the file named, the checkpoint saved first.
+    if can_mount; then
+        # A 64 KB tmpfs: full for --metrics; 4 KB left for --trace, whose
+        # header fits and whose first epoch (32 steps) does not.
+        mkdir "$tmp/full" && mount -t tmpfs -o size=64k tmpfs "$tmp/full"
+        for option in --metrics --trace; do
+            rm -f "$tmp/full/filler" "$tmp/full/out" "$tmp/full-run.ck"
+            if [[ $option == --metrics ]]; then cat /dev/zero >"$tmp/full/filler" 2>/dev/null
+            else head -c 60000 /dev/zero >"$tmp/full/filler"; fi
+            exits 1 "$option $tmp/full/out: cannot write (No space left on device)" "${q[@]}" --limit-train 2048 --epochs 2 \
+                "$option" "$tmp/full/out" --checkpoint "$tmp/full-run.ck"
+            grep -q "spans in" "$tmp/out" && fail "$option on a full disk: still says '$(grep "spans in" "$tmp/out")'"
+            grep -aq "^next-epoch 2$" "$tmp/full-run.ck" && echo "ok: $option on a full disk: epoch 1's checkpoint saved first" \
+                || fail "$option on a full disk: no checkpoint of epoch 1"
+        done
+        rm -f "$tmp/full/out" && cat /dev/zero >>"$tmp/full/filler" 2>/dev/null
+        exits 1 "--save $tmp/full/p: cannot write" "${q[@]}" --save "$tmp/full/p"
+        ls "$tmp/full" | grep -q '\.tmp\.' && fail "a failed --save left its temporary file"
+        umount "$tmp/full"
+    else
+        echo "skip: outputs on a full disk: needs root to mount a small tmpfs"
+    fi
+    exits 2 "--metrics /dev/full: is a character device" "${q[@]}" --metrics /dev/full
+
+    # 4. No output is another.
+    exits 2 "--checkpoint $tmp/x: is also the run's --save $tmp/x" "${q[@]}" --save "$tmp/x" --checkpoint "$tmp/x"
+    exits 2 "--trace $tmp/t: is also the run's --metrics $tmp/t" "${q[@]}" --trace "$tmp/t" --metrics "$tmp/t"
+    exits 2 "--metrics $tmp/./x: is also the run's --save $tmp/x" "${q[@]}" --save "$tmp/x" --metrics "$tmp/./x"
+    [[ -e $tmp/x || -e $tmp/t ]] && fail "a refused run left an output"
+
+    # 5. Refused before training, not after it.
+    mkdir "$tmp/dir"
+    exits 2 "--save $tmp/dir: is a directory" "${q[@]}" --save "$tmp/dir"
+    exits 2 "--save $tmp/dir/: names a directory, not a file" "${q[@]}" --save "$tmp/dir/"
+    exits 2 "--checkpoint $tmp/dir: is a directory" "${q[@]}" --checkpoint "$tmp/dir"
+    exits 2 "file name too long" "${q[@]}" --save "$tmp/$(printf 'a%.0s' {1..300})"
+    exits 2 "(100000 characters): file name too long" "${q[@]}" --metrics "$(printf 'b%.0s' {1..100000})"
+    exits 2 "--save $tmp/none/p: directory $tmp/none does not exist" "${q[@]}" --save "$tmp/none/p"
+    grep -q "^epoch" "$tmp/out" && fail "a refused output was refused after training"
+
+    # 6. An empty value is refused like any bad value.
+    for option in --save --checkpoint --metrics --trace --data --cpus --load --resume; do
+        exits 2 "$option: an empty value" "${q[@]}" "$option" ""
+    done
+    exits 2 "--out: an empty value" compare --cpus 1 --out ""
+
+    # 7. A FIFO is not data: refused at once, never waited on.
+    mkfifo "$tmp/fifo"
+    exits 2 "--resume $tmp/fifo: is a FIFO (named pipe), not a regular file" --resume "$tmp/fifo"
+    exits 2 "--load $tmp/fifo: is a FIFO (named pipe), not a regular file" "${q[@]}" --load "$tmp/fifo"
+    mkdir "$tmp/fifo-data" && cp "$tmp/data"/t* "$tmp/fifo-data/" && rm "$tmp/fifo-data/t10k-labels-idx1-ubyte.gz" &&
+        mkfifo "$tmp/fifo-data/t10k-labels-idx1-ubyte.gz"
+    exits 2 "--data $tmp/fifo-data/t10k-labels-idx1-ubyte.gz: is a FIFO" "${q[@]}" --data "$tmp/fifo-data"
+
+    # 8. Replacing keeps a symlink (its target is replaced) and the file's mode.
+    cp "$tmp/in.ck.before" "$tmp/real.ck" && chmod 600 "$tmp/real.ck" && ln -s real.ck "$tmp/link.ck"
+    "$dptrain" --resume "$tmp/link.ck" --epochs 2 >/dev/null || fail "--resume through a symlink failed"
+    [[ -L $tmp/link.ck ]] && grep -aq "^next-epoch 3$" "$tmp/real.ck" && [[ $(stat -c %a "$tmp/real.ck") == 600 ]] \
+        && echo "ok: --resume link.ck: the link kept, its target replaced, its mode 600 kept" \
+        || fail "--resume through a symlink: link $(stat -c %F "$tmp/link.ck"), target mode $(stat -c %a "$tmp/real.ck")"
+    (umask 077 && "$dptrain" "${q[@]}" --save "$tmp/private.params" >/dev/null)
+    [[ $(stat -c %a "$tmp/private.params") == 600 ]] && echo "ok: a new file's mode follows the umask (077: 600)" \
+        || fail "a new --save file under umask 077 has mode $(stat -c %a "$tmp/private.params")"
+
+    # 9. Filesystem errors are messages naming the option.
+    ln -s loopB "$tmp/loopA" && ln -s loopA "$tmp/loopB"
+    exits 2 "--resume $tmp/loopA: too many levels of symbolic links" --resume "$tmp/loopA"
+    exits 2 "--data $tmp/loopA: too many levels of symbolic links" "${q[@]}" --data "$tmp/loopA"
+    exits 2 "--save $tmp/loopA: too many levels of symbolic links" "${q[@]}" --save "$tmp/loopA"
+    if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+        mkdir -m 700 "$tmp/closed" && chmod 755 "$tmp" && cp "$tmp/data"/* "$tmp/closed/"
+        setpriv --reuid 65534 --regid 65534 --clear-groups "$dptrain" "${q[@]}" --data "$tmp/closed" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 2 ]] && grep -qF -- "--data $tmp/closed: cannot read (Permission denied)" "$tmp/err" \
+            && echo "ok: a data directory the user cannot read -> 2: $(cat "$tmp/err")" \
+            || fail "unreadable --data: exit $rc: $(cat "$tmp/err")"
+    else
+        echo "skip: an unreadable data directory: needs root and setpriv to run as another user"
+    fi
+
+    # 10. A temporary file left by a killed run is removed; one being written is not.
+    : >"$tmp/p.params.tmp.AbC123" && : >"$tmp/p.params.tmp.HeLd00"
+    exec 7<"$tmp/p.params.tmp.HeLd00" && flock 7
+    "$dptrain" "${q[@]}" --save "$tmp/p.params" >/dev/null 2>"$tmp/err" || fail "--save beside stale temporary files failed"
+    exec 7<&-
+    [[ ! -e $tmp/p.params.tmp.AbC123 && -e $tmp/p.params.tmp.HeLd00 ]] && grep -q "removed .*p.params.tmp.AbC123" "$tmp/err" \
+        && echo "ok: a stale temporary file removed, and said: $(cat "$tmp/err")" \
+        || fail "stale temporary files: $(ls "$tmp" | grep tmp) / $(cat "$tmp/err")"
+
+    # 11. A closed stdout: the epoch's checkpoint, a message, exit 1.
+    "$dptrain" "${q[@]}" --epochs 3 --checkpoint "$tmp/pipe.ck" 2>"$tmp/err" | head -1 >/dev/null
+    rc=${PIPESTATUS[0]}
+    [[ $rc -eq 1 ]] && grep -q "standard output was closed" "$tmp/err" && grep -aq "^next-epoch 2$" "$tmp/pipe.ck" \
+        && echo "ok: | head -1 -> 1, epoch 1's checkpoint written: $(cat "$tmp/err")" \
+        || fail "a closed stdout: exit $rc, $(cat "$tmp/err")"
+
+    # 12. Messages.
+    exits 2 "--lr must be a positive number of at most 3.4e38" --lr 1e308
+    exits 2 "--epochs must be a whole number from 0 to 1000000" --epochs 10000000
+    exits 2 "dptrain: demo needs allreduce or split: the name of a demo" demo
+    grep -q "dptrain demo needs" "$tmp/err" && fail "demo: 'dptrain' said twice"
+    exits 2 "(1 CPU device is cpu:0)" --devices cpu:1
+    # A checkpoint whose CRC is right but which asks for more devices than --cpus may.
+    python3 - "$tmp/in.ck.before" "$tmp/many.ck" <<'PY' || fail "could not craft a checkpoint"
+import sys, zlib
+data = open(sys.argv[1], "rb").read()
+body = data[:-15].replace(b"\ndevices cpu 1\n", b"\ndevices cpu 2000\n", 1)
+assert body != data[:-15]
+open(sys.argv[2], "wb").write(body + b"crc32 %08x\n" % zlib.crc32(body))
+PY
+    exits 2 "--resume $tmp/many.ck: corrupted header (devices" --resume "$tmp/many.ck"
+    # ... or 1,024 processes of 1,024 devices each, which one process would have to hold.
+    python3 - "$tmp/in.ck.before" "$tmp/many.ck" <<'PY' || fail "could not craft a checkpoint"
+import sys, zlib
+data = open(sys.argv[1], "rb").read()
+body = data[:-15].replace(b"\ndevices cpu 1\nprocesses 1\n", b"\ndevices cpu 1024\nprocesses 1024\n", 1)
+body = body.replace(b"\nbatch 64\n", b"\nbatch 2000000\n", 1)  # (a batch for that many devices)
+assert body.count(b"1024") >= 2 and b"batch 2000000" in body
+open(sys.argv[2], "wb").write(body + b"crc32 %08x\n" % zlib.crc32(body))
+PY
+    exits 2 "cannot hold (at most 1024 devices a process)" --resume "$tmp/many.ck"
+    # On a terminal, the stop message starts a line of its own, not the progress bar's.
+    script -qfc "exec $dptrain ${q[*]} --limit-train 16384 --epochs 2" "$tmp/tty.log" >/dev/null 2>&1 &
+    spid=$!
+    for _ in $(seq 600); do grep -q "batches" "$tmp/tty.log" 2>/dev/null && break; sleep 0.1; done
+    pkill -INT -P "$spid"
+    wait "$spid"
+    python3 - "$tmp/tty.log" <<'PY' && echo "ok: on a terminal, the bar is cleared before the stop message" || fail "the stop message shares the progress bar's line"
+import sys
+log = open(sys.argv[1], "rb").read()
+# Each message replaces the bar's line (cleared: \r and erase to the end of
+# the line) or starts after a finished line; none follows a bar's text.
+for message in (b"dptrain: stopping after the steps", b"dptrain: stopped by SIGINT"):
+    at = log.find(message)
+    assert at > 0, (message, log[-300:])
+    before = log[:at]
+    last_bar = before.rfind(b"\repoch 1 [")
+    assert last_bar >= 0 and b"\r\x1b[K" in before[last_bar + 1:], (message, before[-160:])
+PY
+    if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+        # (root has no limit on its processes: another user has.)
+        setpriv --reuid 65534 --regid 65534 --clear-groups bash -c 'ulimit -u 6 && exec "$0" "$@"' "$dptrain" "${q[@]}" --cpus 16 \
+            >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc -eq 1 ]] && grep -q "cannot start another thread (Resource temporarily unavailable): this machine's limit on threads (ulimit -u)" "$tmp/err" \
+            && echo "ok: out of threads -> 1: $(cat "$tmp/err")" || fail "out of threads: exit $rc: $(cat "$tmp/err")"
+    else
+        echo "skip: out of threads: needs root and setpriv to run as a user with a process limit"
+    fi
+    ls "$tmp" | grep -v '^p.params.tmp.HeLd00$' | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$tmp" | grep '\.tmp\.')"
     ;;
 resources)
     # A failed allocation is a message with the sizes and exit 1, not an abort.

@@ -42,6 +42,10 @@ inline std::optional<cxxopts::ParseResult> parse_options(cxxopts::Options& optio
     }
     if (!r.unmatched().empty())
         throw InputError("unexpected argument '" + r.unmatched().front() + "' (see " + command + " --help)");
+    // `--save ""` from a script's unset variable would otherwise keep nothing, silently.
+    for (const cxxopts::KeyValue& kv : r.arguments())
+        if (kv.value().empty())
+            throw InputError("--" + kv.key() + ": an empty value (see " + command + " --help)");
     return r;
 }
 

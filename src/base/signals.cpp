@@ -17,16 +17,31 @@ std::atomic<bool> training{false};  // a StopRequests is alive: the trainer look
 std::atomic<bool> say_it{true};
 std::atomic<bool> installed{false};
 
+// The temporary file being written now, if any (TemporaryFile).
+std::atomic<const char*> temporary{nullptr};
+static_assert(std::atomic<const char*>::is_always_lock_free);
+
+std::atomic<bool> on_terminal{false};  // stderr is a terminal, where a progress bar may be drawn
+
+// `message` starts with a newline, to leave the line it interrupts. On a
+// terminal the line is cleared instead: it is the progress bar's, if any,
+// and the message takes its place.
 void say(const char* message, size_t size) {
     if (!say_it) return;
+    if (on_terminal) {
+        [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, "\r\033[K", 4);
+        ++message;
+        --size;
+    }
     [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, message, size);
 }
 
-// Only async-signal-safe calls in here: write and _exit.
+// Only async-signal-safe calls in here: write, unlink and _exit.
 void on_signal(int signal) {
     if (requested != 0) {
         constexpr char message[] = "\ndptrain: second signal, exiting at once (no checkpoint written now)\n";
         say(message, sizeof message - 1);
+        if (const char* path = temporary.load()) unlink(path);
         _exit(128 + signal);
     }
     requested = signal;
@@ -46,6 +61,7 @@ void on_signal(int signal) {
 
 StopRequests::StopRequests(bool say) {
     say_it = say;
+    on_terminal = isatty(STDERR_FILENO) == 1;
     training = true;
     if (installed.exchange(true)) return;
     struct sigaction action {};
@@ -66,6 +82,10 @@ StopRequests::~StopRequests() {
     sigaction(SIGTERM, &action, nullptr);
     installed = false;
 }
+
+TemporaryFile::TemporaryFile(const char* path) { temporary = path; }
+
+TemporaryFile::~TemporaryFile() { temporary = nullptr; }
 
 int StopRequests::signal() const { return requested; }
 

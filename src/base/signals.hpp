@@ -33,6 +33,16 @@ class StopRequests {
     bool finished_ = false;
 };
 
+// While one lives, the file it names is a temporary file being written
+// (files.cpp): a second signal, which exits at once, removes it first.
+class TemporaryFile {
+   public:
+    explicit TemporaryFile(const char* path);
+    ~TemporaryFile();
+    TemporaryFile(const TemporaryFile&) = delete;
+    TemporaryFile& operator=(const TemporaryFile&) = delete;
+};
+
 // The signal this process has seen (0: none), from any thread (a
 // multi-process run tells the other ranks, cluster.hpp).
 int stop_signal();

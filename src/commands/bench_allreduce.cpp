@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "parallel/device_factory.hpp"
 #include "parallel/device_options.hpp"
 #include "model/models.hpp"
+#include "base/files.hpp"
 #include "base/options.hpp"
 #include "commands/subcommands.hpp"
 
@@ -56,6 +56,9 @@ size_t parse_size(const std::string& text) {
     return bytes;
 }
 
+// What --out DIR holds (checked before the runs, prepare_out_dir).
+constexpr const char* out_files[] = {"bench-allreduce.csv"};
+
 std::optional<BenchOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain bench-allreduce");
     add_count_options(options, "", "N");
@@ -82,6 +85,7 @@ std::optional<BenchOptions> parse(int argc, const char* const* argv) {
         std::sort(o.sizes.begin(), o.sizes.end());
     }
     o.out_dir = given(r, "out");
+    if (!o.out_dir.empty()) prepare_out_dir(o.out_dir, out_files);
     return o;
 }
 
@@ -196,20 +200,16 @@ int run_bench_allreduce(int argc, const char* const* argv) {
                 all_correct ? "ok" : "FAILED", n * (n + 1) / 2);
 
     if (!o.out_dir.empty()) {
-        std::error_code ec;
-        std::filesystem::create_directories(o.out_dir, ec);
         const std::string path = o.out_dir + "/bench-allreduce.csv";
-        std::ofstream csv(path);
-        if (ec || !csv) throw InputError("--out " + o.out_dir + ": cannot write " + path);
-        csv << "device_kind,devices,algorithm,bytes,time_us,algbw_gbps,busbw_gbps\n";
+        std::string csv = "device_kind,devices,algorithm,bytes,time_us,algbw_gbps,busbw_gbps\n";
         for (const Result& r : results) {
             char line[256];
             std::snprintf(line, sizeof line, "%s,%d,%s,%zu,%.3f,%.4f,%.4f\n",
                           kind_names(o.devices).c_str(), n, r.algorithm.c_str(),
                           r.bytes, r.seconds * 1e6, r.algbw, r.busbw);
-            csv << line;
+            csv += line;
         }
-        if (!csv.flush()) throw std::runtime_error("cannot write " + path);
+        write_text_file(path, csv, "--out");
         std::printf("wrote %s\n", path.c_str());
     }
     return all_correct ? 0 : 1;

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "base/errors.hpp"
+#include "base/files.hpp"
 #include "base/json.hpp"
 #include "base/numbers.hpp"
 #include "run/trainer.hpp"
@@ -82,6 +82,11 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
             if (i + 1 >= argc) throw InputError(name + " needs a value (see dptrain compare --help)");
             return std::string(argv[++i]);
         };
+        const auto take_value_given = [&] {
+            std::string v = take_value();
+            if (v.empty()) throw InputError(name + ": an empty value (see dptrain compare --help)");
+            return v;
+        };
         const auto kind = std::find_if(device_kinds().begin(), device_kinds().end(),
                                        [&](const DeviceKindInfo& row) { return name == std::string("--") + row.option; });
         if (kind != device_kinds().end()) {
@@ -89,17 +94,17 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
                 throw InputError(std::string("compare takes one kind of device, not both --") + kind_info(o.kind).option + " and " + name);
             kind_given = true;
             o.kind = kind->kind;
-            o.counts = parse_counts(kind->option, take_value());
+            o.counts = parse_counts(kind->option, take_value_given());
         } else if (name == "--scale-lr") {
-            value = take_value();
+            value = take_value_given();
             if (value != "linear" && value != "sqrt" && value != "none")
                 throw InputError("--scale-lr must be linear, sqrt or none (got '" + value + "')");
             o.scale = value == "linear" ? ScaleLr::linear : value == "sqrt" ? ScaleLr::sqrt : ScaleLr::none;
         } else if (name == "--global-batch") {
             o.global_batch = true;
         } else if (name == "--out") {
-            o.out_dir = take_value();
-        } else if (name == "--split" && is_split_list(value = take_value())) {
+            o.out_dir = take_value_given();
+        } else if (name == "--split" && is_split_list(value = take_value_given())) {
             o.splits = comma_list(value);
         } else if (name == "--split") {
             rest.insert(rest.end(), {"--split", value});
@@ -275,14 +280,13 @@ std::string trace_path_of(const std::string& file, DeviceKind kind, int n, const
            (split.empty() ? "" : "-" + split) + ext;
 }
 
+// What --out DIR holds (checked before the runs, prepare_out_dir).
+constexpr const char* out_files[] = {"compare.csv", "compare.json"};
+
 void write_results(const std::string& dir, const std::vector<Row>& rows, const CompareOptions& o) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw InputError("--out " + dir + ": cannot create (" + ec.message() + ")");
     const std::string csv_path = dir + "/compare.csv", json_path = dir + "/compare.json";
-    std::ofstream csv(csv_path), json(json_path);
-    if (!csv || !json) throw InputError("--out " + dir + ": cannot write there (" + std::strerror(errno) + ")");
-    csv << "device_kind,devices,split,batch,lr,epoch_time_s,samples_per_s,speedup,efficiency,test_acc,"
+    std::string csv;
+    csv += "device_kind,devices,split,batch,lr,epoch_time_s,samples_per_s,speedup,efficiency,test_acc,"
            "load_s,compute_s,wait_s,allreduce_s,update_s,compute_mean_s,compute_slowest_s\n";
     const char* scale = o.scale == ScaleLr::linear ? "linear" : o.scale == ScaleLr::sqrt ? "sqrt" : "none";
     Json results = {{"batch_mode", o.global_batch ? "global" : "per-device"},
@@ -296,7 +300,7 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
                       to_string(c.devices.kind()), c.devices.count(), split.c_str(), c.batch, double(c.lr), r.epoch_s, r.samples_per_s, r.speedup,
                       r.efficiency, r.test_acc, phase(r, Phase::load), phase(r, Phase::compute), phase(r, Phase::wait),
                       phase(r, Phase::allreduce), phase(r, Phase::update), r.compute_mean_s, r.compute_slowest_s);
-        csv << line;
+        csv += line;
         Json epochs = Json::array();
         for (const EpochReport& x : r.epochs)
             epochs.push_back({{"epoch", x.epoch},
@@ -320,8 +324,8 @@ void write_results(const std::string& dir, const std::vector<Row>& rows, const C
                                                     {"update", decimals(phase(r, Phase::update), 6)}}},
                                       {"epochs", epochs}});
     }
-    json << results.dump(2) << "\n";
-    if (!csv.flush() || !json.flush()) throw std::runtime_error("cannot write the results in " + dir);
+    write_text_file(csv_path, csv, "--out");
+    write_text_file(json_path, results.dump(2) + "\n", "--out");
     std::printf("\nwrote %s and %s\n", csv_path.c_str(), json_path.c_str());
 }
 
@@ -347,6 +351,7 @@ int run_compare(int argc, const char* const* argv) {
     const std::optional<TrainRequest> parsed = parse_command_line(int(args.size()), args.data());
     if (!parsed) return 0;
     const TrainConfig& base = parsed->settings;
+    if (!o.out_dir.empty()) prepare_out_dir(o.out_dir, out_files);
 
     std::vector<Row> rows;
     const std::vector<std::string> splits = o.splits.empty() ? std::vector<std::string>{""} : o.splits;

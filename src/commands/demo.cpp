@@ -210,7 +210,8 @@ int run_demo(int argc, const char* const* argv) {
         return 0;
     }
     if (which != "allreduce" && which != "split")
-        throw InputError("dptrain demo needs allreduce or split (got '" + which + "'; see dptrain demo --help)");
+        throw InputError(which.empty() ? std::string("demo needs allreduce or split: the name of a demo (see dptrain demo --help)")
+                                       : "demo needs allreduce or split (got '" + which + "'; see dptrain demo --help)");
     const std::optional<DemoOptions> o = parse(which, argc - 1, argv + 1);
     if (!o) return 0;
     return which == "allreduce" ? demo_allreduce(*o) : demo_split(*o);

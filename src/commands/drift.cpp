@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "parallel/device_factory.hpp"
 #include "parallel/device_options.hpp"
 #include "model/lenet.hpp"
+#include "base/files.hpp"
 #include "base/options.hpp"
 #include "commands/subcommands.hpp"
 #include "run/trainer.hpp"
@@ -67,6 +67,9 @@ std::string help() {
     "                            draws the growth)\n"
     "  --batch, --lr, --seed, --init, --pool, --data, --limit-train, --limit-test as for training\n";
 }
+
+// What --out DIR holds (checked before the runs, prepare_out_dir).
+constexpr const char* out_files[] = {"drift.csv", "drift.json"};
 
 std::optional<DriftOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain drift");
@@ -115,6 +118,7 @@ std::optional<DriftOptions> parse(int argc, const char* const* argv) {
     c.limit_train = limit("limit-train");
     c.limit_test = limit("limit-test");
     o.out_dir = given(r, "out");
+    if (!o.out_dir.empty()) prepare_out_dir(o.out_dir, out_files);
     return o;
 }
 
@@ -213,17 +217,12 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
 }
 
 void write_results(const std::string& dir, const DriftOptions& o, const Drift& d) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw InputError("--out " + dir + ": cannot create (" + ec.message() + ")");
-    std::ofstream csv(dir + "/drift.csv"), json(dir + "/drift.json");
-    if (!csv || !json) throw InputError("--out " + dir + ": cannot write there (" + std::strerror(errno) + ")");
-    csv << "step,max_rel,mean_rel\n";
+    std::string csv = "step,max_rel,mean_rel\n";
     char line[256];
     Json steps = Json::array(), max_rel = Json::array(), mean_rel = Json::array(), seeds = Json::array();
     for (const Sample& s : d.samples) {
         std::snprintf(line, sizeof line, "%zu,%.6g,%.6g\n", s.step, s.max_rel, s.mean_rel);
-        csv << line;
+        csv += line;
         steps.push_back(s.step);
         max_rel.push_back(significant(s.max_rel));
         mean_rel.push_back(significant(s.mean_rel));
@@ -240,8 +239,8 @@ void write_results(const std::string& dir, const DriftOptions& o, const Drift& d
                         {"test_acc", {{"one", decimals(d.acc_one, 4)},
                                       {"many", decimals(d.acc_many, 4)},
                                       {"other_seeds", seeds}}}};
-    json << Json{{"drift", drift}}.dump(2) << "\n";
-    if (!csv.flush() || !json.flush()) throw std::runtime_error("cannot write the results in " + dir);
+    write_text_file(dir + "/drift.csv", csv, "--out");
+    write_text_file(dir + "/drift.json", Json{{"drift", drift}}.dump(2) + "\n", "--out");
     std::printf("\nwrote %s/drift.csv and %s/drift.json\n", dir.c_str(), dir.c_str());
 }
 

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <optional>
 
@@ -19,6 +18,7 @@
 #include "parallel/device_options.hpp"
 #include "devices/kinds.hpp"
 #include "model/models.hpp"
+#include "base/files.hpp"
 #include "base/options.hpp"
 #include "parallel/parallel.hpp"
 #include "run/report.hpp"
@@ -125,6 +125,9 @@ std::string help() {
     "  --out DIR         also write DIR/simulate.csv\n";
 }
 
+// What --out DIR holds (checked before the runs, prepare_out_dir).
+constexpr const char* out_files[] = {"simulate.csv"};
+
 std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain simulate");
     add_count_options(options, "", "N");
@@ -172,6 +175,7 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     if (r.count("bucket-kb"))
         o.bucket_kb = parse_number<int>("bucket-kb", given(r, "bucket-kb"), 0, 1 << 20, "a whole number of KB from 0");
     o.out_dir = given(r, "out");
+    if (!o.out_dir.empty()) prepare_out_dir(o.out_dir, out_files);
     return o;
 }
 
@@ -237,20 +241,16 @@ Link measure_link(DeviceKind kind, double gradient_bytes) {
 }
 
 void write_csv(const std::string& dir, const std::vector<SimulatedRun>& runs) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
     const std::string path = dir + "/simulate.csv";
-    std::ofstream csv(path);
-    if (ec || !csv) throw InputError("--out " + dir + ": cannot write " + path);
-    csv << "devices,algorithm,overlap,compute_ms,allreduce_ms,exposed_ms,step_ms,epoch_s,speedup,efficiency\n";
+    std::string csv = "devices,algorithm,overlap,compute_ms,allreduce_ms,exposed_ms,step_ms,epoch_s,speedup,efficiency\n";
     for (const SimulatedRun& r : runs) {
         char line[256];
         std::snprintf(line, sizeof line, "%d,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", r.devices, r.algorithm.c_str(),
                       r.overlap ? 1 : 0, r.compute_s * 1e3, r.allreduce_s * 1e3, r.exposed_s * 1e3, r.step_s * 1e3,
                       r.epoch_s, r.speedup, r.efficiency);
-        csv << line;
+        csv += line;
     }
-    if (!csv.flush()) throw std::runtime_error("cannot write " + path);
+    write_text_file(path, csv, "--out");
     std::printf("wrote %s\n", path.c_str());
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/errors.hpp"
+#include "base/files.hpp"
 #include "model/idx.hpp"
 
 namespace dpt {
@@ -13,11 +14,16 @@ namespace {
 constexpr int side = 28, num_classes = 10;
 const char* const default_dirs[] = {"data/fashion-mnist", "/usr/share/datasets/fashion-mnist"};
 
-// `dir/stem.gz` if present, else `dir/stem`.
+// `dir/stem.gz` if present, else `dir/stem`; a regular file that can be
+// read (a FIFO there would block the run for ever).
 std::string data_file(const std::string& dir, const std::string& stem) {
     const fs::path gz = fs::path(dir) / (stem + ".gz"), plain = fs::path(dir) / stem;
-    if (fs::exists(gz)) return gz.string();
-    if (fs::exists(plain)) return plain.string();
+    std::error_code ec;
+    for (const fs::path& p : {gz, plain}) {
+        if (!fs::exists(fs::symlink_status(p, ec))) continue;
+        check_input_file("--data", p.string());
+        return p.string();
+    }
     throw InputError("data directory " + dir + " has neither " + gz.filename().string() + " nor " +
                      plain.filename().string());
 }
@@ -26,14 +32,27 @@ std::string data_file(const std::string& dir, const std::string& stem) {
 
 std::string find_data_dir(const std::string& requested) {
     if (!requested.empty()) {
-        if (!fs::is_directory(requested)) throw InputError("--data " + requested + ": no such directory");
+        check_input_dir("--data", requested);
         return requested;
     }
+    std::error_code ec;
     for (const char* dir : default_dirs)
-        if (fs::is_directory(dir)) return dir;
+        if (fs::is_directory(dir, ec)) {
+            check_input_dir("the data directory", dir);
+            return dir;
+        }
     throw InputError(
         "Fashion-MNIST not found in data/fashion-mnist/ or /usr/share/datasets/fashion-mnist/; "
         "install it with `apt-get install dataset-fashion-mnist` (or scripts/deps.sh), or pass --data DIR");
+}
+
+std::vector<std::string> data_files(const std::string& dir) {
+    // One statement per file, so the first missing one is the one reported.
+    std::vector<std::string> files;
+    for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                             "t10k-labels-idx1-ubyte"})
+        files.push_back(data_file(dir, stem));
+    return files;
 }
 
 Dataset load_split(const std::string& images_path, const std::string& labels_path, size_t limit) {
@@ -65,11 +84,8 @@ Dataset load_split(const std::string& images_path, const std::string& labels_pat
 FashionMnist load_fashion_mnist(const std::string& dir, size_t limit_train, size_t limit_test) {
     FashionMnist f;
     f.dir = dir;
-    // One statement per file, so the first missing one is the one reported.
-    const std::string train_images = data_file(dir, "train-images-idx3-ubyte");
-    const std::string train_labels = data_file(dir, "train-labels-idx1-ubyte");
-    const std::string test_images = data_file(dir, "t10k-images-idx3-ubyte");
-    const std::string test_labels = data_file(dir, "t10k-labels-idx1-ubyte");
+    const std::vector<std::string> files = data_files(dir);
+    const std::string &train_images = files[0], &train_labels = files[1], &test_images = files[2], &test_labels = files[3];
     f.train = load_split(train_images, train_labels, limit_train);
     f.test = load_split(test_images, test_labels, limit_test);
     return f;

@@ -35,6 +35,10 @@ struct FashionMnist {
 // dataset-fashion-mnist). Throws InputError saying where it looked.
 std::string find_data_dir(const std::string& requested);
 
+// The four files load_fashion_mnist reads in `dir` (train images, train
+// labels, test images, test labels: each .gz or not), checked as inputs
+// (base/files.hpp).
+std::vector<std::string> data_files(const std::string& dir);
 // Reads train-images/labels and t10k-images/labels (.gz or not) from `dir`,
 // keeps the first `limit_train` / `limit_test` samples (0: all), checks that
 // images are 28x28, labels are 0..9 and the counts agree.

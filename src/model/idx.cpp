@@ -44,7 +44,7 @@ size_t announced_size(std::span<const uint8_t> bytes) {
 // `name` is used in messages.
 IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& name) {
     auto fail = [&](const std::string& what) { throw InputError(name + ": " + what); };
-    if (bytes.size() < 4) fail("too short to be an IDX file (" + std::to_string(bytes.size()) + " bytes)");
+    if (bytes.size() < 4) fail("too short to be an IDX file (" + std::to_string(bytes.size()) + (bytes.size() == 1 ? " byte)" : " bytes)"));
     if (bytes[0] != 0 || bytes[1] != 0) fail("not an IDX file (bad magic number)");
     if (bytes[2] != type_ubyte) fail("IDX element type " + std::to_string(bytes[2]) + " is not unsigned byte (8)");
     const int rank = bytes[3];

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "base/errors.hpp"
+#include "base/files.hpp"
 
 namespace dpt {
 
@@ -27,17 +28,6 @@ std::string header(const Model& model) {
     return std::string(magic) + '\n' + tensor_lines(model) + "data float32-le " + std::to_string(model.param_count()) + '\n';
 }
 
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
-    const char* p = static_cast<const char*>(data);
-    while (size > 0) {
-        const ssize_t n = ::write(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-        p += n;
-        size -= size_t(n);
-    }
-}
-
 }  // namespace
 
 std::string tensor_lines(const Model& model) {
@@ -48,34 +38,6 @@ std::string tensor_lines(const Model& model) {
         lines << '\n';
     }
     return lines.str();
-}
-
-void write_file_atomically(const std::string& path, std::span<const char> bytes, const std::string& option) {
-    std::string tmp = path + ".tmp.XXXXXX";
-    const int fd = mkstemp(tmp.data());
-    if (fd < 0) throw InputError(option + " " + path + ": cannot create a file there (" + std::strerror(errno) + ")");
-    try {
-        write_all(fd, bytes.data(), bytes.size(), tmp);
-        if (fsync(fd) != 0) throw std::runtime_error("cannot flush " + tmp + ": " + std::strerror(errno));
-        fchmod(fd, 0644);
-        ::close(fd);
-    } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        throw InputError(option + " " + path + ": cannot replace the file (" + std::strerror(err) + ")");
-    }
-    // Make the rename itself durable.
-    const std::string dir = std::filesystem::path(path).parent_path().string();
-    const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        ::close(dfd);
-    }
 }
 
 std::optional<ModelKind> model_with_tensors(std::string_view text) {
@@ -92,6 +54,7 @@ void save_params(const std::string& path, std::span<const float> params, ModelKi
 }
 
 std::vector<float> load_params(const std::string& path, ModelKind model) {
+    check_input_file("--load", path);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError("--load " + path + ": cannot open (" + std::strerror(errno) + ")");
     const std::string expected = header(model_of(model));

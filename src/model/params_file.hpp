@@ -21,7 +21,7 @@
 
 namespace dpt {
 
-// Writes atomically: a temporary file in the same directory, fsync, rename.
+// Writes atomically (base/files.hpp: write_file_atomically).
 void save_params(const std::string& path, std::span<const float> params, ModelKind model);
 
 // The model's tensors, one line each: "conv1.weight 20 1 3 3\n" ... Both the
@@ -30,12 +30,6 @@ void save_params(const std::string& path, std::span<const float> params, ModelKi
 std::string tensor_lines(const Model& model);
 // The model whose tensor_lines() `text` starts with, if any.
 std::optional<ModelKind> model_with_tensors(std::string_view text);
-
-// Replaces `path` with `bytes` so that a crash at any moment leaves either
-// the old file or the new one, whole: a temporary file in the same directory,
-// written, fsync'ed, renamed over `path`, then the directory fsync'ed.
-// `option` ("--save") starts the messages of the InputErrors it throws.
-void write_file_atomically(const std::string& path, std::span<const char> bytes, const std::string& option);
 
 // Reads and checks a file written by save_params for `model`; throws
 // InputError naming the file and the problem (another model's file too).

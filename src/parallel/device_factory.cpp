@@ -112,8 +112,12 @@ DeviceChoice parse_device_list(const std::string& text) {
             for (size_t i = 0; i < listed.size(); ++i)
                 if (listed[i] != int(i))
                     throw InputError("--devices " + text + ": " + row.many + " are numbered " + name + ":0, " + name +
-                                     ":1, ... each once (" + std::to_string(listed.size()) + " " + row.many +
-                                     " are " + name + ":0 to " + name + ":" + std::to_string(listed.size() - 1) + ")");
+                                     ":1, ... each once (" +
+                                     (listed.size() == 1 ? std::string("1 ") + row.one + " is " + name + ":0"
+                                                         : std::to_string(listed.size()) + " " + row.many + " are " +
+                                                               name + ":0 to " + name + ":" +
+                                                               std::to_string(listed.size() - 1)) +
+                                     ")");
             for (size_t i = 0; i < listed.size(); ++i) choice.places.push_back({row.kind});
         } else {
             for (int number : listed) choice.places.push_back({row.kind, number});

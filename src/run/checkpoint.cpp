@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/errors.hpp"
+#include "base/files.hpp"
 #include "model/models.hpp"
 #include "base/numbers.hpp"
 #include "model/params_file.hpp"
@@ -108,7 +109,7 @@ std::string encode_checkpoint(const Checkpoint& k) {
 Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& name) {
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     const auto fail = [&](const std::string& what) -> void { throw InputError(name + ": " + what); };
-    const std::string size_text = std::to_string(text.size()) + " bytes";
+    const std::string size_text = std::to_string(text.size()) + (text.size() == 1 ? " byte" : " bytes");
 
     // 1. What kind of file, and which format version.
     if (text.substr(0, magic.size()) != magic) {
@@ -210,7 +211,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 
 Checkpoint load_checkpoint(const std::string& path) {
     const std::string name = "--resume " + path;
-    if (std::filesystem::is_directory(path)) throw InputError(name + ": is a directory, not a checkpoint file");
+    check_input_file("--resume", path);
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw InputError(name + ": cannot open (" + std::strerror(errno) + ")");
     const std::streamoff size = in.tellg();

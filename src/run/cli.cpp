@@ -103,7 +103,7 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c, RunStart& start)
         if (c.processes == saved.processes) {
             c.devices = saved.devices;
             start.devices_note = "as in the checkpoint";
-        } else if (!saved.devices.mixed() && in_all % c.processes == 0) {
+        } else if (!saved.devices.mixed() && in_all % c.processes == 0 && in_all / c.processes <= max_devices) {
             c.devices = DeviceChoice::of(saved.devices.kind(), int(in_all / c.processes));
             start.devices_note = "the checkpoint's " + std::to_string(in_all) + " devices (" + saved_devices + "), as " +
                                  run_devices(c.devices, c.processes) +
@@ -111,7 +111,10 @@ void resume_from(const cxxopts::ParseResult& r, TrainConfig& c, RunStart& start)
         } else {
             throw InputError("--resume " + start.resume_path + ": its run had " + saved_devices + ", which " +
                              std::to_string(c.processes) + " process" + (c.processes == 1 ? "" : "es") +
-                             " cannot share equally: give " + count_options("G", " or "));
+                             (in_all % c.processes == 0 ? " cannot hold (at most " + std::to_string(max_devices) +
+                                                              " devices a process)"
+                                                        : std::string(" cannot share equally")) +
+                             ": give " + count_options("G", " or "));
         }
         for (const DeviceKindInfo& row : device_kinds())
             if (c.devices.count(row.kind) > 0) require_present(row.kind, "--resume " + start.resume_path + " (trained on " + saved_devices + ")");
@@ -224,9 +227,9 @@ std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv
 
     c.batch = positive_int(r, "batch", c.batch);
     c.lr = parse_number<float>("lr", r["lr"].as<std::string>(), std::numeric_limits<float>::min(),
-                               std::numeric_limits<float>::max(), "a positive number");
+                               std::numeric_limits<float>::max(), "a positive number of at most 3.4e38 (a float)");
     c.warmup = parse_number<double>("warmup", r["warmup"].as<std::string>(), 0.0, 1000.0, "a number of epochs from 0 to 1000");
-    c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 0, 1000000, "a whole number from 0");
+    c.epochs = parse_number<int>("epochs", r["epochs"].as<std::string>(), 0, 1000000, "a whole number from 0 to 1000000");
     c.seed = parse_number<uint64_t>("seed", r["seed"].as<std::string>(), 0, std::numeric_limits<uint64_t>::max(),
                                     "a whole number from 0");
     c.model = parse_model(r["model"].as<std::string>());

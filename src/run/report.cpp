@@ -153,7 +153,11 @@ void ProgressBar::update(size_t done, size_t samples) {
 }
 
 void ProgressBar::clear() {
-    if (drawn_) std::printf("\r\033[K");
+    // Flushed: a message on stderr next (a stop, an error) must not land on the bar's line.
+    if (drawn_) {
+        std::printf("\r\033[K");
+        std::fflush(stdout);
+    }
     drawn_ = false;
 }
 
@@ -268,8 +272,7 @@ void warn_if_at_chance(const TrainConfig& c, const EpochReport& r, int classes) 
 MetricsFile::MetricsFile(const TrainConfig& c, bool resuming) : config_(c) {
     if (c.metrics_path.empty()) return;
     // A resumed run goes on with the metrics of the run it continues.
-    out_.open(c.metrics_path, resuming ? std::ios::app : std::ios::trunc);
-    if (!out_) throw InputError("--metrics " + c.metrics_path + ": cannot write (" + std::strerror(errno) + ")");
+    out_ = OutputStream("--metrics", c.metrics_path, resuming);
 }
 
 void MetricsFile::write(const EpochReport& s) {
@@ -305,7 +308,8 @@ void MetricsFile::write(const EpochReport& s) {
     line["model"] = to_string(c.model);
     if (model_of(c.model).batch_norms() > 0) line["bn"] = to_string(c.bn);
     if (c.math == Math::tf32) line["math"] = "tf32";
-    out_ << line.dump() << "\n" << std::flush;
+    out_.write(line.dump() + "\n");
+    out_.flush();
 }
 
 // The advice names the learning rate the tutorial's linear scaling

@@ -5,10 +5,10 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <span>
 #include <string>
 
+#include "base/files.hpp"
 #include "parallel/allreduce.hpp"
 #include "parallel/parallel.hpp"
 #include "model/dataset.hpp"
@@ -81,7 +81,8 @@ void print_epoch(const EpochReport& r, size_t resumed_at, std::span<Device* cons
                  bool overlap);
 
 // --metrics FILE: one JSON object per epoch. A resumed run appends to the
-// file of the run it continues. Opening fails with an InputError.
+// file of the run it continues. Opening fails with an InputError; a write
+// that fails, with a WriteError.
 class MetricsFile {
    public:
     MetricsFile(const TrainConfig& c, bool resuming);
@@ -89,7 +90,7 @@ class MetricsFile {
 
    private:
     const TrainConfig& config_;
-    std::ofstream out_;
+    OutputStream out_;
 };
 
 // When a CPU device got less than busy_core_share of a core: a line that

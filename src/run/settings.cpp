@@ -4,6 +4,7 @@
 
 #include "devices/kinds.hpp"
 #include "parallel/allreduce.hpp"
+#include "parallel/device_factory.hpp"
 #include "base/numbers.hpp"
 
 namespace dpt {
@@ -49,7 +50,9 @@ const char* read_devices(std::string_view text, TrainConfig& c) {
     for (size_t at = 0; at < words.size(); at += 2) {
         while (next_kind < kinds.size() && words[at] != kinds[next_kind].name) ++next_kind;
         int n = 0;
-        if (next_kind == kinds.size() || !parse_exact(words[at + 1], n) || n < 1 || n > 1 << 20) return invalid;
+        // The command line's limit: a crafted header cannot ask for more threads or memory than --cpus could.
+        if (next_kind == kinds.size() || !parse_exact(words[at + 1], n) || n < 1 || n > max_devices - d.count())
+            return invalid;
         d = d.then(kinds[next_kind++].kind, n);
     }
     c.devices = d;
@@ -87,7 +90,7 @@ const char* read_split(std::string_view text, TrainConfig& c) {
 const RunSetting settings[] = {
     {"devices", "", 1, OnResume::decided, devices_text, read_devices},
     {"processes", "", 5, OnResume::decided, [](const TrainConfig& c) { return exact_text(c.processes); },
-     [](std::string_view t, TrainConfig& c) { return number_in(t, c.processes, 1, 1 << 20); }},
+     [](std::string_view t, TrainConfig& c) { return number_in(t, c.processes, 1, max_devices); }},
     {"allreduce", "", 2, OnResume::decided, [](const TrainConfig& c) { return c.allreduce; },
      [](std::string_view t, TrainConfig& c) -> const char* {
          if (!find_allreduce(t)) return "is not an algorithm this dptrain knows";

@@ -58,9 +58,8 @@ TraceFile::TraceFile(const std::string& path, std::span<Device* const> devices, 
       steps_an_epoch_(steps_an_epoch),
       step_bytes_(step_bytes),
       pid_base_(rank * int(devices.size())) {
-    out_ = std::fopen(path_.c_str(), "w");
-    if (!out_) throw InputError("--trace " + path_ + ": cannot write (" + std::strerror(errno) + ")");
-    std::fputs("[\n", out_);
+    out_ = OutputStream("--trace", path_, false);
+    out_.write("[\n");
     // Metadata ("M") events: the names of each device's process and threads.
     const auto metadata = [&](const char* name, int pid, int tid, Json args) {
         write(Json{{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}}.dump());
@@ -73,18 +72,27 @@ TraceFile::TraceFile(const std::string& path, std::span<Device* const> devices, 
         metadata("thread_name", pid, 0, {{"name", overlap ? "main stream" : "stream"}});
         if (overlap) metadata("thread_name", pid, 1, {{"name", "allreduce stream"}});
     }
-    std::fflush(out_);
+    out_.flush();
 }
 
 TraceFile::~TraceFile() {
-    if (!out_) return;
-    std::fputs("\n]\n", out_);
-    std::fclose(out_);
+    if (finished_) return;
+    try {
+        finish();
+    } catch (const WriteError&) {  // the run is ending on another error: that one is said
+    }
+}
+
+void TraceFile::finish() {
+    if (finished_) return;
+    finished_ = true;
+    out_.write("\n]\n");
+    out_.close();
 }
 
 void TraceFile::write(const std::string& event) {
-    std::fputs(first_ ? "" : ",\n", out_);
-    std::fputs(event.c_str(), out_);
+    out_.write(first_ ? "" : ",\n");
+    out_.write(event);
     first_ = false;
 }
 
@@ -133,7 +141,7 @@ void TraceFile::add(int epoch, size_t first_step, std::span<Device* const> devic
             ++events_;
         }
     }
-    std::fflush(out_);
+    out_.flush();
 }
 
 }  // namespace dpt

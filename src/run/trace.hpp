@@ -12,10 +12,10 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
-#include <cstdio>
 #include <span>
 #include <string>
 
+#include "base/files.hpp"
 #include "devices/device.hpp"
 #include "parallel/cluster.hpp"
 
@@ -47,7 +47,9 @@ class TraceFile {
     // under mpirun (its devices' processes are named "rank R cpu:0", ...).
     TraceFile(const std::string& path, std::span<Device* const> devices, bool overlap, StepRange range,
               size_t steps_an_epoch, size_t step_bytes, int rank, int processes);
-    ~TraceFile();  // closes the array
+    ~TraceFile();  // closes the array, if finish() has not
+    // Closes the array and the file (once); a WriteError if the file is not whole.
+    void finish();
     TraceFile(const TraceFile&) = delete;
     TraceFile& operator=(const TraceFile&) = delete;
 
@@ -56,7 +58,8 @@ class TraceFile {
     // The spans each device kept since the last take: steps first_step,
     // first_step + 1, ... of `epoch` (from 0 within the epoch), in the order
     // of their load marks; an allreduce stream's span goes to the step whose
-    // load began last before it. Written and flushed.
+    // load began last before it. Written and flushed (a WriteError when
+    // that fails).
     void add(int epoch, size_t first_step, std::span<Device* const> devices);
     // Spans written so far (for the run's closing line).
     size_t events() const { return events_; }
@@ -65,7 +68,8 @@ class TraceFile {
    private:
     void write(const std::string& event);
     std::string path_;
-    std::FILE* out_ = nullptr;
+    OutputStream out_;
+    bool finished_ = false;
     StepRange range_;
     size_t steps_an_epoch_, step_bytes_;
     int pid_base_;  // this rank's first device's process

@@ -11,12 +11,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <numeric>
 
 #include "parallel/allreduce.hpp"
 #include "parallel/device_factory.hpp"
 #include "base/errors.hpp"
+#include "base/files.hpp"
 #include "model/models.hpp"
 #include "base/numbers.hpp"
 #include "parallel/parallel.hpp"
@@ -54,17 +56,6 @@ void check_replicas_identical(std::span<Device* const> devices, Cluster& cluster
                              "(a bug in dptrain, or an MPI library whose sums differ between ranks; please report it)");
 }
 
-// --save and --checkpoint write a temporary file beside FILE and rename it:
-// the directory must exist and be writable.
-void check_can_create(const std::string& option, const std::string& path) {
-    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-    const std::string where = dir.empty() ? "." : dir.string();
-    if (!std::filesystem::is_directory(where))
-        throw InputError(option + " " + path + ": directory " + where + " does not exist");
-    if (access(where.c_str(), W_OK) != 0)
-        throw InputError(option + " " + path + ": cannot write in " + where + " (" + std::strerror(errno) + ")");
-}
-
 }  // namespace
 
 double test_accuracy(Device& device, size_t test_count, int capacity) {
@@ -99,8 +90,9 @@ std::span<const Part> queue_step(const TrainConfig& c, std::span<Device* const> 
 }
 
 namespace {
-// The run's last word on its --trace file.
-void say_traced(const TraceFile& trace) {
+// The run's last word on its --trace file, once it is whole.
+void say_traced(TraceFile& trace) {
+    trace.finish();
     std::printf("trace: %zu spans in %s (open it in ui.perfetto.dev or chrome://tracing)\n", trace.events(),
                 trace.path().c_str());
 }
@@ -128,6 +120,42 @@ std::runtime_error failed_during(const Device& d, int epoch, const char* found, 
         }
     }
     throw;
+}
+}  // namespace
+
+namespace {
+// Standard output was closed under the run (a pipe whose reader quit): it
+// ends, exit 1, saying so where the user can still see it.
+[[noreturn]] void throw_stdout_lost(const TrainConfig& c, int epoch) {
+    throw std::runtime_error("standard output was closed (" + std::string(std::strerror(EPIPE)) +
+                             "): stopped after epoch " + std::to_string(epoch) +
+                             (c.checkpoint_path.empty() ? std::string(", with no checkpoint (give --checkpoint FILE to keep one)")
+                                                        : ", checkpoint " + c.checkpoint_path +
+                                                              " written (go on with --resume " + c.checkpoint_path + ")"));
+}
+
+// Every file the run reads and writes, before it reads or writes any
+// (base/files.hpp): inputs regular files, outputs regular files or absent
+// in writable folders, none an input or another output. An output that is
+// /dev/null is dropped: nothing is written there.
+void check_files(TrainConfig& c, const RunStart& start, const std::string& data_dir, int rank) {
+    std::vector<InputFile> inputs;
+    for (const std::string& file : data_files(data_dir)) inputs.push_back({"--data", file});
+    if (start.resuming()) inputs.push_back({"--resume", start.resume_path});
+    if (!c.load_path.empty()) {
+        check_input_file("--load", c.load_path);
+        inputs.push_back({"--load", c.load_path});
+    }
+    const std::string trace_file = c.processes > 1 && !c.trace_path.empty()
+                                       ? c.trace_path + ".rank" + std::to_string(rank) : c.trace_path;
+    const OutputFile outputs[] = {{"--save", c.save_path},
+                                  {"--checkpoint", c.checkpoint_path, "--resume"},
+                                  {"--metrics", c.metrics_path},
+                                  {"--trace", trace_file}};
+    check_outputs(outputs, inputs);
+    for (std::string* path : {&c.save_path, &c.checkpoint_path, &c.metrics_path})
+        if (is_discard(*path)) path->clear();
+    if (is_discard(trace_file)) c.trace_path.clear();
 }
 }  // namespace
 
@@ -312,6 +340,7 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
     int capacity = 0;
     cluster.all_or_none([&] {
         dir = find_data_dir(c.data_dir);
+        check_files(c, start, dir, rank);
         data = load_fashion_mnist(dir, c.limit_train, c.limit_test);
         if (size_t(c.batch) > data.train.count)
             throw InputError("--batch " + std::to_string(c.batch) + " is larger than the training set (" +
@@ -323,8 +352,6 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
                              " of an epoch, but an epoch here has " + std::to_string(steps) +
                              " steps (is this the data set it was trained on?)");
         metrics = std::make_unique<MetricsFile>(c, resuming);
-        if (!c.save_path.empty()) check_can_create("--save", c.save_path);
-        if (!c.checkpoint_path.empty()) check_can_create("--checkpoint", c.checkpoint_path);
         initial = resuming                ? start.params
                   : !c.load_path.empty() ? load_params(c.load_path, c.model)
                                          : init_params(c.init, c.seed, model_of(c.model));
@@ -382,9 +409,20 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
 
     TrainResult result;
     result.split = c.split;
+    // A --metrics or --trace write that failed: the run ends on it once
+    // the epoch's checkpoint is saved.
+    std::exception_ptr write_failed;
+    const auto writing = [&](const auto& write) {
+        try {
+            write();
+        } catch (const WriteError&) {
+            if (!write_failed) write_failed = std::current_exception();
+        }
+    };
     // After a stop request: the checkpoint (unless just written), and where the run stopped.
     const auto stopped = [&](int signal, const Position& at, bool checkpoint_written) {
         if (!c.checkpoint_path.empty() && !checkpoint_written) write_run_checkpoint(c, at, *devices[0]);
+        if (write_failed) std::rethrow_exception(write_failed);
         if (trace) say_traced(*trace);
         if (cluster.leader()) say_stopped(c, signal, at, steps);
         result.exit_status = 128 + signal;
@@ -451,7 +489,7 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
         }
         progress.clear();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_began).count();
-        if (trace) trace->add(epoch, first_step, devices);  // (a stopped epoch's steps too)
+        if (trace) writing([&] { trace->add(epoch, first_step, devices); });  // (a stopped epoch's steps too)
 
         // Every device's losses, of every process, summed in device order.
         const std::string epoch_end = "the end of epoch " + std::to_string(epoch);
@@ -475,10 +513,15 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
         print_epoch(stats, resumed ? first_step : 0, devices, c.breakdown, !plan.buckets.empty());
         warn_if_core_was_busy(stats, devices);
         warn_if_at_chance(c, stats, model_of(c.model).classes());
-        metrics->write(stats);
-        const bool checkpoint_due =
-            !c.checkpoint_path.empty() && (epoch % c.checkpoint_every == 0 || epoch == c.epochs);
+        writing([&] { metrics->write(stats); });
+        // A closed stdout (`dptrain ... | head -1`; SIGPIPE is ignored, main.cpp)
+        // ends the run too, after this epoch's checkpoint.
+        const bool stdout_lost = std::fflush(stdout) != 0 || std::ferror(stdout);
+        const bool checkpoint_due = !c.checkpoint_path.empty() &&
+                                    (epoch % c.checkpoint_every == 0 || epoch == c.epochs || stdout_lost || write_failed);
         if (checkpoint_due) write_run_checkpoint(c, Position{epoch + 1, 0, 0.0}, *devices[0]);
+        if (write_failed) std::rethrow_exception(write_failed);
+        if (stdout_lost && epoch < c.epochs) throw_stdout_lost(c, epoch);  // (the last epoch saves first)
         if (signal != 0 && epoch < c.epochs) return stopped(signal, Position{epoch + 1, 0, 0.0}, checkpoint_due);
     }
     stop.finished();  // a signal from here on is noted, not a silent end
@@ -491,13 +534,18 @@ TrainResult train(const TrainConfig& config, const RunStart& start, Cluster& clu
     if ((c.epochs == 0 || start.position.epoch > c.epochs) && cluster.leader())
         std::printf("test_acc %.4f\n", test_accuracy(*devices[0], data.test.count, capacity));
 
-    if (trace) say_traced(*trace);
+    // The trace is closed before the parameters are saved, and a failure
+    // to close it ends the run only after they are.
+    if (trace) writing([&] { trace->finish(); });
     if (!c.save_path.empty()) {
         std::vector<float> params(devices[0]->param_floats());
         devices[0]->read_params(params);
         save_params(c.save_path, params, c.model);
-        std::printf("saved parameters to %s\n", c.save_path.c_str());
     }
+    if (write_failed) std::rethrow_exception(write_failed);
+    if (trace) say_traced(*trace);
+    if (!c.save_path.empty()) std::printf("saved parameters to %s\n", c.save_path.c_str());
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw_stdout_lost(c, c.epochs);
     return result;
 }
 

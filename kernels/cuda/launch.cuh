@@ -23,7 +23,7 @@ namespace dpt::cuda::launch {
 
 // Every kernel launch of dptrain goes through here: the one place where
 // <<<...>>> is written, which the emulated GPU's build replaces with its
-// own (src/devices/cuda_emulation/). `name` is for messages (and names the update,
+// own (kernels/cuda_emulation/). `name` is for messages (and names the update,
 // "sgd" or "sgd_checked", by which the emulated GPU counts training steps). A bad launch
 // configuration throws here, at its launch.
 template <class... Params, class... Args>

@@ -24,7 +24,7 @@ struct GpuInventory {
 GpuInventory probe_gpus();
 
 // Whether this build's GPUs are emulated (-Demulated_gpu=true: the CUDA
-// backend run on the CPU, src/devices/cuda_emulation/): their times are CPU times.
+// backend run on the CPU, kernels/cuda_emulation/): their times are CPU times.
 bool gpus_emulated();
 
 // What `dptrain devices` shows of one GPU.

@@ -1,4 +1,4 @@
-// The emulated GPU itself (src/devices/cuda_emulation/), in a build with
+// The emulated GPU itself (kernels/cuda_emulation/), in a build with
 // -Demulated_gpu=true: each thing it models, shown by code that would pass
 // if it did not. Streams run at the same time; a wait is for the record
 // current at the call; fresh memory is NaN; bad copies fail; what CUDA

@@ -78,12 +78,9 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
         const size_t eq = arg.find('=');
         const std::string name = arg.substr(0, eq);
         const auto take_value = [&] {
-            if (eq != std::string::npos) return arg.substr(eq + 1);
-            if (i + 1 >= argc) throw InputError(name + " needs a value (see dptrain compare --help)");
-            return std::string(argv[++i]);
-        };
-        const auto take_value_given = [&] {
-            std::string v = take_value();
+            if (eq == std::string::npos && i + 1 >= argc)
+                throw InputError(name + " needs a value (see dptrain compare --help)");
+            std::string v = eq != std::string::npos ? arg.substr(eq + 1) : std::string(argv[++i]);
             if (v.empty()) throw InputError(name + ": an empty value (see dptrain compare --help)");
             return v;
         };
@@ -94,17 +91,17 @@ std::vector<std::string> take_compare_options(int argc, const char* const* argv,
                 throw InputError(std::string("compare takes one kind of device, not both --") + kind_info(o.kind).option + " and " + name);
             kind_given = true;
             o.kind = kind->kind;
-            o.counts = parse_counts(kind->option, take_value_given());
+            o.counts = parse_counts(kind->option, take_value());
         } else if (name == "--scale-lr") {
-            value = take_value_given();
+            value = take_value();
             if (value != "linear" && value != "sqrt" && value != "none")
                 throw InputError("--scale-lr must be linear, sqrt or none (got '" + value + "')");
             o.scale = value == "linear" ? ScaleLr::linear : value == "sqrt" ? ScaleLr::sqrt : ScaleLr::none;
         } else if (name == "--global-batch") {
             o.global_batch = true;
         } else if (name == "--out") {
-            o.out_dir = take_value_given();
-        } else if (name == "--split" && is_split_list(value = take_value_given())) {
+            o.out_dir = take_value();
+        } else if (name == "--split" && is_split_list(value = take_value())) {
             o.splits = comma_list(value);
         } else if (name == "--split") {
             rest.insert(rest.end(), {"--split", value});

@@ -47,7 +47,7 @@ std::string find_data_dir(const std::string& requested) {
 }
 
 std::vector<std::string> data_files(const std::string& dir) {
-    // One statement per file, so the first missing one is the one reported.
+    // In this order, so the first missing one is the one reported.
     std::vector<std::string> files;
     for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                              "t10k-labels-idx1-ubyte"})

@@ -52,9 +52,8 @@
 # there) it costs seconds, on a fresh one about a minute. The script says
 # which it found.
 #
-# Logs: one file a stage in $LOGS, default $OUT (a job's output folder, where
-# the batch system sets one), else build/gpu-logs. The end of the output is a summary, a
-# line per check, that fits on a screen.
+# Logs: one file a stage in $LOGS, default build/gpu-logs. The end of the
+# output is a summary, a line per check, that fits on a screen.
 #
 # On a machine without a GPU, `build` still builds and reports the GPU tests
 # as skipped (exit 0).
@@ -92,7 +91,7 @@ if [[ $(ldconfig -p 2>/dev/null) != *libnccl.so.2* ]]; then
     [[ -n $nccl_dir && -e $nccl_dir/libnccl.so.2 ]] && export LD_LIBRARY_PATH=$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 
-logs=${LOGS:-${OUT:-build/gpu-logs}}
+logs=${LOGS:-build/gpu-logs}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
 budget_s=${STAGE_BUDGET_S:-450}  # per stage: no new run starts past this

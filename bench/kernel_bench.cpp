@@ -1,33 +1,27 @@
-// kernel_bench: every version of the CUDA launchers that have versions
-// (kernels/cuda/versions.hpp), side by side, at the real shapes of LeNet's
-// and ResNet-18's convolution and dense layers (the GEMM core, "gemm",
-// through each of their launchers; its products split along k,
-// "gemm_split", through the dense layers and the weight gradients; LeNet's
-// convolutions also with the pooling after them, conv2d_forward_relu_pool;
-// dense layers after a pooling also through it, dense_backward_pool; the
-// convolution after a pooling with the weight gradient of the one before,
-// conv2d_backward_data_weight_pool; LeNet's convolutions' weight and input
-// gradients one after the other, conv2d_backward_weight_data; a dense layer
-// and the last one after it with the loss, dense_head; ResNet-18's batch norm
-// layers' sums, batch_norm, and its convolutions with the statistics of the
-// batch norm after them, conv2d_forward_stats; residual adds, residual; max pooling's backward
-// at each pooling layer, pool; the convolutions' split products through
-// their launchers, waves). For each launcher, layer and version it first
-// checks the GPU's result against the CPU twin (kernels/cpu/), then times
-// it: 3 launches to warm up, then `--repeats` launches, each between two
-// CUDA events, and the median. A version that fails its check is not timed,
-// and the program exits 1.
+// kernel_bench: the trainer's CUDA launchers and every version in
+// dev/cuda/ that stands beside one, at the real shapes of LeNet's and
+// ResNet-18's layers: the convolutions (forward with the ReLU, LeNet's with
+// the pooling after it too; both backwards, and LeNet's weight gradient
+// then input gradient as training calls them), the dense layers (forward,
+// backward, through the pooling before, the last one with the loss, and
+// LeNet's two together), ResNet-18's batch norm layers' kernels, its
+// residual adds, max pooling's backward, and the GEMM on plain matrices of
+// the layers' product shapes. For each it first checks the GPU's result
+// against the CPU twin (kernels/cpu/), outputs poisoned, then times it: 3
+// launches to warm up, then `--repeats` launches, each between two CUDA
+// events, and the median; a dev version's row also gives its time against
+// the trainer's, measured in the same run. A version that fails its check
+// is not timed, and the program exits 1.
 //
-//   kernel_bench                                 every launcher and version, LeNet and ResNet-18, batch 256
-//   kernel_bench conv2d_backward_weight          one launcher, every version
-//   kernel_bench conv2d_backward_weight:1        one version
+//   kernel_bench                          the trainer's launchers and every dev version, batch 256
+//   kernel_bench conv2d_backward_data     the runs of one launcher, the trainer's and its dev versions
+//   kernel_bench conv2d_forward/12_rows_single   one dev version, beside the trainer's
+//   kernel_bench --dev                    only the runs a dev version stands in, and those versions
 //   kernel_bench --model lenet --batch 128
-//   kernel_bench --check --batch 8               checks only (CI runs this on the emulated GPU)
-//   kernel_bench --tf32                          the conv and dense launchers on the tensor cores (--tf32),
-//                                                checked against the CPU twin's TF32-rounded operands; and
-//                                                the convolutions through each version of "tf32" (which
-//                                                kernels take TF32 operands)
-//   kernel_bench --list                          the launchers and what each version is
+//   kernel_bench --check --batch 4        checks only (CI runs this on the emulated GPU)
+//   kernel_bench --tf32                   the products on the tensor cores (--tf32), checked against the
+//                                         CPU twin's TF32-rounded operands
+//   kernel_bench --list                   the dev versions: what each changes, what it measured
 //
 // On the emulated GPU the times are the CPU's and are labelled so: they say
 // nothing about a GPU. Exit status: 0; 1 when a check failed; 2 for bad
@@ -49,7 +43,7 @@
 #include "cpu/kernels.hpp"
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
-#include "cuda/versions.hpp"
+#include "dev.hpp"
 #include "model/model.hpp"
 #include "model/models.hpp"
 #include "base/rng.hpp"
@@ -57,6 +51,10 @@
 using namespace dpt;
 
 namespace {
+
+// The launchers the runs below call: the trainer's, or a dev version's in
+// place of some (dev.hpp).
+cuda::dev::Launchers L;
 
 #ifdef DPTRAIN_CUDA_EMULATION
 constexpr bool emulated = true;
@@ -158,27 +156,20 @@ struct ConvCase {
     // and its ReLU, in the forward kernel where it can be.
     PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
     Gpu pooled{ps.out_size()};
-    // "conv2d_forward_stats": the convolution without a ReLU, then the
-    // statistics of a batch norm after it, as ResNet-18's training runs
-    // them (batch_norm 8: the statistics add the product's splits).
-    NormShape ns{s.n, s.oc, s.col_cols()};
-    Gpu stats{2 * size_t(s.oc)};
 
     explicit ConvCase(const ConvShape& shape) : s(shape) {}
 
     // Multiply-adds count two; the same for the three launchers (twice that
     // for "conv2d_backward_weight_data": the weight gradient, then the input
-    // gradient, as LeNet's model calls them, from weight version 13 the
-    // first's slices added by the second's kernel).
+    // gradient, as LeNet's model calls them, the first's slices added by the
+    // second's kernel).
     double flops(const std::string& run) const {
         return (run == "conv2d_backward_weight_data" ? 4.0 : 2.0) * s.oc * s.col_rows() * double(s.n) * s.col_cols();
     }
-    // The longest sum of one product, as the selected version runs it:
-    // backward-data's version 1 sums the spread gradient's taps, later ones
-    // the channels before a gather.
+    // The longest sum of one product: backward-data sums the channels
+    // before a gather.
     long depth(const std::string& launcher) const {
-        if (launcher == "conv2d_backward_data")
-            return cuda::conv2d_backward_data_version == 1 ? long(s.oc) * s.kh * s.kw : s.oc;
+        if (launcher == "conv2d_backward_data") return s.oc;
         if (launcher == "conv2d_backward_weight") return cuda::conv2d_weight_grad_depth(s);
         if (launcher == "conv2d_backward_weight_data")
             return std::max(depth("conv2d_backward_data"), depth("conv2d_backward_weight"));
@@ -186,19 +177,15 @@ struct ConvCase {
     }
 
     void run(const std::string& launcher, cudaStream_t stream) {
-        if (launcher == "conv2d_forward") cuda::conv2d_forward_relu(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
-        else if (launcher == "conv2d_forward_stats") {
-            const cuda::UnfinishedConv left = cuda::conv2d_forward_for_stats(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
-            cuda::batch_norm_stats(stats.p, y.p, ns, {scratch.p, tickets.p}, stream, left);
-        }
+        if (launcher == "conv2d_forward") L.conv2d_forward_relu(y.p, gx.p, gw.p, gb.p, s, scratch.p, stream);
         else if (launcher == "conv2d_forward_relu_pool")
-            cuda::conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
-        else if (launcher == "conv2d_backward_data") cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream);
+            L.conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
+        else if (launcher == "conv2d_backward_data") L.conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream, {});
         else if (launcher == "conv2d_backward_weight_data") {
             const cuda::UnfinishedWeightGrad left =
-                cuda::conv2d_backward_weight_unfinished(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
-            cuda::conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream, left);
-        } else cuda::conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
+                L.conv2d_backward_weight_unfinished(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
+            L.conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream, left);
+        } else L.conv2d_backward_weight(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
     }
 
     // The worst error of one run against the CPU twin (outputs poisoned
@@ -209,16 +196,6 @@ struct ConvCase {
         fp.math = Math::fp32;
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
         const auto x = operand(this->x, s.math), w = operand(this->w, s.math), dy = operand(this->dy, s.math);
-        if (launcher == "conv2d_forward_stats") {
-            std::vector<float> want(s.out_size()), want_stats(stats.n);
-            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
-            cpu::batch_norm_stats(want_stats.data(), want.data(), ns);
-            y.poison();
-            stats.poison();
-            scratch.poison();
-            run(launcher, nullptr);
-            return std::max(error(y.get(), want), error(stats.get(), want_stats));
-        }
         if (launcher == "conv2d_forward" || launcher == "conv2d_forward_relu_pool") {
             std::vector<float> want(s.out_size()), want_pooled(ps.out_size());
             cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
@@ -251,66 +228,6 @@ struct ConvCase {
     }
 };
 
-// A convolution after a pooling of a ReLU'd convolution (LeNet's conv2 after
-// conv1), as the model runs both backwards at once:
-// "conv2d_backward_data_weight_pool", the second's input gradient and from it
-// the first's weight gradient (backward-data version 3: no gather kernel),
-// through a max pooling; "conv2d_backward_data_weight_pool avg" through an
-// average pooling, LeNet's own (conv2d_backward_weight 12 reads conv1's
-// gradient through it a window at a time). FP32 (with --tf32 the first
-// conv's weight gradient is a product: the two calls).
-struct ConvPoolConvCase {
-    ConvShape s, next;
-    PoolShape ps;
-    std::vector<float> x = random_floats(s.in_size(), 1), y = relu(random_floats(s.out_size(), 7)),
-                       pooled = pool(y, PoolKind::max), pooled_avg = pool(y, PoolKind::avg),
-                       next_w = random_floats(next.weight_size(), 2), next_dy = random_floats(next.out_size(), 4),
-                       dw0 = random_floats(s.weight_size(), 5), db0 = random_floats(size_t(s.oc), 6);
-    Gpu gx{x}, gy{y}, gpooled{pooled}, gpooled_avg{pooled_avg}, gnext_w{next_w}, gnext_dy{next_dy},
-        scratch{std::max(cuda::conv2d_scratch_floats(s), cuda::conv2d_scratch_floats(next))};
-    Gpu d_pooled{ps.out_size()}, dy{s.out_size()}, dw{dw0}, db{db0};
-    Tickets tickets;
-
-    explicit ConvPoolConvCase(const Model::ConvPoolConv& c) : s(c.first), next(c.next), ps(c.pool) {}
-
-    static std::vector<float> relu(std::vector<float> v) {
-        cpu::relu_forward(v.data(), v.data(), v.size());
-        return v;
-    }
-    std::vector<float> pool(const std::vector<float>& v, PoolKind kind) const {
-        std::vector<float> out(ps.out_size());
-        cpu::pool2d_forward(out.data(), v.data(), kind, ps);
-        return out;
-    }
-    static PoolKind kind_of(const std::string& run) { return run.ends_with(" avg") ? PoolKind::avg : PoolKind::max; }
-    // The two products: next's input gradient, the first's weight gradient.
-    double flops(const std::string&) const {
-        return 2.0 * next.oc * next.col_rows() * double(next.n) * next.col_cols() +
-               2.0 * s.oc * s.col_rows() * double(s.n) * s.col_cols();
-    }
-    long depth(const std::string&) const { return std::max<long>(next.oc, cuda::conv2d_weight_grad_depth(s)); }
-    void run(const std::string& run, cudaStream_t stream) {
-        const PoolKind kind = kind_of(run);
-        cuda::conv2d_backward_data_weight_pool(d_pooled.p, gnext_dy.p, gnext_w.p, next, dw.p, db.p, dy.p, gx.p, gy.p,
-                                               kind == PoolKind::avg ? gpooled_avg.p : gpooled.p, s, kind, ps,
-                                               {scratch.p, tickets.p}, stream);
-    }
-    double check(const std::string& run) {
-        std::vector<float> cpu_scratch(std::max(cpu::conv2d_scratch_floats(s), cpu::conv2d_scratch_floats(next)));
-        std::vector<float> want_pooled(ps.out_size()), want_dy(s.out_size()), want_dw = dw0, want_db = db0;
-        const PoolKind kind = kind_of(run);
-        cpu::conv2d_backward_data_weight_pool(want_pooled.data(), next_dy.data(), next_w.data(), next, want_dw.data(),
-                                              want_db.data(), want_dy.data(), x.data(), y.data(),
-                                              (kind == PoolKind::avg ? pooled_avg : pooled).data(), s, kind, ps,
-                                              cpu_scratch.data());
-        dw.put(dw0);
-        db.put(db0);
-        scratch.poison();
-        this->run(run, nullptr);
-        return std::max(error(dw.get(), want_dw), error(db.get(), want_db));
-    }
-};
-
 // A loss's labels (sample i: class i * 7 mod classes) on the GPU, and its
 // sum: what the dense cases that run the loss hand it.
 struct LossTargets {
@@ -338,7 +255,7 @@ struct LossTargets {
 // max), with x the pooling of the ReLU of a random y. A model's last layer,
 // where no pooling comes before it, also "dense_loss": its forward, the
 // softmax cross-entropy and its backward, as a training step runs them (one
-// launch from dense version 6, dense_softmax_cross_entropy; before, three
+// launch, dense_softmax_cross_entropy, where it takes the shape; else three
 // calls).
 struct DenseCase {
     DenseShape s;
@@ -385,16 +302,16 @@ struct DenseCase {
         } else if (run == "dense_loss") {
             cuda::dense_forward(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
             cuda::softmax_cross_entropy(dlogits.p, targets.loss, y.p, targets.glabels, s.n, s.out, stream);
-            cuda::dense_backward(dx.p, dw.p, db.p, dlogits.p, gx.p, gw.p, s.n, s.in, s.out, ws, stream, s.math);
+            L.dense_backward(dx.p, dw.p, db.p, dlogits.p, gx.p, gw.p, s.n, s.in, s.out, ws, stream, s.math);
         } else if (run == "dense_forward")
-            cuda::dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream, s.math);
+            L.dense_forward_relu(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream, s.math);
         else if (run.starts_with("dense_backward_pool"))
-            cuda::dense_backward_pool(grad_before.p, dx.p, dw.p, db.p, gdy.p,
-                                      kind_of(run) == PoolKind::max ? gx_max.p : gx.p, gw.p, s.n, s.in, s.out,
-                                      gy_before.p, kind_of(run), *ps, {scratch.p, tickets.p}, stream, s.math);
+            L.dense_backward_pool(grad_before.p, dx.p, dw.p, db.p, gdy.p, kind_of(run) == PoolKind::max ? gx_max.p : gx.p,
+                                  gw.p, s.n, s.in, s.out, gy_before.p, kind_of(run), *ps, {scratch.p, tickets.p}, stream,
+                                  s.math);
         else
-            cuda::dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream,
-                                 s.math);
+            L.dense_backward(dx.p, dw.p, db.p, gdy.p, gx.p, gw.p, s.n, s.in, s.out, {scratch.p, tickets.p}, stream,
+                             s.math);
     }
     // (The CPU twin rounds the operands itself with Math::tf32.)
     double check(const std::string& run) {
@@ -448,13 +365,11 @@ struct DenseCase {
 // A dense layer with its ReLU and the model's last layer after it (LeNet's
 // dense1 and dense2): "dense_head", the first's forward, then the last
 // layer's forward, the loss and that layer's backward, as a training step
-// runs them: from dense version 6 the last layer with the loss in one
-// launch (dense_softmax_cross_entropy), and from version 10 the first's
-// forward splits left to that launch (dense_forward_relu_for_loss); before
-// version 6, five calls. And the first layer's bias gradient, the column
-// sums of dh: with --tf32 from tf32 version 10 by the loss's launch
-// (db_before), else by the kernel its backward launches for it
-// (dense_backward_bias), so that every version does the same work.
+// runs them: in FP32 the last layer with the loss in one launch
+// (dense_softmax_cross_entropy), the first's forward splits left to it
+// (dense_forward_relu_for_loss); with --tf32 five calls. And the first
+// layer's bias gradient, the column sums of dh, by the kernel its backward
+// launches for it (dense_backward_bias).
 struct DenseHeadCase {
     DenseShape s, last;
     std::vector<float> x = random_floats(size_t(s.n) * s.in, 11), w = random_floats(size_t(s.out) * s.in, 12),
@@ -480,11 +395,10 @@ struct DenseHeadCase {
         if (cuda::dense_loss_runs(last.n, last.in, last.out, last.math)) {
             const cuda::UnfinishedDense left =
                 cuda::dense_forward_relu_for_loss(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
-            const bool bias_too = cuda::dense_loss_sums_bias_before(last.math);
             cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
                                               h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
-                                              last.math, bias_too ? db1.p : nullptr);
-            if (!bias_too) cuda::dense_backward_bias(db1.p, dh.p, s.n, s.out, stream);
+                                              last.math);
+            cuda::dense_backward_bias(db1.p, dh.p, s.n, s.out, stream);
             return;
         }
         cuda::dense_forward_relu(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
@@ -587,16 +501,14 @@ struct NormCase {
     long depth(const std::string&) const { return long(s.n) * s.hw; }
     void run(const std::string& run, cudaStream_t stream) {
         const cuda::Workspace ws{scratch.p, tickets.p};
-        if (run == "batch_norm_stats") cuda::batch_norm_stats(out.p, gx.p, s, ws, stream);
+        if (run == "batch_norm_stats") L.batch_norm_stats(out.p, gx.p, s, ws, stream);
         else if (run == "batch_norm_backward_data")
-            cuda::batch_norm_backward_data(values.p, gdy.p, gx.p, gsaved.p, gsums.p, s.per_channel(), ggamma.p, s,
-                                           stream);
+            L.batch_norm_backward_data(values.p, gdy.p, gx.p, gsaved.p, gsums.p, s.per_channel(), ggamma.p, s, stream);
         else if (run == "batch_norm_inference")
-            cuda::batch_norm_inference(values.p, gx.p, grunning.p, ggamma.p, gbeta.p, 1e-5f, s, stream);
+            L.batch_norm_inference(values.p, gx.p, grunning.p, ggamma.p, gbeta.p, 1e-5f, s, stream, false);
         else if (run == "batch_norm_backward_sums_relu")
-            cuda::batch_norm_backward_sums_relu(out.p, dgamma.p, dbeta.p, masked.p, gy_relu.p, gx.p, gsaved.p, s, ws,
-                                                stream);
-        else cuda::batch_norm_backward_sums(out.p, dgamma.p, dbeta.p, gdy.p, gx.p, gsaved.p, s, ws, stream);
+            L.batch_norm_backward_sums_relu(out.p, dgamma.p, dbeta.p, masked.p, gy_relu.p, gx.p, gsaved.p, s, ws, stream);
+        else L.batch_norm_backward_sums(out.p, dgamma.p, dbeta.p, gdy.p, gx.p, gsaved.p, s, ws, stream);
     }
     double check(const std::string& run) {
         std::vector<float> want(out.n), want_dg = dg0, want_db = db0;
@@ -660,8 +572,8 @@ struct ResidualCase {
     long depth(const std::string&) const { return 1; }
     // Repeated launches add to a sum already made, or mask a masked dy: the same work.
     void run(const std::string& run, cudaStream_t stream) {
-        if (run == "add_relu") cuda::add_relu(gacc.p, gother.p, s.size(), stream);
-        else cuda::add_relu_backward(gdy.p, d_other.p, gy.p, s.size(), false, stream);
+        if (run == "add_relu") L.add_relu(gacc.p, gother.p, s.size(), stream);
+        else L.add_relu_backward(gdy.p, d_other.p, gy.p, s.size(), false, stream);
     }
     double check(const std::string& run) {
         if (run == "add_relu") {
@@ -701,7 +613,7 @@ struct PoolCase {
     double flops(const std::string&) const { return 0.0; }
     long depth(const std::string&) const { return 1; }
     void run(const std::string&, cudaStream_t stream) {
-        cuda::pool2d_backward(dx.p, gdy.p, gx.p, gy.p, PoolKind::max, s, stream);
+        L.pool2d_backward(dx.p, gdy.p, gx.p, gy.p, PoolKind::max, s, stream);
     }
     double check(const std::string& run) {
         std::vector<float> want(s.in_size());
@@ -714,6 +626,30 @@ struct PoolCase {
 std::string describe(const PoolShape& s) {
     return "pool " + std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) + " k" +
            std::to_string(s.k) + "/" + std::to_string(s.stride);
+}
+
+// The GEMM core on plain row-major matrices (cuda::gemm, which no layer
+// calls: the layers run the same tiles through loaders of their own), at
+// the shape of a layer's product: "gemm", C (m, n) = A (m, k) . B (k, n).
+struct GemmCase {
+    int m, n, k;
+    std::vector<float> a = random_floats(size_t(m) * k, 41), b = random_floats(size_t(k) * n, 42);
+    Gpu ga{a}, gb{b}, c{size_t(m) * n};
+
+    GemmCase(int m_, int n_, int k_) : m(m_), n(n_), k(k_) {}
+    double flops(const std::string&) const { return 2.0 * m * n * double(k); }
+    long depth(const std::string&) const { return k; }
+    void run(const std::string&, cudaStream_t stream) { L.gemm(c.p, ga.p, gb.p, m, n, k, false, false, false, stream); }
+    double check(const std::string& run) {
+        std::vector<float> want(c.n);
+        cpu::gemm(want.data(), a.data(), b.data(), m, n, k, false, false, false);
+        c.poison();
+        this->run(run, nullptr);
+        return error(c.get(), want);
+    }
+};
+std::string describe(const GemmCase& g) {
+    return "gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
 }
 
 // Median milliseconds of one launch.
@@ -763,14 +699,63 @@ int number(const char* text, const char* option, int least) {
     return int(v);
 }
 
+// The launchers each run calls (its name, or a group's), for the dev
+// versions that stand in for them.
+const std::map<std::string, std::vector<std::string>> launchers_of = {
+    {"gemm", {"gemm"}},
+    {"conv2d_forward", {"conv2d_forward_relu"}},
+    {"conv2d_forward_relu_pool", {"conv2d_forward_relu_pool"}},
+    {"conv2d_backward_data", {"conv2d_backward_data"}},
+    {"conv2d_backward_weight", {"conv2d_backward_weight"}},
+    {"conv2d_backward_weight_data", {"conv2d_backward_weight_unfinished", "conv2d_backward_data"}},
+    {"dense_forward", {"dense_forward_relu"}},
+    {"dense_backward", {"dense_backward"}},
+    {"dense_backward_pool", {"dense_backward_pool"}},
+    {"dense_backward_pool max", {"dense_backward_pool"}},
+    {"dense_loss", {"dense_backward"}},
+    {"dense_head", {}},
+    {"batch_norm_stats", {"batch_norm_stats"}},
+    {"batch_norm_backward_sums", {"batch_norm_backward_sums"}},
+    {"batch_norm_backward_sums_relu", {"batch_norm_backward_sums_relu"}},
+    {"batch_norm_backward_data", {"batch_norm_backward_data"}},
+    {"batch_norm_inference", {"batch_norm_inference"}},
+    {"add_relu", {"add_relu"}},
+    {"add_relu_backward", {"add_relu_backward"}},
+    {"pool2d_backward max", {"pool2d_backward"}},
+};
+
+// Whether version v stands in for a launcher that `run` calls: installed on
+// a fresh set, one of them is no longer the trainer's.
+bool stands_in(const cuda::dev::Version& v, const std::string& run) {
+    cuda::dev::Launchers trainer, mine;
+    v.install(mine);
+    const auto differs = [&](const std::string& name) {
+#define DEV_DIFFERS(f) \
+    if (name == #f) return mine.f != trainer.f;
+        DEV_DIFFERS(gemm) DEV_DIFFERS(conv2d_forward_relu) DEV_DIFFERS(conv2d_forward_relu_pool)
+        DEV_DIFFERS(conv2d_backward_data) DEV_DIFFERS(conv2d_backward_weight)
+        DEV_DIFFERS(conv2d_backward_weight_unfinished) DEV_DIFFERS(dense_forward_relu) DEV_DIFFERS(dense_backward)
+        DEV_DIFFERS(dense_backward_pool) DEV_DIFFERS(batch_norm_stats) DEV_DIFFERS(batch_norm_backward_sums)
+        DEV_DIFFERS(batch_norm_backward_sums_relu) DEV_DIFFERS(batch_norm_backward_data)
+        DEV_DIFFERS(batch_norm_inference) DEV_DIFFERS(add_relu) DEV_DIFFERS(add_relu_backward)
+        DEV_DIFFERS(pool2d_backward)
+#undef DEV_DIFFERS
+        return false;
+    };
+    for (const std::string& name : launchers_of.at(run))
+        if (differs(name)) return true;
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::vector<ModelKind> models = {ModelKind::lenet, ModelKind::resnet18};
     int batch = 256, repeats = 20;
-    bool check_only = false, list = false;
+    bool check_only = false, list = false, dev_only = false;
     Math math = Math::fp32;
-    std::map<std::string, std::set<int>> wanted;  // launcher -> versions (empty: all)
+    std::set<std::string> wanted_runs, wanted_versions;  // empty: all
+    const auto& versions = cuda::dev::versions();
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&] {
@@ -779,6 +764,7 @@ int main(int argc, char** argv) {
         };
         if (a == "--check") check_only = true;
         else if (a == "--list") list = true;
+        else if (a == "--dev") dev_only = true;
         else if (a == "--tf32") math = Math::tf32;
         else if (a == "--batch") batch = number(value(), "--batch", 1);
         else if (a == "--repeats") repeats = number(value(), "--repeats", 1);
@@ -789,30 +775,24 @@ int main(int argc, char** argv) {
             else if (m != "both") usage_error("--model must be lenet, resnet18 or both (got '" + m + "')");
         } else if (a.starts_with("-")) {
             usage_error("unknown option " + a);
+        } else if (a.find('/') != std::string::npos) {
+            if (std::none_of(versions.begin(), versions.end(), [&](const auto& v) { return a == v.id; }))
+                usage_error("no dev version is called '" + a + "' (--list shows them)");
+            wanted_versions.insert(a);
         } else {
-            const size_t colon = a.find(':');
-            const std::string name = a.substr(0, colon);
             bool known = false;
-            for (const auto& l : cuda::launcher_versions()) {
-                if (name != l.launcher) continue;
-                known = true;
-                if (colon != std::string::npos)
-                    wanted[name].insert(number(a.c_str() + colon + 1, a.c_str(), 1));
-                else
-                    wanted[name];
-                for (int v : wanted[name])
-                    if (v > int(l.versions.size()))
-                        usage_error(name + " has versions 1 to " + std::to_string(l.versions.size()) + " (got " + std::to_string(v) + ")");
-            }
-            if (!known) usage_error("no launcher with versions is called '" + name + "' (--list shows them)");
+            for (const auto& [run, launchers] : launchers_of)
+                if (run == a || run.starts_with(a + " ") ||
+                    std::find(launchers.begin(), launchers.end(), a) != launchers.end()) {
+                    wanted_runs.insert(run);
+                    known = true;
+                }
+            if (!known) usage_error("no run or launcher is called '" + a + "'");
         }
     }
     if (list) {
-        for (const auto& l : cuda::launcher_versions()) {
-            std::printf("%s\n", l.launcher);
-            for (size_t v = 0; v < l.versions.size(); ++v)
-                std::printf("  %zu%s %s\n", v + 1, int(v) + 1 == l.trained ? " (trained with)" : "", l.versions[v]);
-        }
+        for (const auto& v : versions) std::printf("%s\n  %s\n  measured: %s\n", v.id, v.what, v.measured);
+        std::printf("%zu dev versions (dev/cuda/README.md)\n", versions.size());
         return 0;
     }
 
@@ -827,53 +807,44 @@ int main(int argc, char** argv) {
         std::printf("SKIP: --tf32 needs compute capability 8.0 or later (GPU 0 has %d.%d)\n", prop.major, prop.minor);
         return 77;
     }
-    std::printf("GPU 0: %s%s; batch %d; %s; v*: the version dptrain trains with%s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
+    std::printf("GPU 0: %s%s; batch %d; %s%s\n", prop.name, emulated ? " (emulated: times are the CPU's)" : "", batch,
                 check_only ? "checks only" : ("median of " + std::to_string(repeats) + " launches").c_str(),
-                math == Math::tf32 ? "; --tf32: conv and dense products on the tensor cores (every GEMM version runs "
-                                     "version 2's tiles)"
-                                   : "");
-    std::printf("%-36s %-8s %-26s %3s  %-9s %10s %10s %8s\n", "launcher", "model", "layer", "v", "check", "ms", "GFLOP/s",
-                "vs v1");
+                math == Math::tf32 ? "; --tf32: conv and dense products on the tensor cores" : "");
+    std::printf("%-30s %-8s %-26s %-36s %-9s %10s %10s %11s\n", "run", "model", "layer", "kernel", "check", "ms",
+                "GFLOP/s", "vs trainer");
 
-    int failed = 0;
-    // Every wanted launcher and version on one layer's case; `runs(l)` says
-    // what each launcher runs there (none: not this kind of layer).
-    auto bench = [&](auto& c, ModelKind kind, const std::string& layer, auto&& runs) {
-        for (const auto& l : cuda::launcher_versions()) {
-            if (!wanted.empty() && !wanted.contains(l.launcher)) continue;
-            const int chosen = *l.selected;
-            for (const std::string& run : runs(std::string(l.launcher))) {
-                // (A run named after the launcher is one of its calls; another is the GEMM core's, through it.)
-                const std::string label = run.starts_with(l.launcher) ? run : std::string(l.launcher) + ": " + run;
-                // The GEMM core's rows run a launcher's version that is a
-                // product at every shape (later ones sum small filter banks
-                // directly, without the core).
-                const bool through = run != l.launcher;
-                if (l.launcher == std::string("gemm") && run == "conv2d_forward") cuda::select_version(run, 1);
-                if (l.launcher == std::string("gemm") && run == "conv2d_backward_weight") cuda::select_version(run, 2);
-                double v1_ms = 0;
-                for (int v = 1; v <= int(l.versions.size()); ++v) {
-                    if (!wanted.empty() && !wanted[l.launcher].empty() && !wanted[l.launcher].contains(v)) continue;
-                    cuda::select_version(l.launcher, v);
-                    const double err = c.check(run);
-                    const bool ok = err <= tolerance_for(math, c.depth(run));
-                    char check[16];
-                    std::snprintf(check, sizeof check, "%s %.0e", ok ? "ok" : "FAIL", err);
-                    std::printf("%-36s %-8s %-26s %3d%c %-9s", label.c_str(), to_string(kind), layer.c_str(), v,
-                                v == l.trained ? '*' : ' ', check);
-                    if (!ok) ++failed;
-                    if (ok && !check_only) {
-                        const double ms = time_ms(c, run, repeats);
-                        if (v == 1) v1_ms = ms;
-                        std::printf(" %10.4f %10.1f", ms, c.flops(run) / (ms * 1e6));
-                        if (v > 1 && v1_ms > 0) std::printf(" %7.2fx", v1_ms / ms);
-                    }
-                    std::printf("\n");
-                    std::fflush(stdout);
+    int failed = 0, ran = 0;
+    // The trainer's launcher and then each dev version that stands in for
+    // it, on one layer's case: each checked, and timed.
+    auto bench = [&](auto& c, ModelKind kind, const std::string& layer, const std::vector<std::string>& runs) {
+        for (const std::string& run : runs) {
+            if (!wanted_runs.empty() && !wanted_runs.contains(run)) continue;
+            std::vector<const cuda::dev::Version*> mine;
+            for (const auto& v : versions)
+                if ((wanted_versions.empty() || wanted_versions.contains(v.id)) && stands_in(v, run)) mine.push_back(&v);
+            if ((dev_only || !wanted_versions.empty()) && mine.empty()) continue;
+            double trainer_ms = 0;
+            for (size_t k = 0; k <= mine.size(); ++k) {
+                L = {};
+                if (k > 0) mine[k - 1]->install(L);
+                const double err = c.check(run);
+                const bool ok = err <= tolerance_for(math, c.depth(run));
+                char check[16];
+                std::snprintf(check, sizeof check, "%s %.0e", ok ? "ok" : "FAIL", err);
+                std::printf("%-30s %-8s %-26s %-36s %-9s", run.c_str(), to_string(kind), layer.c_str(),
+                            k == 0 ? "trainer" : mine[k - 1]->id, check);
+                ++ran;
+                if (!ok) ++failed;
+                if (ok && !check_only) {
+                    const double ms = time_ms(c, run, repeats);
+                    if (k == 0) trainer_ms = ms;
+                    std::printf(" %10.4f %10.1f", ms, c.flops(run) / (ms * 1e6));
+                    if (k > 0 && trainer_ms > 0) std::printf(" %10.2fx", ms / trainer_ms);
                 }
-                cuda::select_version(l.launcher, chosen);
-                if (through) cuda::select_version(run, 0);
+                std::printf("\n");
+                std::fflush(stdout);
             }
+            L = {};
         }
     };
     for (ModelKind kind : models) {
@@ -881,107 +852,56 @@ int main(int argc, char** argv) {
         for (const ConvShape& s : model_of(kind).conv_shapes(batch, math)) {
             if (!seen.insert(describe(s)).second) continue;  // ResNet repeats its shapes
             ConvCase c(s);
-            bench(c, kind, describe(s), [kind, math](const std::string& launcher) {
-                // The GEMM core is run through each convolution launcher.
-                if (launcher == "gemm") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
-                // LeNet pools after each convolution's ReLU: time that as one call too.
-                // Split products (and their finishing) run in the larger weight gradients.
-                if (launcher == "gemm_split") return std::vector<std::string>{"conv2d_backward_weight"};
-                // How many splits: the split forward and weight-gradient products.
-                if (launcher == "waves") return std::vector<std::string>{"conv2d_forward", "conv2d_backward_weight"};
-                // The kernels that take TF32 operands (--tf32 alone): every convolution launcher through them.
-                if (launcher == "tf32") {
-                    if (math != Math::tf32) return std::vector<std::string>{};
-                    std::vector<std::string> runs = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
-                    if (kind == ModelKind::lenet) {  // (and the two gradients as training calls them, from tf32 6)
-                        runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
-                        runs.push_back("conv2d_backward_weight_data");
-                    }
-                    return runs;
-                }
-                if (launcher == "conv2d_forward" && kind == ModelKind::lenet)
-                    return std::vector<std::string>{launcher, "conv2d_forward_relu_pool"};
-                // ResNet-18's convolutions before a batch norm, with its statistics.
-                if (launcher == "batch_norm" && kind == ModelKind::resnet18)
-                    return std::vector<std::string>{"conv2d_forward_stats"};
-                if (launcher == "conv2d_backward_weight" && kind == ModelKind::lenet)
-                    return std::vector<std::string>{launcher, "conv2d_backward_weight_data"};
-                if (launcher.starts_with("conv2d")) return std::vector<std::string>{launcher};
-                return std::vector<std::string>{};
-            });
-        }
-        if (math == Math::fp32)
-            for (const Model::ConvPoolConv& pair : model_of(kind).conv_pool_convs(batch)) {
-                ConvPoolConvCase c(pair);
-                bench(c, kind, describe(pair.next) + " + before", [](const std::string& launcher) {
-                    if (launcher == "conv2d_backward_data")
-                        return std::vector<std::string>{"conv2d_backward_data_weight_pool",
-                                                        "conv2d_backward_data_weight_pool avg"};
-                    if (launcher == "conv2d_backward_weight")
-                        return std::vector<std::string>{"conv2d_backward_data_weight_pool avg"};
-                    return std::vector<std::string>{};
-                });
+            std::vector<std::string> runs = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_weight"};
+            if (kind == ModelKind::lenet) {  // LeNet pools after each ReLU; its gradients as training calls them
+                runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
+                runs.push_back("conv2d_backward_weight_data");
             }
+            bench(c, kind, describe(s), runs);
+            // The GEMM core alone (FP32) at the forward product's shape (oc, n*oh*ow, c*kh*kw).
+            if (math == Math::fp32) {
+                GemmCase g(s.oc, s.n * s.col_cols(), s.col_rows());
+                bench(g, kind, describe(g), {"gemm"});
+            }
+        }
         const auto dense = model_of(kind).dense_shapes(batch, math);
         const auto pools = model_of(kind).dense_pools(batch);
         for (size_t i = 0; i < dense.size(); ++i) {
             DenseCase c(dense[i], pools[i]);
-            bench(c, kind, describe(dense[i]), [&](const std::string& launcher) {
-                std::vector<std::string> runs;
-                if (launcher == "gemm" || launcher == "gemm_split" || launcher == "dense")
-                    runs = {"dense_forward", "dense_backward"};
-                // The model's call where a pooling comes before: the backward
-                // through it (version 5 and later, in the product's epilogue).
-                if (launcher == "dense" && pools[i]) runs.insert(runs.end(), {"dense_backward_pool", "dense_backward_pool max"});
-                // The last layer with the loss (version 6 and later: one launch;
-                // with --tf32, from tf32 version 5).
-                if ((launcher == "dense" || (launcher == "tf32" && math == Math::tf32)) && !pools[i] &&
-                    i + 1 == dense.size())
-                    runs.push_back("dense_loss");
-                return runs;
-            });
+            std::vector<std::string> runs = {"dense_forward", "dense_backward"};
+            if (pools[i]) runs.insert(runs.end(), {"dense_backward_pool", "dense_backward_pool max"});
+            if (!pools[i] && i + 1 == dense.size()) runs.push_back("dense_loss");
+            bench(c, kind, describe(dense[i]), runs);
         }
         // The last two dense layers together, where the last has no pooling before it.
         if (dense.size() >= 2 && !pools.back()) {
             DenseHeadCase c(dense[dense.size() - 2], dense.back());
-            bench(c, kind, describe(dense[dense.size() - 2]) + " + last", [math](const std::string& launcher) {
-                return launcher == "dense" || (launcher == "tf32" && math == Math::tf32)
-                           ? std::vector<std::string>{"dense_head"}
-                           : std::vector<std::string>{};
-            });
+            bench(c, kind, describe(dense[dense.size() - 2]) + " + last", {"dense_head"});
         }
         std::set<std::string> norms_seen;
         for (const NormShape& s : model_of(kind).norm_shapes(batch)) {
             if (!norms_seen.insert(describe(s)).second) continue;
             NormCase c(s);
-            bench(c, kind, describe(s), [](const std::string& launcher) {
-                return launcher == "batch_norm"
-                           ? std::vector<std::string>{"batch_norm_stats", "batch_norm_backward_sums",
-                                                      "batch_norm_backward_sums_relu", "batch_norm_backward_data",
-                                                      "batch_norm_inference"}
-                           : std::vector<std::string>{};
-            });
+            bench(c, kind, describe(s),
+                  {"batch_norm_stats", "batch_norm_backward_sums", "batch_norm_backward_sums_relu",
+                   "batch_norm_backward_data", "batch_norm_inference"});
         }
         std::set<std::string> pools_seen;
         for (const PoolShape& s : model_of(kind).pool_shapes(batch)) {
             if (!pools_seen.insert(describe(s)).second) continue;
             PoolCase c(s);
-            bench(c, kind, describe(s), [](const std::string& launcher) {
-                return launcher == "pool" ? std::vector<std::string>{"pool2d_backward max"} : std::vector<std::string>{};
-            });
+            bench(c, kind, describe(s), {"pool2d_backward max"});
         }
         std::set<std::string> adds_seen;
         for (const NormShape& s : model_of(kind).add_shapes(batch)) {
             if (!adds_seen.insert(describe(s, "add")).second) continue;
             ResidualCase c(s);
-            bench(c, kind, describe(s, "add"), [](const std::string& launcher) {
-                return launcher == "residual" ? std::vector<std::string>{"add_relu", "add_relu_backward"}
-                                              : std::vector<std::string>{};
-            });
+            bench(c, kind, describe(s, "add"), {"add_relu", "add_relu_backward"});
         }
     }
+    if (ran == 0) std::printf("nothing ran: no layer of %s has a run that was asked for\n", models.size() > 1 ? "either model" : "this model");
     if (failed)
-        std::printf("FAIL: %d version(s) differ from the CPU twin by more than %.0e of the largest value%s\n", failed,
+        std::printf("FAIL: %d kernel(s) differ from the CPU twin by more than %.0e of the largest value%s\n", failed,
                     tolerance, math == Math::tf32 ? " (or depth x 2^-24 where larger)" : "");
     return failed ? 1 : 0;
 }

@@ -159,11 +159,6 @@ learning)
     "$dptrain" --cpus 2 --limit-train 4096 --limit-test 256 --batch 512 --lr 0.6 --epochs 1 --warmup 1 >"$tmp/out"
     grep -q "^warm-up: the rate rises linearly from 0.075 to 0.6 over the first 8 steps (1 epoch)$" "$tmp/out" \
         && echo "ok: $(grep '^warm-up' "$tmp/out")" || fail "no warm-up line: $(cat "$tmp/out")"
-    # DPTRAIN_KERNEL_VERSIONS chooses GPU kernels: a run without a GPU says
-    # it changes nothing, rather than seem to have taken it.
-    DPTRAIN_KERNEL_VERSIONS=dense=11 "$dptrain" --cpus 1 --limit-train 64 --limit-test 64 --batch 64 --epochs 1 >"$tmp/out"
-    grep -q "^note: DPTRAIN_KERNEL_VERSIONS chooses GPU kernels; this run has no GPU, so it changes nothing$" "$tmp/out" \
-        && echo "ok: $(grep '^note: DPTRAIN_KERNEL_VERSIONS' "$tmp/out")" || fail "no note that DPTRAIN_KERNEL_VERSIONS changes nothing: $(head -3 "$tmp/out")"
     ;;
 checkpoints)
     # Resume is exact: 3 epochs in one run, or 1 epoch then a resume to 3,
@@ -768,43 +763,6 @@ PY
         [[ $rc -eq 1 ]] && grep -q "^dptrain: error: gpu:0 failed during epoch 1 " "$tmp/err" \
             && echo "ok: a GPU failing mid-epoch beside a CPU device -> exit 1: $(grep '^dptrain' "$tmp/err")" \
             || fail "a GPU failing mid-epoch beside a CPU device: exit $rc (137: it hung): $(cat "$tmp/err")"
-        # DPTRAIN_KERNEL_VERSIONS: other versions of the launchers, said on
-        # stdout. gemm_split 2 and conv2d_backward_data 3 make the same sums
-        # in the same order as gemm_split 1 (the default) and
-        # conv2d_backward_data 2 (versions.cu), so the same bits, in fewer
-        # kernels (no finish_splits, no gather), which the emulation's launch
-        # log counts. Both with conv2d_backward_weight 11: conv2d_backward_data
-        # 3 takes conv1's weight gradient into its own kernel, which adds each
-        # thread's pixels in version 11's order, not 12's and later's.
-        v=(--gpus 1 --epochs 1 --limit-train 128 --limit-test 64 --batch 64 --seed 3 --no-graphs)
-        DPTRAIN_KERNEL_VERSIONS=conv2d_backward_data=2,conv2d_backward_weight=11 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/default.log \
-            "$dptrain" "${v[@]}" --save "$tmp/default.params" >"$tmp/out" 2>&1 \
-            || fail "the run with conv2d_backward_data 2: $(cat "$tmp/out")"
-        DPTRAIN_KERNEL_VERSIONS=gemm_split=2,conv2d_backward_data=3,conv2d_backward_weight=11 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/other.log \
-            "$dptrain" "${v[@]}" --save "$tmp/other.params" >"$tmp/out" 2>&1 || fail "DPTRAIN_KERNEL_VERSIONS: $(cat "$tmp/out")"
-        kernels_default=$(grep -c $'\tkernel ' "$tmp/default.log") kernels_other=$(grep -c $'\tkernel ' "$tmp/other.log")
-        grep -qE "^note: DPTRAIN_KERNEL_VERSIONS: the GPU launchers run gemm_split=2 \(of [0-9]+\), conv2d_backward_data=3 \(of [0-9]+\)" "$tmp/out" \
-            && ((kernels_other < kernels_default)) && cmp -s "$tmp/default.params" "$tmp/other.params" \
-            && echo "ok: DPTRAIN_KERNEL_VERSIONS=gemm_split=2,conv2d_backward_data=3: $kernels_other kernels against $kernels_default with conv2d_backward_data 2, the same bits" \
-            || fail "DPTRAIN_KERNEL_VERSIONS: $kernels_other kernels against $kernels_default, params $(cmp "$tmp/default.params" "$tmp/other.params" && echo same || echo differ): $(head -3 "$tmp/out")"
-        # dense 10 leaves dense1's forward splits to the fused loss's kernel
-        # (KernelSet::loss_input), conv2d_backward_weight 13 conv2's weight
-        # gradient's slices to its input gradient's kernel
-        # (leaves_weight_slices), each through the model: on 2 GPUs, with a
-        # last step of 4 samples a device, each one kernel fewer a step than
-        # dense 9 and weight 12, and the same bits.
-        v=(--gpus 2 --epochs 1 --limit-train 200 --limit-test 64 --batch 64 --seed 3)
-        DPTRAIN_KERNEL_VERSIONS=dense=9,conv2d_backward_weight=12 DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/before.log \
-            "$dptrain" "${v[@]}" --save "$tmp/before.params" >"$tmp/out" 2>&1 || fail "the run with dense 9: $(cat "$tmp/out")"
-        for after in dense=10,conv2d_backward_weight=12 dense=9,conv2d_backward_weight=13; do
-            DPTRAIN_KERNEL_VERSIONS=$after DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/after.log \
-                "$dptrain" "${v[@]}" --save "$tmp/after.params" >"$tmp/out" 2>&1 || fail "the run with $after: $(cat "$tmp/out")"
-            kernels_before=$(grep -c $'\tkernel ' "$tmp/before.log") kernels_after=$(grep -c $'\tkernel ' "$tmp/after.log")
-            rm -f "$tmp/after.log"
-            ((kernels_after == kernels_before - 8)) && cmp -s "$tmp/before.params" "$tmp/after.params" \
-                && echo "ok: $after on 2 GPUs: $kernels_after kernels against $kernels_before (4 steps, 2 devices), the same bits" \
-                || fail "$after: $kernels_after kernels against $kernels_before, params $(cmp "$tmp/before.params" "$tmp/after.params" && echo same || echo differ)"
-        done
         # A launch log that cannot be written is said once; the run goes on.
         DPTRAIN_EMULATED_LAUNCH_LOG=$tmp/missing/launches.log "$dptrain" --gpus 1 --epochs 0 --limit-test 64 \
             >"$tmp/out" 2>"$tmp/err"
@@ -812,8 +770,6 @@ PY
         [[ $rc -eq 0 && $(grep -c "DPTRAIN_EMULATED_LAUNCH_LOG: cannot write $tmp/missing/launches.log (No such file or directory)" "$tmp/err") -eq 1 ]] \
             && echo "ok: an unwritable launch log is named once: $(cat "$tmp/err")" \
             || fail "an unwritable launch log: exit $rc: $(cat "$tmp/err")"
-        DPTRAIN_KERNEL_VERSIONS=dense=99 expect_error "DPTRAIN_KERNEL_VERSIONS: 'dense=99' is not LAUNCHER=VERSION of a launcher that has versions (gemm 1-" \
-            --gpus 1 --epochs 0 --limit-test 64
         # The GPUs a build runs on (-Dgpu_archs, here the default): machine
         # code for 7.5, 8.0 and 9.0, which an 8.6 runs as 8.0's, and PTX for
         # later GPUs; a 7.0 has none, and a 7.5 no TF32 tensor cores.

@@ -201,16 +201,6 @@ inline void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const f
     pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps);
     conv2d_backward_weight(dw, db, dy, x, s, scratch);
 }
-// conv2d_backward_data of `next` (whose input is the pooling ps of s) into
-// d_pooled, then conv2d_backward_weight_pool of s from it: the CUDA set's
-// one call for both (kernels/cuda/kernels.hpp).
-inline void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
-                                             const ConvShape& next, float* dw, float* db, float* dy, const float* x,
-                                             const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                             const PoolShape& ps, float* scratch) {
-    conv2d_backward_data(d_pooled, next_dy, next_w, next, scratch);
-    conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, scratch);
-}
 
 // The layer kernels as one set, for the model code written once over any
 // backend (src/model/model.hpp: Model::forward / Model::backward). The CUDA set
@@ -221,9 +211,6 @@ struct KernelSet {
     static constexpr bool fuses_loss(int, int, int) { return false; }
     // And a layer's weight gradient is finished by its own call (model.hpp: backward_layer).
     static constexpr bool leaves_weight_slices(const ConvShape&, const float*, const float*) { return false; }
-    // And a layer whose input another reads too stages its input gradient
-    // and adds it with sum_into (model.hpp: backward_layer).
-    static constexpr bool adds_input_grads = false;
     static constexpr auto conv2d_backward_weight_unfinished = &cpu::conv2d_backward_weight;
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;
@@ -232,7 +219,6 @@ struct KernelSet {
     static constexpr auto conv2d_backward_data = &cpu::conv2d_backward_data;
     static constexpr auto conv2d_backward_weight = &cpu::conv2d_backward_weight;
     static constexpr auto conv2d_backward_weight_pool = &cpu::conv2d_backward_weight_pool;
-    static constexpr auto conv2d_backward_data_weight_pool = &cpu::conv2d_backward_data_weight_pool;
     static constexpr auto pool2d_forward = &cpu::pool2d_forward;
     static constexpr auto pool2d_backward = &cpu::pool2d_backward;
     static constexpr auto pool2d_backward_relu = &cpu::pool2d_backward_relu;

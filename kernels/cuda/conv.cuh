@@ -21,17 +21,15 @@
 // and reads the weight gradient's dy through it; and LeNet's conv2, all
 // three products, a row of a plane a thread ("rows" kernels).
 //
-// A source a product, each with its launchers and every version of its
-// kernels (versions.cu: what each version changed):
+// A source a product, each with its launchers and kernels:
 //   conv_forward.cu          conv2d_forward and its fused forms (ReLU, pooling, gathering the batch)
 //   conv_backward_data.cu    conv2d_backward_data, the input gradient
-//   conv_backward_weight.cu  conv2d_backward_weight, also through a pooling, and the scratch every
-//                            version needs (conv2d_scratch_floats)
-//   conv_mma.cu              LeNet's conv2 on the tensor cores under --tf32, a kernel for each of its
-//                            three products; the launchers above pick them where they take a shape
+//   conv_backward_weight.cu  conv2d_backward_weight, and the scratch the three need
+//                            (conv2d_scratch_floats)
+//   conv_weight_small.cu     a small filter bank's weight gradient, also through a pooling
 // This header: the geometry the kernels take, the pooling of staged output
-// planes, the adding of a weight gradient's slices, conv_mma.cu's
-// launchers, and then what the three products' sources share.
+// planes, the adding of a weight gradient's slices, and then what the three
+// products' sources share.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -45,7 +43,6 @@
 #include "launch.cuh"
 #include "pool.cuh"
 #include "tiles.cuh"
-#include "versions.hpp"
 
 namespace dpt::cuda::conv {
 
@@ -54,7 +51,7 @@ namespace dpt::cuda::conv {
 struct Geometry {
     int n, c, h, w, oc, kh, kw, stride, pad, oh, ow;
     FastDiv by_taps, by_kw, by_out_pixels, by_ow, by_in_pixels, by_w, by_h, by_c;
-    bool tf32;  // Math::tf32: a direct kernel rounds its operands (direct_math, below)
+    bool tf32;  // Math::tf32: a direct kernel rounds its operands (operand, below)
     explicit Geometry(const ConvShape& s)
         : n(s.n), c(s.c), h(s.h), w(s.w), oc(s.oc), kh(s.kh), kw(s.kw), stride(s.stride), pad(s.pad),
           oh(s.oh()), ow(s.ow()), by_taps(s.kh * s.kw), by_kw(s.kw), by_out_pixels(s.oh() * s.ow()), by_ow(s.ow()),
@@ -93,51 +90,25 @@ struct StoreWeightsAndBias {
     }
 };
 // A weight gradient's slices added into [dw | db] in slice order, as
-// finish_splits adds them: a kernel of its own (add_weight_slices), or
-// (version 13 of the weight gradient) the layer's input gradient's kernel
-// before its own sums (input_grad_rows_tiled_finishing, input_grad_mma).
+// finish_splits adds them: a kernel of its own (add_weight_slices), or the
+// layer's input gradient's kernel before its own sums
+// (input_grad_rows_tiled_finishing).
 __device__ inline void finish_weight_slices(const UnfinishedWeightGrad& u) {
     const StoreWeightsAndBias out{u.dw, u.db, u.taps};
     const size_t size = size_t(u.oc) * (u.taps + 1);
     for (const size_t e : launch::grid_stride(size)) tiled::finish_split_sum(out, u.scratch, u.slices, size, u.taps + 1, e);
 }
 
-// ---- conv_mma.cu: LeNet's conv2 on the tensor cores (--tf32) ----
-
-// tf32 version 4's forward (rows_forward_mma): whether it takes s, and the
-// launch (bias, ReLU where relu, and where pooled the ReLU and the pooling
-// after it).
-bool rows_forward_mma_fits(const ConvShape& s);
-void launch_rows_forward_mma(bool relu, bool pooled, PoolKind kind, float* y, float* pooled_y, const float* x,
-                             const float* w, const float* b, const ConvShape& s, PoolGeometry pg, cudaStream_t stream);
-
-// tf32 version 7's and 8's input gradient (input_grad_mma), which adds the
-// slices of `weight` first where it has any.
-bool input_grad_mma_fits(const ConvShape& s);
-void launch_input_grad_mma(float* dx, const float* dy, const float* w, const ConvShape& s,
-                           const UnfinishedWeightGrad& weight, cudaStream_t stream);
-
-// tf32 version 9's weight gradient (weight_grad_mma), into the rows
-// kernels' slices: a kernel of their signature, launched on a grid of
-// (slices, weight_grad_mma_chunks(s)) blocks of weight_grad_mma_threads.
-using WeightSlicesKernel = void (*)(float* partial, const float* dy, const float* x, Geometry g, int per_slice);
-bool weight_grad_mma_fits(const ConvShape& s);
-WeightSlicesKernel weight_grad_mma_kernel();
-int weight_grad_mma_chunks(const ConvShape& s);
-constexpr int weight_grad_mma_threads = 128;
-
 // ---- conv_forward.cu, conv_backward_data.cu, conv_backward_weight.cu ----
 
 using tiled::operand;
 
 // The kernels of those sources that sum a convolution directly, on the
-// FP32 units rather than through the GEMM core, take --tf32 from version 2
-// of the `tf32` launcher (versions.cu): they round each operand to TF32 as
-// they stage it, as the tensor cores would, and multiply and add in FP32. A
-// product of two TF32 numbers is exact in FP32, so the sums are what
-// Math::tf32 means (shapes.hpp) and what the CPU twin computes. Bias sums
-// take dy unrounded, as the twin's do.
-inline bool direct_math(const ConvShape& s) { return s.math == Math::fp32 || tf32_version >= 2; }
+// FP32 units rather than through the GEMM core, take --tf32 too: they round
+// each operand to TF32 as they stage it, as the tensor cores would, and
+// multiply and add in FP32. A product of two TF32 numbers is exact in FP32,
+// so the sums are what Math::tf32 means (shapes.hpp) and what the CPU twin
+// computes. Bias sums take dy unrounded, as the twin's do.
 
 // unfold(x) (c*kh*kw, n*oh*ow): the input pixel that filter tap q sees at output column col.
 __device__ inline float unfolded(const float* x, const Geometry& g, int q, int col) {
@@ -172,24 +143,6 @@ struct OutputGrad {
     }
     __device__ float load(const Fixed& f, const Step& st) const { return st.pixel[f.offset]; }
 };
-
-// The input gradient of pixel (iy, ix) of channel ch from the columns of its
-// sample (`sample`: column (s, 0, 0) of row 0; `cols`: a row's length), with
-// stride 1: the taps that reach it are a range of ky and of kx. (The gather
-// of backward-data version 2, and the weight gradient that reads version
-// 3's columns through the pooling.)
-__device__ inline float gathered_unit_stride(const float* sample, size_t cols, const Geometry& g, int ch, int iy,
-                                             int ix) {
-    // Output (iy + pad - ky, ix + pad - kx) must lie in the output.
-    const int ky_lo = max(0, iy + g.pad - g.oh + 1), ky_hi = min(g.kh - 1, iy + g.pad);
-    const int kx_lo = max(0, ix + g.pad - g.ow + 1), kx_hi = min(g.kw - 1, ix + g.pad);
-    float sum = 0.0f;
-    for (int ky = ky_lo; ky <= ky_hi; ++ky) {
-        const float* tap_row = sample + size_t((ch * g.kh + ky) * g.kw) * cols + (iy + g.pad - ky) * g.ow + ix + g.pad;
-        for (int kx = kx_lo; kx <= kx_hi; ++kx) sum += tap_row[size_t(kx) * cols - kx];
-    }
-    return sum;
-}
 
 // A block of `threads` rounded up to whole warps.
 inline int whole_warps(int threads) { return tiled::ceil_div(threads, 32) * 32; }
@@ -300,16 +253,19 @@ inline void check_pooling(const ConvShape& s, const PoolShape& ps, const char* l
 // conv_forward.cu: the scratch the forward's splits take at s, and at any
 // smaller batch.
 size_t forward_split_floats(const ConvShape& s);
-// conv_backward_data.cu: version 2's first half, the unfolded input
-// gradient w^T . dy (c*kh*kw, n*oh*ow) into dcol (and its floats), which
-// conv2d_backward_data_weight_pool leaves for the weight gradient before it
-// to gather; and whether s's input gradient runs on a kernel that adds a
-// weight gradient's slices itself.
-void input_grad_columns(float* dcol, const float* dy, const float* w, const ConvShape& s, cudaStream_t stream);
+// conv_backward_data.cu: the floats of the unfolded input gradient w^T . dy
+// (c*kh*kw, n*oh*ow) that its two passes keep in scratch; and whether s's
+// input gradient runs on a kernel that adds a weight gradient's slices
+// itself.
 size_t input_grad_columns_floats(const ConvShape& s);
 bool input_grad_finishes_slices(const ConvShape& s, const float* w);
 // conv_backward_weight.cu: a weight gradient's slices added into [dw | db],
 // in slice order, by a kernel of their own.
 void add_weight_slices(const UnfinishedWeightGrad& u, cudaStream_t stream);
+// conv_weight_small.cu: whether s's weight gradient is a small filter
+// bank's, summed directly, and that sum with dy read from memory.
+bool small_weight_grad(const ConvShape& s);
+void small_weight_grad_from(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, Workspace ws,
+                            cudaStream_t stream);
 
 }  // namespace dpt::cuda::conv

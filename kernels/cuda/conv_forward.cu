@@ -4,19 +4,18 @@
 // - the GEMM (Weights . Unfold), split along k where its tiles are too few
 //   to fill the GPU (forward_splits), the splits added by finish_splits or,
 //   with a pooling after the ReLU, by finish_splits_pool;
-// - a small filter bank summed directly (direct_forward, window_forward:
-//   LeNet's conv1, ResNet-18's first), which also pools, and gathers the
-//   first layer's input from the dataset's bytes as it stages it;
-// - LeNet's conv2 by rows of output planes (rows_forward, rows_forward_tiled),
-//   with its ReLU and pooling; under --tf32, from tf32 version 4, on the
-//   tensor cores (conv_mma.cu).
+// - a small filter bank summed directly (direct_forward: LeNet's conv1,
+//   ResNet-18's first), which also pools, and gathers the first layer's
+//   input from the dataset's bytes as it stages it;
+// - LeNet's conv2 by rows of output planes (rows_forward_tiled; other
+//   stride-1 convolutions of small planes, rows_forward_batched), with its
+//   ReLU and pooling.
 #include "conv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "fastdiv.cuh"
 #include "pool.cuh"
 #include "tiles.cuh"
-#include "versions.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -29,9 +28,9 @@ struct Weights {  // w as (oc, c*kh*kw), row-major
     const float* w;
     int k;
     static constexpr bool k_fast = true;
-    __device__ float operator()(int o, int q) const { return w[size_t(o) * k + q]; }
-    // The same in two halves (tiles.cuh: SplitsAlongK): the filter's row,
-    // once per thread; then an element is an add and a load.
+    // Element (o, q), w[o * k + q], read in two halves (tiles.cuh:
+    // SplitsAlongK): the filter's row, once per thread; then an element is
+    // an add and a load.
     using Fixed = const float*;
     using Step = int;
     __device__ Fixed fixed(int o) const { return w + size_t(o) * k; }
@@ -42,8 +41,8 @@ struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
     const float* x;
     Geometry g;
     static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
-    __device__ float operator()(int q, int col) const { return unfolded(x, g, q, col); }
-    // The same in two halves (tiles.cuh: SplitsColumns): the output pixel
+    // Element (q, col), unfolded(x, g, q, col) (conv.cuh), read in two
+    // halves (tiles.cuh: SplitsColumns): the output pixel
     // of a column, once per thread, with the filter rows and columns that
     // fall inside the image as bit masks; then runs of taps down it.
     struct Column {
@@ -83,7 +82,7 @@ struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
         }
     }
 };
-// Unfold from version 8 of the forward convolution, for filters of at most
+// Unfold for filters of at most
 // 32 taps: what an element's tap adds to its address, and which bit of its
 // column's mask says the tap falls inside the image, are read from a table
 // in shared memory (prepare(), once a block) instead of being stepped
@@ -110,7 +109,6 @@ struct UnfoldByTaps {
             table()[i] = {(ch * g.h + ky) * g.w + kx, 1u << t};
         }
     }
-    __device__ float operator()(int q, int col) const { return unfolded(x, g, q, col); }
     struct Column {
         const float* corner;  // x at the column's window's corner in its sample's first channel, maybe outside the image
         unsigned inside;      // bit ky*kw + kx: that tap falls inside the image
@@ -142,11 +140,11 @@ struct UnfoldByTaps {
         }
     }
 };
-// Unfold, or UnfoldByTaps where version 8 of the forward convolution reads
-// the filter's taps from a table: f(the operand).
+// UnfoldByTaps, which reads the filter's taps from a table, where the table
+// holds them; else Unfold: f(the operand).
 template <class F>
 void with_unfold(const float* x, const Geometry& g, F&& f) {
-    if (conv2d_forward_version >= 8 && g.kh * g.kw <= UnfoldByTaps::most_taps) f(UnfoldByTaps{x, g});
+    if (g.kh * g.kw <= UnfoldByTaps::most_taps) f(UnfoldByTaps{x, g});
     else f(Unfold{x, g});
 }
 
@@ -164,7 +162,7 @@ struct StoreOutput {  // y (n, oc, oh, ow) = value + b[o], then ReLU
     }
 };
 
-// Version 2 of the forward pass, for a small filter bank on a small image
+// The forward pass of a small filter bank on a small image
 // (LeNet's conv1: 20 filters of 1 x 3 x 3 on 28 x 28; ResNet-18's first: 64
 // of them). As a GEMM its k is 9: the tile's loads and index arithmetic,
 // paid once a k-step, outweigh its 9 multiply-adds. Here a block takes one
@@ -179,7 +177,7 @@ constexpr int direct_max_taps = 64, direct_max_oc = 64, direct_max_image = 4096,
               direct_max_plane = 1024;
 
 bool direct_forward_fits(const ConvShape& s) {
-    return conv2d_forward_version >= 2 && direct_math(s) && s.n > 0 && s.oc <= direct_max_oc &&
+    return s.n > 0 && s.oc <= direct_max_oc &&
            s.col_rows() <= direct_max_taps && size_t(s.c) * s.h * s.w <= size_t(direct_max_image) &&
            s.oh() * s.ow() <= direct_max_plane;
 }
@@ -208,7 +206,7 @@ __device__ void stage_image(float* image, int sample, const float* x, const Geom
 }
 
 // K: the filters' size when it is 3 x 3, whose taps then unroll; 0: g's.
-// From version 5, with `from` (GatherSource: its x is then x), the first
+// With `from` (GatherSource: its x is then x), the first
 // layer's kernel gathers each sample's image from the dataset as it stages
 // it, as gather_samples would, and the blocks of its first channels store
 // it and the label for the backward: no gather kernel.
@@ -269,90 +267,9 @@ __global__ void __launch_bounds__(launch::threads) direct_forward(float* y, floa
     }
 }
 
-// Version 11 of the forward pass, for LeNet's conv1 and the pooling after
-// it (20 filters of 3 x 3 on one 28 x 28 channel, stride 1, no padding; 2 x
-// 2 windows, stride 2, that tile the 26 x 26 output). Version 2's kernel
-// takes a block a sample and 4 channels: 1,280 blocks, 1.62 waves of an
-// H100 at batch 256, each staging the sample's image again and summing 36
-// products a pixel. Here a block takes a sample and all 20 channels, and a
-// thread one pooling window: it reads the window's 4 x 4 patch of the image
-// into registers once, sums its 4 outputs for the 20 channels (720 FFMA,
-// each filter tap one broadcast read of 5 x 16 bytes for all 4), stores
-// them, and pools them itself: no plane in shared memory, no second
-// barrier. Each output's sum is version 2's, in its order, bit for bit.
-constexpr int window_channels = 20, window_threads = 192;
-
-bool window_forward_fits(const ConvShape& s, const PoolGeometry& pg) {
-    return conv2d_forward_version >= 11 && direct_forward_fits(s) && s.c == 1 && s.oc == window_channels &&
-           s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 0 && pg.k == 2 && pg.stride == 2 &&
-           pg.oh * 2 == s.oh() && pg.ow * 2 == s.ow() && pg.oh * pg.ow <= window_threads;
-}
-
-template <PoolKind kind>
-__global__ void __launch_bounds__(window_threads) window_forward(float* y, float* pooled_y, const float* x,
-                                                                 const float* w, const float* b, Geometry g,
-                                                                 PoolGeometry pg, GatherSource from) {
-    constexpr int taps = 9;
-    __shared__ float image[direct_max_image];
-    __shared__ __align__(16) float filters[taps][window_channels];  // filters[q][u]: channel u's tap q
-    const int sample = int(blockIdx.x), t = int(threadIdx.x);
-    stage_image(image, sample, x, g, from, true);
-    for (int e = t; e < taps * window_channels; e += window_threads) {
-        const int u = e / taps, q = e - u * taps;
-        filters[q][u] = operand(w[e], g.tf32);
-    }
-    __syncthreads();
-    const int windows = pg.oh * pg.ow;
-    if (t >= windows) return;
-    const int wy = t / pg.ow, wx = t - wy * pg.ow, oy = 2 * wy, ox = 2 * wx;
-    float patch[4][4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) patch[r][c] = image[(oy + r) * g.w + ox + c];
-    float acc[4][window_channels] = {};  // acc[2 * dy + dx][u]: output (oy + dy, ox + dx) of channel u
-#pragma unroll
-    for (int ky = 0; ky < 3; ++ky)
-#pragma unroll
-        for (int kx = 0; kx < 3; ++kx) {
-            float f[window_channels];
-#pragma unroll
-            for (int u = 0; u < window_channels; u += 4) tiled::read4(f + u, &filters[ky * 3 + kx][u]);
-#pragma unroll
-            for (int d = 0; d < 4; ++d) {
-                const float v = patch[d / 2 + ky][d % 2 + kx];
-#pragma unroll
-                for (int u = 0; u < window_channels; ++u) acc[d][u] = fmaf(f[u], v, acc[d][u]);
-            }
-        }
-    const int pixels = g.oh * g.ow;
-#pragma unroll
-    for (int u = 0; u < window_channels; ++u) {
-        float window[4];
-        float* out = y + (size_t(sample) * window_channels + u) * pixels + oy * g.ow + ox;
-#pragma unroll
-        for (int d = 0; d < 4; ++d) {
-            float v = acc[d][u] + b[u];
-            v = v > 0.0f ? v : 0.0f;
-            window[d] = v;
-            out[(d / 2) * g.ow + d % 2] = v;
-        }
-        pooled_y[(size_t(sample) * window_channels + u) * windows + t] = pooled_window<kind>(window, 2, 2);
-    }
-}
-
-template <PoolKind kind>
-void launch_window_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
-                           const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from) {
-    launch::kernel("window_forward", window_forward<kind>, unsigned(s.n), window_threads, stream, y, pooled_y, x, w,
-                   b, Geometry(s), pg, from);
-}
-
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 void launch_direct_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                            const ConvShape& s, PoolGeometry pg, cudaStream_t stream, const GatherSource& from = {}) {
-    if constexpr (relu && pooled)
-        if (window_forward_fits(s, pg)) return launch_window_forward<kind>(y, pooled_y, x, w, b, s, pg, stream, from);
     const dim3 grid(unsigned(s.n), unsigned((s.oc + direct_group - 1) / direct_group));
     if (s.kh == 3 && s.kw == 3)
         launch::kernel("direct_forward", direct_forward<relu, pooled, kind, 3>, grid, launch::threads, stream, y,
@@ -362,8 +279,9 @@ void launch_direct_forward(float* y, float* pooled_y, const float* x, const floa
                        pooled_y, x, w, b, Geometry(s), pg, from);
 }
 
-// Version 6 of the forward product, for the stride-1 convolutions that
-// backward-data version 5 takes (LeNet's conv2), summed directly the same way: a block a
+// The forward of the stride-1 convolutions of small planes that the
+// tiled kernel below does not take, summed directly as the input
+// gradient's rows kernels are (conv_backward_data.cu): a block a
 // sample, a chunk of input channels at a time staged in shared memory with
 // their filters (the input's rows with the padding's zeros on both sides,
 // padded to 16 bytes; filters as in StagedFilters, a channel's filters for
@@ -391,7 +309,7 @@ __device__ inline void stage_input_rows(float* sx, const float* x_sample, const 
     });
 }
 
-// Version 7 splits each sample's output channels between gridDim.y blocks
+// Each sample's output channels are split between gridDim.y blocks
 // (`split`): a block stages the filters of its own channels alone, and each
 // sum stays in one thread, in the same order.
 template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split, Staging how>
@@ -460,15 +378,7 @@ __device__ inline void rows_forward_sums(float* staged, float* y, float* pooled_
     pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, first, mine, plane);
 }
 
-template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
-__global__ void __launch_bounds__(staged_rows_most_threads) rows_forward(float* y, float* pooled_y, const float* x,
-                                                                         const float* w, const float* b, Geometry g,
-                                                                         PoolGeometry pg, int chunk) {
-    __shared__ __align__(16) float staged[staged_rows_floats];
-    rows_forward_sums<K, P, OW, relu, pooled, kind, split, Staging::serial>(staged, y, pooled_y, x, w, b, g, pg, chunk);
-}
-
-// Forward version 9's kernel: its chunks staged in batches.
+// The kernel: its chunks staged in batches (conv.cuh: stage).
 template <int K, int P, int OW, bool relu, bool pooled, PoolKind kind, bool split>
 __global__ void __launch_bounds__(staged_rows_most_threads)
     rows_forward_batched(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
@@ -478,14 +388,9 @@ __global__ void __launch_bounds__(staged_rows_most_threads)
                                                                             chunk);
 }
 
-// Version 6's (7's, 9's) forward for s: the kernel (null where the other
-// versions' kernels run), its chunk of input channels, blocks a sample and
-// threads. It takes the shapes of backward-data version 5. On an H200
-// (kernel_bench, batch 256), LeNet's conv2 with its ReLU and pooling took
-// 0.95x of version 3's time (0.0664 ms against 0.0702; the product alone,
-// 1.01x), ResNet-18's 3x3 on 12x12 and 6x6 1.23x and 1.17x, which version 3
-// keeps. Version 7 gives each sample two blocks (LeNet's 256 samples make
-// 256 blocks of version 6, 0.65 of a wave).
+// The rows kernel for s: the kernel (null where it does not take s), its
+// chunk of input channels, blocks a sample and threads. Each sample takes
+// two blocks (LeNet's 256 samples made 256 blocks, 0.65 of an H100's wave).
 template <bool relu, bool pooled, PoolKind kind>
 using RowsForwardKernel = void (*)(float*, float*, const float*, const float*, const float*, Geometry, PoolGeometry,
                                    int);
@@ -497,9 +402,9 @@ struct RowsForwardLaunch {
 };
 template <bool relu, bool pooled, PoolKind kind>
 RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
-    const int parts = conv2d_forward_version >= 7 && s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
-    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per), "rows_forward"};
-    if (conv2d_forward_version < 6 || s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
+    const int parts = s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per), "rows_forward_batched"};
+    if (s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
         return l;
     const int k = s.kh, p = s.pad, ow = s.ow();
@@ -509,31 +414,24 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
         l.chunk = evened_chunk(s.c, most);
         return true;
     };
-    // Version 9: the chunks staged in batches (rows_forward_batched).
-    const bool batch = conv2d_forward_version >= 9;
-    const auto pick = [&](auto split, auto whole, auto split_batched, auto whole_batched) {
-        l.kernel = batch ? (parts > 1 ? split_batched : whole_batched) : (parts > 1 ? split : whole);
-        if (batch) l.name = "rows_forward_batched";
-    };
+    const auto pick = [&](auto split, auto whole) { l.kernel = parts > 1 ? split : whole; };
     if (k == 5 && p == 0 && ow == 9 && fits(RowsForward<5, 0, 9>::XP, StagedFilters<5>::channel))
-        pick(rows_forward<5, 0, 9, relu, pooled, kind, true>, rows_forward<5, 0, 9, relu, pooled, kind, false>,
-             rows_forward_batched<5, 0, 9, relu, pooled, kind, true>,
+        pick(rows_forward_batched<5, 0, 9, relu, pooled, kind, true>,
              rows_forward_batched<5, 0, 9, relu, pooled, kind, false>);
     else if (k == 3 && p == 0 && ow == 7 && fits(RowsForward<3, 0, 7>::XP, StagedFilters<3>::channel))
-        pick(rows_forward<3, 0, 7, relu, pooled, kind, true>, rows_forward<3, 0, 7, relu, pooled, kind, false>,
-             rows_forward_batched<3, 0, 7, relu, pooled, kind, true>,
+        pick(rows_forward_batched<3, 0, 7, relu, pooled, kind, true>,
              rows_forward_batched<3, 0, 7, relu, pooled, kind, false>);
     return l;
 }
 
-// Version 10 of the forward, for LeNet's conv2 alone (5x5 filters, stride
-// 1, no padding, 13x13 inputs, input channels a multiple of 4, at most 50
-// output channels): version 8's sums in its order, bit for bit, with more of
+// The forward of LeNet's conv2 alone (5x5 filters, stride 1, no padding,
+// 13x13 inputs, input channels a multiple of 4, at most 50 output
+// channels): the rows kernel's sums in its order, bit for bit, with more of
 // them a thread and the loads of a chunk in flight while the one before is
-// summed. Version 8's thread summed one output row of one channel: 45 FFMA
-// for 6 shared-memory loads, and 15 warps a sample that all stopped at each
-// chunk's barrier while its copy, one load in flight at a time, came in.
-// Here:
+// summed. A thread of the rows kernel sums one output row of one channel:
+// 45 FFMA for 6 shared-memory loads, and 15 warps a sample that all stop at
+// each chunk's barrier while its copy, one load in flight at a time, comes
+// in. Here:
 // - a thread sums G = 2 output channels of one output row (18 sums in
 //   registers, thread = row * 25 + group): 90 FFMA for 9 loads (4 of 16
 //   bytes of the input row, 5 of 8 bytes, the two channels' taps), a block
@@ -548,11 +446,7 @@ RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
 //   current one, and stores them after: the copy's latency hides behind the
 //   sums, and the only stalls are two barriers a chunk.
 // The sums run over input channels, filter rows, filter columns, then add
-// the bias, as version 8's; ReLU and the pooling after it as there.
-//
-// Version 12 runs the same kernel with G = 1 (rows_forward_tiled_single): a
-// thread one output channel of one row, 450 threads (15 warps) a sample
-// where version 10 has 225 in 8 (its last warp one thread); the same sums.
+// the bias, as the rows kernel's; ReLU and the pooling after it as there.
 template <int G_>
 struct TiledRows {
     static constexpr int K = 5, KK = K * K, H = 13, OW = H - K + 1, G = G_, CH = 4;
@@ -590,7 +484,7 @@ struct TiledRows {
     // Stores a chunk from registers: filter tap r (channel, row, column
     // within the chunk) of output channel co at sw[r * OCP + co]; input value
     // e (channel, row, column) at sx[(channel * H + row) * XS + column]; each
-    // an operand (rounded to TF32 with --tf32, from tf32 version 3).
+    // an operand of g's arithmetic (FP32: as it is).
     __device__ static void store_chunk(float* sw, float* sx, const Chunk& from, bool tf32) {
         const int t = int(threadIdx.x);
 #pragma unroll
@@ -680,10 +574,6 @@ __device__ inline void rows_forward_tiled_sums(float* staged, float* y, float* p
     pool_staged_planes<kind, OW>(pooled_y, staged, sample, g, pg, 0, g.oc, plane);
 }
 
-// Version 10's kernel, and version 12's (named apart, so that a profile
-// tells them apart). Two blocks of version 12's 480 threads fit a
-// multiprocessor's 65,536 registers at 64 a thread, as two of version 10's
-// 256 do at 104.
 template <bool relu, bool pooled, PoolKind kind>
 __global__ void __launch_bounds__(TiledRows<2>::threads)
     rows_forward_tiled(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
@@ -691,40 +581,22 @@ __global__ void __launch_bounds__(TiledRows<2>::threads)
     __shared__ __align__(16) float staged[TiledRows<2>::sw_floats + TiledRows<2>::sx_floats];
     rows_forward_tiled_sums<2, relu, pooled, kind>(staged, y, pooled_y, x, w, b, g, pg);
 }
-template <bool relu, bool pooled, PoolKind kind>
-__global__ void __launch_bounds__(TiledRows<1>::threads, 2)
-    rows_forward_tiled_single(float* y, float* pooled_y, const float* x, const float* w, const float* b, Geometry g,
-                              PoolGeometry pg) {
-    __shared__ __align__(16) float staged[TiledRows<1>::sw_floats + TiledRows<1>::sx_floats];
-    rows_forward_tiled_sums<1, relu, pooled, kind>(staged, y, pooled_y, x, w, b, g, pg);
-}
-
-// Whether version 10's kernel takes s (and x and w at 16-byte boundaries):
-// FP32, and from tf32 version 3 --tf32 too.
+// Whether the tiled kernel takes s (and x and w at 16-byte boundaries): FP32.
 bool rows_forward_tiled_fits(const ConvShape& s, const float* x, const float* w) {
     using T = TiledRows<2>;
-    return conv2d_forward_version >= 10 && (s.math == Math::fp32 || tf32_version >= 3) && s.n > 0 &&
+    return s.math == Math::fp32 && s.n > 0 &&
            s.stride == 1 && s.pad == 0 && s.kh == T::K && s.kw == T::K && s.h == T::H && s.w == T::H &&
            s.c % T::CH == 0 && s.oc <= T::OCP && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
            reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
 }
 
-
-// Runs version 6's, 7's, 9's, 10's or 12's forward, or tf32 version 4's, where one takes s; false where none does.
+// Runs the tiled or the rows kernel where one takes s; false where none does.
 template <bool relu, bool pooled, PoolKind kind = PoolKind::max>
 bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float* w, const float* b,
                          const ConvShape& s, PoolGeometry pg, cudaStream_t stream) {
-    if (conv::rows_forward_mma_fits(s)) {
-        conv::launch_rows_forward_mma(relu, pooled, kind, y, pooled_y, x, w, b, s, pg, stream);
-        return true;
-    }
     if (rows_forward_tiled_fits(s, x, w)) {
-        if (conv2d_forward_version >= 12)
-            launch::kernel("rows_forward_tiled_single", rows_forward_tiled_single<relu, pooled, kind>, unsigned(s.n),
-                           unsigned(TiledRows<1>::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
-        else
-            launch::kernel("rows_forward_tiled", rows_forward_tiled<relu, pooled, kind>, unsigned(s.n),
-                           unsigned(TiledRows<2>::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
+        launch::kernel("rows_forward_tiled", rows_forward_tiled<relu, pooled, kind>, unsigned(s.n),
+                       unsigned(TiledRows<2>::threads), stream, y, pooled_y, x, w, b, Geometry(s), pg);
         return true;
     }
     const auto l = rows_forward_kernel<relu, pooled, kind>(s);
@@ -734,7 +606,7 @@ bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float*
     return true;
 }
 
-// Version 3 of the forward product: split along k, the splits' partial sums
+// The forward product split along k, the splits' partial sums
 // in scratch added in split order by finish_splits, when its tiles would
 // leave a multiprocessor fewer than 4 blocks (LeNet's conv2 at batch 256:
 // 162 blocks of 64 x 128 for 132 multiprocessors, each walking k = 500 one
@@ -743,42 +615,29 @@ bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float*
 constexpr int forward_target_blocks = 4 * 132, forward_split_min_k = 128, forward_split_most = 8;
 int forward_splits(const ConvShape& s) {
     const int k = s.col_rows(), cols = s.n * s.col_cols();
-    if (conv2d_forward_version < 3 || cols <= 0 || k / forward_split_min_k < 2) return 1;
+    if (cols <= 0 || k / forward_split_min_k < 2) return 1;
     const long tiles = long(tiled::ceil_div(s.oc, 64)) * tiled::ceil_div(cols, 128);
     const long want = (forward_target_blocks + tiles - 1) / tiles;
-    const int splits =
-        int(std::clamp<long>(std::min<long>({want, k / forward_split_min_k, forward_split_most}), 1, forward_split_most));
-    return tiled::fit_waves(s.oc, cols, splits);
+    return int(std::clamp<long>(std::min<long>({want, k / forward_split_min_k, forward_split_most}), 1,
+                                forward_split_most));
 }
-// leave_splits (batch_norm 8, conv2d_forward_for_stats): a product split
-// along k stores its splits' partial sums in scratch and leaves them, for
-// the batch norm's statistics to add (the same StoreSplit product
-// gemm_splits runs before finish_splits).
 template <bool relu>
-UnfinishedConv forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
-                       cudaStream_t stream, bool leave_splits = false) {
-    if (direct_forward_fits(s)) {
-        launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
-        return {};
-    }
-    if (launch_rows_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream)) return {};
+void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+             cudaStream_t stream) {
+    if (direct_forward_fits(s)) return launch_direct_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream);
+    if (launch_rows_forward<relu, false>(y, nullptr, x, w, b, s, {}, stream)) return;
     const Geometry g(s);
     const int m = s.oc, n = s.n * s.col_cols(), k = s.col_rows(), splits = forward_splits(s);
-    const bool leave = leave_splits && splits > 1 && m > 0 && n > 0;
     const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
     with_unfold(x, g, [&](auto unfold) {
-        if (leave)
-            tiled::gemm(m, n, k, Weights{w, k}, unfold, tiled::StoreSplit{scratch, size_t(m) * n, n}, stream, splits,
-                        s.math);
-        else if (splits > 1)
+        if (splits > 1)
             tiled::gemm_splits(m, n, k, Weights{w, k}, unfold, out, Workspace{scratch, nullptr}, splits, stream, s.math);
         else
             tiled::gemm(m, n, k, Weights{w, k}, unfold, out, stream, 1, s.math);
     });
-    return leave ? UnfinishedConv{y, scratch, b, splits} : UnfinishedConv{};
 }
 
-// Version 4: a split forward product (version 3) with a ReLU and a pooling
+// A split forward product with a ReLU and a pooling
 // whose windows do not overlap after it (conv2d_forward_relu_pool; LeNet's
 // conv2) has its splits added by a kernel that pools too, instead of
 // finish_splits and then pool_forward: a thread a pooled output, which
@@ -824,9 +683,9 @@ __global__ void finish_splits_pool(float* y, float* pooled, const float* scratch
     }
 }
 
-// Whether version 4 runs conv2d_forward_relu_pool on shape s.
+// Whether finish_splits_pool runs conv2d_forward_relu_pool on shape s.
 bool pools_in_finish(const ConvShape& s, const PoolShape& ps) {
-    return conv2d_forward_version >= 4 && !direct_forward_fits(s) && forward_splits(s) > 1 && windows_apart(ps) &&
+    return !direct_forward_fits(s) && forward_splits(s) > 1 && windows_apart(ps) &&
            ps.out_size() > 0 && ps.out_size() < (size_t(1) << 31);
 }
 
@@ -853,12 +712,11 @@ void forward_relu_pool_split(float* y, float* pooled, const float* x, const floa
 
 // Scratch for forward_splits at this shape and at any smaller batch: splits
 // times oc x cols, where splits < target / tiles + 1 and tiles >= oc / 64 x
-// cols / 128 (whatever the version selected: the benchmark switches).
+// cols / 128.
 size_t conv::forward_split_floats(const ConvShape& s) {
     if (s.col_rows() / forward_split_min_k < 2) return 0;
     return size_t(64) * 128 * forward_target_blocks + size_t(s.oc) * s.n * s.col_cols();
 }
-
 
 int conv2d_forward_splits(const ConvShape& s) { return forward_splits(s); }
 
@@ -872,14 +730,7 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
     forward<true>(y, x, w, b, s, scratch, stream);
 }
 
-UnfinishedConv conv2d_forward_for_stats(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
-                                        float* scratch, cudaStream_t stream) {
-    return forward<false>(y, x, w, b, s, scratch, stream, batch_norm_version >= 8);
-}
-
-bool conv2d_forward_gathers(const ConvShape& s) {
-    return conv2d_forward_version >= 5 && direct_forward_fits(s);
-}
+bool conv2d_forward_gathers(const ConvShape& s) { return direct_forward_fits(s); }
 
 void conv2d_forward_relu_pool_gathered(float* y, float* pooled, const GatherSource& from, const float* w,
                                        const float* b, const ConvShape& s, PoolKind kind, const PoolShape& ps,

@@ -8,7 +8,6 @@
 #include "launch.cuh"
 #include "pool.cuh"
 #include "tiles.cuh"
-#include "versions.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -57,17 +56,6 @@ struct ColumnsOf {  // M^T (rows, k) of M (k, rows) stored row-major: along the 
     int rows;
     static constexpr bool k_fast = false;
     __device__ float operator()(int i, int kk) const { return p[size_t(kk) * rows + i]; }
-};
-// Version 11's, in the weight gradient's launch with the data gradient's:
-// ColumnsOf, each of a thread's loads read down its row of M^T (M's column,
-// tiles.cuh: SplitsColumns), as RowsOf reads B.
-struct ColumnsOfByRuns : ColumnsOf {
-    using Column = const float*;  // M's column i, from row 0
-    __device__ Column column(int i) const { return p + i; }
-    template <int N, int stride>
-    __device__ void load_run(Column c, int kk, int k_end, float* out) const {
-        load_down<N, stride>(c, size_t(rows), kk, k_end, out);
-    }
 };
 // Read down a column (tiles.cuh: SplitsColumns).
 struct RowsOf {  // M (k, cols) stored row-major: along the columns
@@ -193,12 +181,11 @@ __global__ void dense_bias_grad(float* db, const float* dy, int n, int out) {
     if (threadIdx.x == 0) db[o] += sum;
 }
 
-// Version 2 (versions.hpp: "dense") splits each product along k through
-// scratch where that fills the GPU better (tiles.cuh: gemm_split).
+// Each product split along k through scratch where that fills the GPU
+// better (tiles.cuh: gemm_split).
 template <class A, class B, class Out>
 void product(int m, int n, int k, A a, B b, Out out, Workspace ws, cudaStream_t stream, Math math) {
-    if (dense_version >= 2) tiled::gemm_split(m, n, k, a, b, out, ws, stream, math);
-    else tiled::gemm(m, n, k, a, b, out, stream, 1, math);
+    tiled::gemm_split(m, n, k, a, b, out, ws, stream, math);
 }
 
 template <bool relu>
@@ -209,7 +196,7 @@ void forward(float* y, const float* x, const float* w, const float* b, int n, in
 }
 
 // dense_softmax_cross_entropy's scratch: each sample's loss, then each
-// group's sums of [dw | db] and (db_before) of dx's columns.
+// group's sums of [dw | db] (and room for as many of dx's columns).
 int dense_loss_groups(int n) { return tiled::ceil_div(n, dense_loss_group); }
 size_t dense_loss_scratch_floats(int n, int in, int classes) {
     if (!dense_loss_fits(n, in, classes)) return 0;
@@ -219,9 +206,8 @@ size_t dense_loss_scratch_floats(int n, int in, int classes) {
 }  // namespace
 
 // The products' scratch, the most any of them needs: the forward's, or the
-// backward's two (the weight gradient's with version 3's column of ones)
-// at once, as version 4 runs them.
-// With version 10, a layer whose forward the loss after it finishes
+// backward's two (the weight gradient's with its column of ones) at once,
+// as they run. A layer whose forward the loss after it finishes
 // (dense_forward_relu_for_loss) keeps its splits there while the loss's
 // scratch follows them: room for a loss of the most classes the loss
 // kernel takes.
@@ -245,7 +231,7 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
 UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const float* w, const float* b, int n, int in,
                                             int out, Workspace ws, cudaStream_t stream, Math math) {
     const int splits = n > 0 && out > 0 ? tiled::splits_to_fill(n, out, in) : 1;
-    if (dense_version < 10 || !dense_loss_runs(n, out, 1, math) || splits < 2) {
+    if (!dense_loss_runs(n, out, 1, math) || splits < 2) {
         forward<true>(y, x, w, b, n, in, out, ws, stream, math);
         return {};
     }
@@ -263,56 +249,36 @@ void product(const tiled::Product<A, B, Out>& p, Workspace ws, cudaStream_t stre
 }
 
 // The weight gradient's product: [dw | db] (out, in + 1) += dy^T (out, n)
-// . [x | 1] (n, in + 1) (version 3; not with --tf32, whose bias would be the
-// sum of rounded dy), else dw (out, in) += dy^T (out, n) . x (n, in) with db
-// from a kernel of its own (bias_kernel), or none where the loss's kernel
-// has added it (bias_added: tf32 version 10). Alone (run), or with the data
-// gradient's product pd in one launch (version 4, tiles.cuh: gemm_pair:
-// run_with) where pairs_with(pd) holds.
+// . [x | 1] (n, in + 1) (FP32; not with --tf32, whose bias would be the sum
+// of rounded dy), else dw (out, in) += dy^T (out, n) . x (n, in) with db
+// from a kernel of its own (bias_kernel). Alone (run), or with the data gradient's product pd in one
+// launch (tiles.cuh: gemm_pair: run_with).
 struct WeightGrad {
     float* db;
     const float* dy;
     int n, out;
-    bool bias_added;
     tiled::Product<ColumnsOf, RowsAndOnes, StoreWeightsAndBias> with_bias;
-    tiled::Product<ColumnsOfByRuns, RowsAndOnes, StoreWeightsAndBias> with_bias_by_runs;  // (version 11, paired)
     tiled::Product<ColumnsOf, RowsOf, tiled::StoreMatrix> plain;
     bool bias_in_product;
 
-    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, Math math,
-               bool bias_added)
-        : db(db), dy(dy), n(n), out(out), bias_added(bias_added),
+    WeightGrad(float* dw, float* db, const float* dy, const float* x, int n, int in, int out, Math math)
+        : db(db), dy(dy), n(n), out(out),
           with_bias{out, in + 1, n, {dy, out}, {x, in}, {dw, db, in}},
-          with_bias_by_runs{out, in + 1, n, {{dy, out}}, {x, in}, {dw, db, in}},
           plain{out, in, n, {dy, out}, {x, in}, {dw, in, true}},
-          bias_in_product(dense_version >= 3 && math == Math::fp32) {
-        if (bias_added && bias_in_product)
-            throw std::invalid_argument("dense_backward: the bias's gradient is added already, yet this version's "
-                                        "weight-gradient product adds it too");
+          bias_in_product(math == Math::fp32) {
     }
 
     void bias_kernel(cudaStream_t stream) const {
-        if (!bias_in_product && !bias_added) dense_backward_bias(db, dy, n, out, stream);
+        if (!bias_in_product) dense_backward_bias(db, dy, n, out, stream);
     }
     void run(Workspace ws, cudaStream_t stream, Math math) const {
         if (bias_in_product) product(with_bias, ws, stream, math);
         else product(plain, ws, stream, math);
     }
-    // (From version 4 on, FP32 has the bias column and --tf32 not. From
-    // version 9 on, the two share a launch with gemm_split 1 too, their
-    // splits added by one kernel after it.)
-    template <class Store>
-    bool pairs_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, Math math) const {
-        if (dense_version < 4) return false;
-        const bool by_kernel = dense_version >= 9;
-        return math == Math::fp32 ? tiled::pair_fits(with_bias, pd, ws, math, by_kernel)
-                                  : tiled::pair_fits(plain, pd, ws, math, by_kernel);
-    }
     template <class Store>
     void run_with(const tiled::Product<RowMajor, RowsOf, Store>& pd, Workspace ws, cudaStream_t stream,
                   Math math) const {
         if (math == Math::tf32) tiled::gemm_pair<Math::tf32>(plain, pd, ws, stream);
-        else if (dense_version >= 11) tiled::gemm_pair<Math::fp32>(with_bias_by_runs, pd, ws, stream);
         else tiled::gemm_pair<Math::fp32>(with_bias, pd, ws, stream);
     }
 };
@@ -321,28 +287,25 @@ struct WeightGrad {
 // (out, in), stored by `store`: the products of dense_backward.
 template <class Store>
 void backward(float* dw, float* db, const float* dy, const float* x, const float* w, int n, int in, int out,
-              bool with_data, Store store, Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
+              bool with_data, Store store, Workspace ws, cudaStream_t stream, Math math) {
     if (n <= 0) return;  // no samples: nothing to add, and dx has no rows
-    const WeightGrad wg(dw, db, dy, x, n, in, out, math, bias_added);
+    const WeightGrad wg(dw, db, dy, x, n, in, out, math);
     wg.bias_kernel(stream);
     if (!with_data) return wg.run(ws, stream, math);
     const tiled::Product<RowMajor, RowsOf, Store> pd{n, in, out, {dy, out}, {w, in}, store};
-    if (wg.pairs_with(pd, ws, math)) return wg.run_with(pd, ws, stream, math);
-    wg.run(ws, stream, math);
-    product(pd, ws, stream, math);
+    wg.run_with(pd, ws, stream, math);
 }
 
 }  // namespace
 
 void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                    int in, int out, Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
-    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, tiled::StoreMatrix{dx, in, false}, ws, stream, math,
-             bias_added);
+                    int in, int out, Workspace ws, cudaStream_t stream, Math math) {
+    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, tiled::StoreMatrix{dx, in, false}, ws, stream, math);
 }
 
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
-                         int in, int out, Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
-    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, StoreMasked{dx, x, in}, ws, stream, math, bias_added);
+                         int in, int out, Workspace ws, cudaStream_t stream, Math math) {
+    backward(dw, db, dy, x, w, n, in, out, dx != nullptr, StoreMasked{dx, x, in}, ws, stream, math);
 }
 
 void dense_backward_bias(float* db, const float* dy, int n, int out, cudaStream_t stream) {
@@ -352,46 +315,30 @@ void dense_backward_bias(float* db, const float* dy, int n, int out, cudaStream_
 
 void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                          const float* w, int n, int in, int out, const float* y, PoolKind kind, const PoolShape& ps,
-                         Workspace ws, cudaStream_t stream, Math math, bool bias_added) {
+                         Workspace ws, cudaStream_t stream, Math math) {
     if (ps.n != n || size_t(in) * size_t(n) != ps.out_size())
         throw std::invalid_argument("dense_backward_pool: the dense layer's input is not the pooling's output");
-    // Version 5, where the windows do not overlap: the data gradient's
-    // product, writing grad_y, in the weight gradient's launch. Only that
-    // launch is compiled with this epilogue (the products of earlier
-    // versions, compiled with it too, made dense.cu's build more than twice
-    // as long): where the two cannot share a launch, the pooling keeps its
-    // kernel, as before version 5.
-    if (dense_version >= 5 && windows_apart(ps) && n > 0) {
+    // Where the windows do not overlap: the data gradient's product,
+    // writing grad_y, in the weight gradient's launch (only that launch is
+    // compiled with this epilogue). Otherwise the pooling keeps its kernel.
+    if (windows_apart(ps) && n > 0) {
         const PoolWindows windows{ps.k, ps.stride, ps.h, ps.w, ps.oh(), ps.ow()};
         const tiled::Product<RowMajor, RowsOf, StoreThroughPool> pd{
             n, in, out, {dy, out}, {w, in}, {grad_y, y, x, in, kind, windows}};
-        const WeightGrad wg(dw, db, dy, x, n, in, out, math, bias_added);
-        if (wg.pairs_with(pd, ws, math)) {
-            wg.bias_kernel(stream);
-            return wg.run_with(pd, ws, stream, math);
-        }
-        // Version 7, where they cannot (gemm_split 1): the data gradient's
-        // product split as gemm_split splits it, and its splits added by
-        // finish_splits through this epilogue, which stores grad_y in place
-        // of dx: no pooling kernel. (Unsplit, its own kernel would need the
-        // epilogue compiled in, so the pooling keeps its kernel.)
-        const int splits = tiled::splits_to_fill(n, in, out);
-        if (dense_version >= 7 && splits > 1) {
-            wg.bias_kernel(stream);
-            wg.run(ws, stream, math);
-            return tiled::gemm_splits_then_finish(pd.m, pd.n, pd.k, pd.a, pd.b, pd.out, ws, splits, stream, math);
-        }
+        const WeightGrad wg(dw, db, dy, x, n, in, out, math);
+        wg.bias_kernel(stream);
+        return wg.run_with(pd, ws, stream, math);
     }
-    dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math, bias_added);
+    dense_backward(dx, dw, db, dy, x, w, n, in, out, ws, stream, math);
     pool2d_backward_relu(grad_y, dx, y, x, kind, ps, stream);
 }
 
-// ---- The last dense layer and the loss, one launch (version 6) ----
+// ---- The last dense layer and the loss, one launch ----
 //
 // LeNet's last layer is 128 -> 10: at batch 256 each of its three products
-// is 0.3 MFLOP, yet version 5 runs them and the loss as 6 kernels (3 with
-// gemm_split 2), each waiting on the one before, most on a few blocks.
-// Version 6 runs them in one kernel, a block a sample:
+// is 0.3 MFLOP, yet as products and the loss it takes 6 kernels, each
+// waiting on the one before, most on a few blocks. Here they run in one
+// kernel, a block a sample (FP32):
 // 1. the logits, a warp a class: its lanes' products over the input, staged
 //    in shared memory, added by lane 0 in lane order; then the bias;
 // 2. thread 0: the softmax and the loss, and the gradient of the logits,
@@ -416,10 +363,9 @@ struct DenseLoss {
     int n, in, classes;
     bool relu_before;
     float* losses;      // scratch: n
-    float* group_sums;  // scratch: groups x classes x (in + 1), then (db_before) groups x in
+    float* group_sums;  // scratch: groups x classes x (in + 1)
     unsigned* tickets;  // groups + 1
-    UnfinishedDense before;  // (version 10) x's layer, where it is left for this kernel to finish
-    float* db_before;   // (tf32 version 10) x's layer's bias gradient, += the column sums of dx; or null
+    UnfinishedDense before;  // x's layer, where it is left for this kernel to finish
 };
 
 // Sample i's x into xs: loaded, or (d.before) finished as finish_splits
@@ -441,14 +387,9 @@ __device__ void dense_loss_input(const DenseLoss& d, int i, float* xs) {
     }
 }
 
-// Steps 1 to 3, the same in both kernels: the sample's logits, softmax,
-// loss and dlogits, and its dx. xs holds the sample's input, z and g its
-// logits and their gradient, for the step after. With tf32 (--tf32, from
-// tf32 version 5) each product's operands are rounded to TF32 as they are
-// read and multiplied on the FP32 units, as the CPU twin does: x and w for
-// the logits, dlogits and w for dx, dlogits and x for dw; the bias's
-// gradient sums dlogits as it is.
-template <bool tf32>
+// Steps 1 to 3: the sample's logits, softmax, loss and dlogits, and its
+// dx. xs holds the sample's input, z and g its logits and their gradient,
+// for the step after.
 __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[32], float* z, float* g) {
     constexpr int warps = launch::threads / 32;
     const int i = int(blockIdx.x), t = int(threadIdx.x), lane = t % 32, warp = t / 32;
@@ -457,7 +398,7 @@ __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[
     for (int c = warp; c < d.classes; c += warps) {
         const float* wc = d.w + size_t(c) * d.in;
         float s = 0.0f;
-        for (int j = lane; j < d.in; j += 32) s = fmaf(tiled::operand(xs[j], tf32), tiled::operand(wc[j], tf32), s);
+        for (int j = lane; j < d.in; j += 32) s = fmaf(xs[j], wc[j], s);
         lanes[warp][lane] = s;
         __syncwarp();
         if (lane == 0) {
@@ -489,8 +430,7 @@ __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[
     __syncthreads();
     for (int j = t; j < d.in; j += launch::threads) {
         float s = 0.0f;
-        for (int c = 0; c < d.classes; ++c)
-            s = fmaf(tiled::operand(g[c], tf32), tiled::operand(d.w[size_t(c) * d.in + j], tf32), s);
+        for (int c = 0; c < d.classes; ++c) s = fmaf(g[c], d.w[size_t(c) * d.in + j], s);
         d.dx[size_t(i) * d.in + j] = !d.relu_before || xs[j] > 0.0f ? s : 0.0f;
     }
 }
@@ -504,102 +444,44 @@ __device__ void dense_loss_total(const DenseLoss& d) {
     if (threadIdx.x == 0) *d.loss_sum += loss;
 }
 
-template <bool tf32>
-__global__ void dense_loss(DenseLoss d) {
-    constexpr int warps = launch::threads / 32;
-    __shared__ float xs[dense_loss_in_most];
-    __shared__ float lanes[warps][32];
-    __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
-    dense_loss_sample<tf32>(d, xs, lanes, z, g);
-    const int i = int(blockIdx.x), t = int(threadIdx.x);
-    const int row = d.in + 1;  // [dw | db]'s row: a class's weights, then its bias
-
-    const int group = i / dense_loss_group, first = group * dense_loss_group;
-    const int rows = d.n - first < dense_loss_group ? d.n - first : dense_loss_group, groups = int(gridDim.x + dense_loss_group - 1) / dense_loss_group;
-    if (!launch::last_to_arrive(&d.tickets[group], unsigned(rows))) return;
-    float* sums = d.group_sums + size_t(group) * d.classes * row;
-    for (int e = t; e < d.classes * row; e += launch::threads) {
-        const int c = e / row, j = e - c * row;
-        const bool weight = j < d.in;  // (the bias's column, 1s, sums dlogits as it is)
-        float s = 0.0f;
-        for (int r = first; r < first + rows; ++r) {
-            const float gr = __ldcg(d.dlogits + size_t(r) * d.classes + c);
-            const float xv = weight ? tiled::operand(__ldcg(d.x + size_t(r) * d.in + j), tf32) : 1.0f;
-            s = fmaf(tiled::operand(gr, tf32 && weight), xv, s);
-        }
-        sums[e] = s;
-    }
-    if (!launch::last_to_arrive(&d.tickets[groups], unsigned(groups))) return;
-    for (int e = t; e < d.classes * row; e += launch::threads) {
-        const int c = e / row, j = e - c * row;
-        float s = 0.0f;
-        for (int k = 0; k < groups; ++k) s += __ldcg(d.group_sums + size_t(k) * d.classes * row + e);
-        if (j < d.in) d.dw[size_t(c) * d.in + j] += s;
-        else d.db[c] += s;
-    }
-    dense_loss_total(d);
-}
-
-// Version 8: version 6's kernel spent most of its time (0.029 ms of an
-// H200 at LeNet's batch 256) in its two last-block sums, where each thread
-// adds 5 of the 1,290 values of [dw | db], each over 16 samples and then
-// over 16 groups, a load or two at a time: about 160 loads one after the
-// other, where a block waits on each. Here every load of a sum is issued
-// before the sum begins:
+// Step 4: summed a load or two at a time (each thread 5 of the 1,290
+// values of [dw | db], over 16 samples and then 16 groups), the last
+// blocks' sums took most of the kernel's time (0.029 ms of an H200 at
+// LeNet's batch 256): about 160 loads one after the other, where a block
+// waits on each. Here every load of a sum is issued before the sum begins:
 // - the last block of each group of dense_loss_wide_group samples stages
 //   the group's dlogits in shared memory, and a thread a column of [x | 1]
 //   loads the column's 32 values at once, then sums each class's product
 //   with it in sample order;
 // - the last group's block adds up to 4 of the values of [dw | db] at a
 //   time, each over the groups in group order, 8 groups' loads at once.
-// The logits, dlogits, loss and dx are version 6's, bit for bit; dw and db
-// are summed in groups of 32 samples instead of 16.
-// With db_before (tf32 version 10), the bias gradient of the dense layer
-// whose output x is, summed from dx as [dw | db] is from dlogits: each
-// group's column sums of dx in sample order (before its [dw | db]: after
-// them, nvcc gave the --tf32 kernel 80 registers instead of 64), then the
-// groups' in group order. That layer's backward then launches no kernel for
-// its bias, which --tf32 would (its product rounds dy; the bias sums it as
-// it is).
-template <bool tf32>
 __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) {
     constexpr int warps = launch::threads / 32, group_rows = dense_loss_wide_group;
     __shared__ float xs[dense_loss_in_most];
     __shared__ float lanes[warps][32];
     __shared__ float z[dense_loss_classes_most], g[dense_loss_classes_most];
     __shared__ float gs[group_rows][dense_loss_classes_most];  // the group's dlogits
-    dense_loss_sample<tf32>(d, xs, lanes, z, g);
+    dense_loss_sample(d, xs, lanes, z, g);
     const int i = int(blockIdx.x), t = int(threadIdx.x);
     const int row = d.in + 1, total = d.classes * row;  // [dw | db]: a row a class, its weights then its bias
 
     const int group = i / group_rows, first = group * group_rows;
     const int rows = min(d.n - first, group_rows), groups = (d.n + group_rows - 1) / group_rows;
     if (!launch::last_to_arrive(&d.tickets[group], unsigned(rows))) return;
-    float* bias_sums = d.group_sums + size_t(groups) * total;  // (db_before) groups x in, after every [dw | db]
-    if (d.db_before)
-        for (int j = t; j < d.in; j += launch::threads) {
-            const float* column = d.dx + size_t(first) * d.in + j;
-            float s = 0.0f;
-            for (int r = 0; r < rows; ++r) s += __ldcg(column + size_t(r) * d.in);
-            bias_sums[size_t(group) * d.in + j] = s;
-        }
     for (int e = t; e < rows * d.classes; e += launch::threads)
         gs[e / d.classes][e % d.classes] = __ldcg(d.dlogits + size_t(first) * d.classes + e);
     __syncthreads();
     float* sums = d.group_sums + size_t(group) * total;
     for (int j = t; j < row; j += launch::threads) {
-        const bool round = tf32 && j < d.in;  // (the bias's column, 1s, sums dlogits as it is)
         float xr[group_rows];
 #pragma unroll
         for (int r = 0; r < group_rows; ++r)
-            xr[r] = r >= rows  ? 0.0f
-                    : j < d.in ? tiled::operand(__ldcg(d.x + size_t(first + r) * d.in + j), tf32)
-                               : 1.0f;
+            xr[r] = r >= rows ? 0.0f : j < d.in ? __ldcg(d.x + size_t(first + r) * d.in + j) : 1.0f;
         for (int c = 0; c < d.classes; ++c) {
             float s = 0.0f;
 #pragma unroll
             for (int r = 0; r < group_rows; ++r)
-                if (r < rows) s = fmaf(tiled::operand(gs[r][c], round), xr[r], s);
+                if (r < rows) s = fmaf(gs[r][c], xr[r], s);
             sums[size_t(c) * row + j] = s;
         }
     }
@@ -632,12 +514,6 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide(DenseLoss d) 
             else d.db[c] += s[a];
         }
     }
-    if (d.db_before)
-        for (int j = t; j < d.in; j += launch::threads) {
-            float s = 0.0f;
-            for (int k = 0; k < groups; ++k) s += __ldcg(bias_sums + size_t(k) * d.in + j);
-            d.db_before[j] += s;
-        }
     dense_loss_total(d);
 }
 
@@ -649,17 +525,13 @@ bool dense_loss_fits(int n, int in, int classes) {
 }
 
 bool dense_loss_runs(int n, int in, int classes, Math math) {
-    return dense_version >= 6 && (math == Math::fp32 || tf32_version >= 5) && dense_loss_fits(n, in, classes);
-}
-
-bool dense_loss_sums_bias_before(Math math) {
-    return math == Math::tf32 && tf32_version >= 10 && dense_version >= 8;
+    return math == Math::fp32 && dense_loss_fits(n, in, classes);
 }
 
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
-                                 const UnfinishedDense& before, Math math, float* db_before) {
+                                 const UnfinishedDense& before, Math math) {
     if (!dense_loss_fits(n, in, classes) || !ws.tickets)
         throw std::invalid_argument("dense_softmax_cross_entropy: " + std::to_string(n) + " samples of " +
                                     std::to_string(in) + " inputs and " + std::to_string(classes) +
@@ -667,19 +539,12 @@ void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum
     if (before.y && (before.y != x || before.n != n || before.out != in || before.partial != ws.scratch))
         throw std::invalid_argument("dense_softmax_cross_entropy: the unfinished layer before is not the one whose "
                                     "output is x, or its partial sums are not at the start of the scratch");
-    if (db_before && !dense_loss_sums_bias_before(math))
-        throw std::invalid_argument("dense_softmax_cross_entropy: the bias gradient of the layer before is summed "
-                                    "here with --tf32 from tf32 version 10 and dense version 8, not in this run");
+    if (math != Math::fp32)
+        throw std::invalid_argument("dense_softmax_cross_entropy: FP32 alone (--tf32 runs the layer and the loss apart)");
     float* scratch = ws.scratch + before.floats();  // (0 floats when x is ready)
     const DenseLoss d{logits, dlogits,     loss_sum, labels,      dx,         dw,    db, x, w, b, n, in,
-                      classes, relu_before, scratch,  scratch + n, ws.tickets, before, db_before};
-    const bool tf32 = math == Math::tf32;
-    if (dense_version >= 8)
-        launch::kernel("dense_loss_wide", tf32 ? dense_loss_wide<true> : dense_loss_wide<false>, unsigned(n),
-                       launch::threads, stream, d);
-    else
-        launch::kernel("dense_loss", tf32 ? dense_loss<true> : dense_loss<false>, unsigned(n), launch::threads, stream,
-                       d);
+                      classes, relu_before, scratch,  scratch + n, ws.tickets, before};
+    launch::kernel("dense_loss_wide", dense_loss_wide, unsigned(n), launch::threads, stream, d);
 }
 
 }  // namespace dpt::cuda

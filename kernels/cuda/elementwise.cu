@@ -4,7 +4,6 @@
 // CPU twin: kernels/cpu/elementwise.cpp.
 #include "kernels.hpp"
 #include "launch.cuh"
-#include "versions.hpp"
 
 namespace dpt::cuda {
 namespace {
@@ -167,10 +166,6 @@ void copy(float* dst, const float* src, size_t count, cudaStream_t stream) {
 }
 
 void add_relu(float* acc, const float* other, size_t count, cudaStream_t stream) {
-    if (residual_version < 2) {
-        sum_into(acc, other, 1, count, stream);
-        return relu_forward(acc, acc, count, stream);
-    }
     if (count == 0) return;
     launch::kernel("add_relu_kernel", add_relu_kernel, launch::grid_for(count), launch::threads, stream, acc, other,
                    count);
@@ -178,12 +173,6 @@ void add_relu(float* acc, const float* other, size_t count, cudaStream_t stream)
 
 void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate,
                        cudaStream_t stream) {
-    if (residual_version < 2) {
-        relu_backward(dy, dy, y, count, stream);
-        if (accumulate) sum_into(d_other, dy, 1, count, stream);
-        else copy(d_other, dy, count, stream);
-        return;
-    }
     if (count == 0) return;
     launch::kernel("add_relu_backward_kernel", add_relu_backward_kernel, launch::grid_for(count), launch::threads,
                    stream, dy, d_other, y, count, accumulate);

@@ -1,12 +1,9 @@
 // tiles.cuh's GEMM on plain row-major matrices. No layer calls this: the
 // layers run tiled::gemm with loaders of their own (conv_*.cu, dense.cu). It
 // exists so the GPU tests can check the GEMM on its own, shape by shape,
-// against kernels/cpu/gemm.cpp's gemm(), and the layout of its shared
-// memory (gemm_stash_passes).
+// against kernels/cpu/gemm.cpp's gemm().
 #include "kernels.hpp"
 #include "tiles.cuh"
-
-#include <algorithm>
 
 namespace dpt::cuda {
 namespace {
@@ -37,36 +34,7 @@ void run(float* c, const float* a, const float* b, int m, int n, int k, bool acc
     tiled::gemm(m, n, k, RowsByK<ta>{a, m, k}, KByCols<tb>{b, k, n}, tiled::StoreMatrix{c, n, accumulate}, stream);
 }
 
-// gemm_stash_passes on tile T with core Core.
-template <class T, class Core>
-int stash_passes(bool right, bool k_fast) {
-    const int side = right ? T::BN : T::BM, stride = right ? Core::b_stride : Core::a_stride;
-    const int loads = side * T::BK / T::threads;
-    int most = 0;
-    for (int warp = 0; warp < T::threads / 32; ++warp)
-        for (int l = 0; l < loads; ++l) {
-            int in_bank[32] = {};
-            for (int lane = 0; lane < 32; ++lane) {
-                int index = 0, kk = 0;
-                tiled::operand_place(k_fast, side, T::BK, T::threads, warp * 32 + lane, l, index, kk);
-                most = std::max(most, ++in_bank[(kk * stride + index) % 32]);  // (32 distinct addresses)
-            }
-        }
-    return most;
-}
-
 }  // namespace
-
-int gemm_stash_passes(int tile_rows, bool right, bool k_fast, int version) {
-    int passes = 0;
-    tiled::with_tile(tile_rows, [&](auto tile) {
-        using T = decltype(tile);
-        tiled::with_fma_core<T>(version, [&](auto arithmetic) {
-            passes = stash_passes<T, typename decltype(arithmetic)::type>(right, k_fast);
-        });
-    });
-    return passes;
-}
 
 void gemm(float* c, const float* a, const float* b, int m, int n, int k, bool trans_a, bool trans_b,
           bool accumulate, cudaStream_t stream) {

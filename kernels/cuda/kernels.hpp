@@ -30,14 +30,6 @@ namespace dpt::cuda {
 void gemm(float* c, const float* a, const float* b, int m, int n, int k,
           bool trans_a, bool trans_b, bool accumulate, cudaStream_t stream);
 
-// The passes (shared-memory wavefronts) that the worst store of a warp takes
-// as version 2 of the GEMM core stashes a k-step of an operand, on the FP32
-// tile of `tile_rows` rows (32, 64 or 128) in GEMM core `version` (2, or 3 with
-// its padded rows): of A (`right` false) or B, read along k (`k_fast`) or
-// along the tile's side. 1: every thread of the warp in a bank of its own.
-// (For the tests: the layout the kernels use, worked out on the host.)
-int gemm_stash_passes(int tile_rows, bool right, bool k_fast, int version);
-
 // x (count, pixels) = images[index[i]] / 255, labels_out (count) = labels[index[i]].
 void gather_samples(float* x, int32_t* labels_out, const uint8_t* images,
                     const uint8_t* labels, const uint32_t* index, int count,
@@ -58,12 +50,11 @@ struct GatherSource {
 // partial sums of the weight gradient when it is split along the batch.
 size_t conv2d_scratch_floats(const ConvShape& s);
 // The longest sum that one product of s's weight gradient hands the tensor
-// cores (--tf32): the batch's output pixels, or one split of them, as the
-// selected version splits them. The tests' TF32 tolerance grows with it.
+// cores (--tf32): the batch's output pixels, or one split of them. The
+// tests' TF32 tolerance grows with it.
 int conv2d_weight_grad_depth(const ConvShape& s);
 // The splits along k of s's forward product and of its weight gradient's
-// product, as the selected versions split them (1: not split; tiles.cuh:
-// fit_waves for "waves").
+// product (1: not split).
 int conv2d_forward_splits(const ConvShape& s);
 int conv2d_weight_grad_splits(const ConvShape& s);
 
@@ -73,13 +64,13 @@ void conv2d_forward(float* y, const float* x, const float* w, const float* b,
 void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
                          const ConvShape& s, float* scratch, cudaStream_t stream);
 // y = conv2d_forward_relu(x), then pooled = pool2d_forward(y): one kernel
-// where the filter bank is small (version 2 of the forward), else the two.
+// where the filter bank is small or the rows kernels take s, else the two.
 // ps: the pooling's shape, whose input is y.
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
                               const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch,
                               cudaStream_t stream);
 // Whether conv2d_forward_relu_pool_gathered takes a first layer of shape s
-// (conv2d_forward version 5 on, where its direct kernel runs).
+// (where its direct kernel runs).
 bool conv2d_forward_gathers(const ConvShape& s);
 // conv2d_forward_relu_pool of from.x, which the kernel gathers as it stages
 // each image (and stores, with the labels, as gather_samples would), for
@@ -100,53 +91,33 @@ struct UnfinishedWeightGrad {
 // dx (n, c, h, w), overwritten. `weight`: a weight gradient left unfinished
 // just before (its slices in the scratch this call is handed): added first,
 // as finish_splits adds them, by the input gradient's own kernel where that
-// is the tiled rows kernel or, with --tf32 from tf32 version 7, the tensor
-// cores' (LeNet's conv2), else by finish_splits.
-// With `add`, dx += the input gradient instead (where
-// conv2d_backward_data_adds holds; a logic_error elsewhere).
+// is the tiled rows kernel (LeNet's conv2), else by finish_splits.
 void conv2d_backward_data(float* dx, const float* dy, const float* w,
                           const ConvShape& s, float* scratch, cudaStream_t stream,
-                          const UnfinishedWeightGrad& weight = {}, bool add = false);
-// Whether conv2d_backward_data can add s's input gradient to dx in its own
-// kernels (version 10: where they are input_grad_rows or gather_input_grad),
-// so that a layer whose input another layer reads too needs no sum_into.
-bool conv2d_backward_data_adds(const ConvShape& s, const float* w);
+                          const UnfinishedWeightGrad& weight = {});
 // dw (oc, c, kh, kw) += ..., db (oc) += ...
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                             const ConvShape& s, Workspace ws, cudaStream_t stream);
 // Whether conv2d_backward_weight_unfinished leaves s's slices to the input
-// gradient's kernel (version 13 of the weight gradient: LeNet's conv2, whose
-// input gradient runs on the tiled rows kernel, conv2d_backward_data 9; x
-// and w: the layer's input and weights, as the kernels take them).
+// gradient's kernel (LeNet's conv2, whose input gradient runs on the tiled
+// rows kernel; x and w: the layer's input and weights, as the kernels take
+// them).
 bool conv2d_backward_weight_leaves_slices(const ConvShape& s, const float* x, const float* w);
 // conv2d_backward_weight, but where conv2d_backward_weight_leaves_slices,
 // only the slices' kernel: the rest is returned, for the layer's input
-// gradient to add (conv2d_backward_data, conv2d_backward_data_weight_pool),
-// which must run next, on the same scratch. Elsewhere the whole gradient,
+// gradient to add (conv2d_backward_data), which must run next, on the same scratch. Elsewhere the whole gradient,
 // and an empty UnfinishedWeightGrad.
 UnfinishedWeightGrad conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x,
                                                        const ConvShape& s, Workspace ws, cudaStream_t stream);
 // The weight gradient of a convolution whose output y, after its ReLU, was
 // pooled (conv2d_forward_relu_pool), from the pooling's output gradient:
 // dy = pool2d_backward_relu(d_pooled), then conv2d_backward_weight. Where the
-// filter bank is small (version 3 of the weight gradient) the kernels read
+// filter bank is small the kernels read
 // dy through the pooling and leave the dy buffer alone; otherwise dy is
 // written on the way. For a first layer, which needs no data gradient.
 void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
                                  const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
                                  const PoolShape& ps, Workspace ws, cudaStream_t stream);
-// The input gradient of `next`, a convolution whose input is the pooling ps
-// of the convolution s (after its ReLU), into d_pooled
-// (conv2d_backward_data), then s's weight gradient from it
-// (conv2d_backward_weight_pool). Where s's filter bank is small and next's
-// stride is 1 (version 3 of backward-data), next's input gradient stays in
-// scratch as columns, which s's weight-gradient kernel gathers as it reads
-// them: no gather kernel, and d_pooled and dy are left alone.
-void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
-                                      const ConvShape& next, float* dw, float* db, float* dy, const float* x,
-                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                      const PoolShape& ps, Workspace ws, cudaStream_t stream,
-                                      const UnfinishedWeightGrad& next_weight = {});
 
 void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s,
                     cudaStream_t stream);
@@ -173,17 +144,14 @@ void dense_forward_relu(float* y, const float* x, const float* w, const float* b
                         int n, int in, int out, Workspace ws, cudaStream_t stream,
                         Math math = Math::fp32);
 // dw += dy^T . x; db += column sums of dy; dx = dy . w (skipped when null).
-// bias_added: db has them already (dense_softmax_cross_entropy's
-// db_before), so only dw and dx; refused where the weight gradient's
-// product adds the bias as a column (FP32).
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out,
-                    Workspace ws, cudaStream_t stream, Math math = Math::fp32, bool bias_added = false);
+                    Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 // dense_backward, then ReLU's backward mask on dx (x is the output of the
 // ReLU before the layer): dx = 0 where x <= 0.
 void dense_backward_relu(float* dx, float* dw, float* db, const float* dy,
                          const float* x, const float* w, int n, int in, int out,
-                         Workspace ws, cudaStream_t stream, Math math = Math::fp32, bool bias_added = false);
+                         Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 // db (out) += column sums of dy (n, out), dy as it is: the kernel that the
 // backward launches for the bias where its product does not sum it.
 void dense_backward_bias(float* db, const float* dy, int n, int out, cudaStream_t stream);
@@ -192,25 +160,20 @@ void dense_backward_bias(float* db, const float* dy, int n, int out, cudaStream_
 // pool2d_backward_relu of dx into grad_y, the gradient of y. Where the
 // pooling's windows do not overlap, grad_y is written without dx, which is
 // left alone: by the data gradient's product in the weight gradient's
-// launch (dense version 5; 9 with gemm_split 1 too), or by the kernel that
-// adds its splits (version 7); otherwise dx is written on the way.
+// launch; otherwise dx is written on the way.
 void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                          const float* w, int n, int in, int out, const float* y, PoolKind kind,
-                         const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32,
-                         bool bias_added = false);
+                         const PoolShape& ps, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 
 // A classifier's last dense layer, the softmax cross-entropy loss and the
-// layer's backward in one launch (dense version 6): logits (n, classes) =
+// layer's backward in one launch (FP32): logits (n, classes) =
 // x . w^T + b, dlogits and *loss_sum as softmax_cross_entropy makes them,
 // then dense_backward (relu_before: dense_backward_relu) from dlogits. The
 // shapes it takes: dense_loss_fits; its scratch: dense_scratch_floats. The
 // loss is summed in softmax_cross_entropy's order; the weight and bias
-// gradients by groups of dense_loss_group samples in sample order, then the
-// groups in order (groups of dense_loss_wide_group from dense version 8).
-// dense_loss_runs: whether training runs it (dense version 6 on, FP32 or,
-// from tf32 version 5, --tf32; shapes that fit), or the layer and the loss
-// one after the other. With Math::tf32 its products take TF32 operands, as
-// dense_forward's and dense_backward's do.
+// gradients by groups of dense_loss_wide_group samples in sample order,
+// then the groups in order. dense_loss_runs: whether training runs it (FP32,
+// shapes that fit), or the layer and the loss one after the other.
 constexpr int dense_loss_group = 16, dense_loss_wide_group = 32, dense_loss_classes_most = 32,
               dense_loss_in_most = 1024;
 bool dense_loss_fits(int n, int in, int classes);
@@ -218,7 +181,7 @@ bool dense_loss_runs(int n, int in, int classes, Math math);
 // A dense layer's forward with its ReLU, y = max(x . w^T + b, 0), whose
 // product split along k has stored its splits' partial sums but not added
 // them: the loss kernel that reads y adds them, the bias and the ReLU as
-// finish_splits would, and stores y on the way (dense version 10). y null:
+// finish_splits would, and stores y on the way. y null:
 // nothing is left to finish.
 struct UnfinishedDense {
     float* y = nullptr;             // (n, out)
@@ -227,7 +190,7 @@ struct UnfinishedDense {
     int splits = 0, n = 0, out = 0;
     size_t floats() const { return size_t(splits) * size_t(n) * size_t(out); }
 };
-// dense_forward_relu, but where version 10 splits the product and the loss
+// dense_forward_relu, but where the product is split and the loss
 // can take over (dense_loss_runs, out within dense_loss_in_most), only the product:
 // the rest is returned, for dense_softmax_cross_entropy. Otherwise the whole
 // forward, and an empty UnfinishedDense.
@@ -235,17 +198,10 @@ UnfinishedDense dense_forward_relu_for_loss(float* y, const float* x, const floa
                                             int out, Workspace ws, cudaStream_t stream, Math math = Math::fp32);
 // before: the layer whose y is x, left unfinished (its partial sums stay
 // in ws.scratch, and the loss's scratch follows them); empty: x is ready.
-// db_before: where dense_loss_sums_bias_before(math) (--tf32 from tf32
-// version 10, dense version 8 on), the bias gradient of the dense layer
-// whose output x is, += the column sums of dx (its dy), in groups of
-// samples as db; that layer's backward is then called with bias_added.
-// Null: left to that backward.
-bool dense_loss_sums_bias_before(Math math);
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
-                                 const UnfinishedDense& before = {}, Math math = Math::fp32,
-                                 float* db_before = nullptr);
+                                 const UnfinishedDense& before = {}, Math math = Math::fp32);
 
 void relu_forward(float* y, const float* x, size_t count, cudaStream_t stream);
 void relu_backward(float* dx, const float* dy, const float* y, size_t count,
@@ -266,8 +222,8 @@ void sum_into(float* acc, const float* staged, int parts, size_t count,
               cudaStream_t stream);
 // dst = src, count floats of device memory.
 void copy(float* dst, const float* src, size_t count, cudaStream_t stream);
-// A residual add with the ReLU after it, and its backward, as on the CPU
-// (versions.hpp: "residual").
+// A residual add with the ReLU after it, and its backward, as on the CPU:
+// one kernel each.
 void add_relu(float* acc, const float* other, size_t count, cudaStream_t stream);
 void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate,
                        cudaStream_t stream);
@@ -285,37 +241,19 @@ void sgd_update_checked(float* params, const float* grads, float scale, size_t c
 void wait_for_host(const unsigned long long* counter, unsigned long long target, cudaStream_t stream);
 
 // Batch normalisation, the halves of the CPU's (kernels/cpu/kernels.hpp):
-// per-channel sums in double in a fixed order (norm.cu). The sums may cut a
-// channel into slices across blocks (batch_norm version 2), which takes the
+// per-channel sums in double in a fixed order (norm.cu). The sums cut a
+// channel into slices across blocks, which takes the
 // workspace: batch_norm_scratch_floats of scratch and a ticket a channel;
 // without tickets, a block a channel.
 size_t batch_norm_scratch_floats(const NormShape& s);
-// A convolution's forward (no ReLU) whose product split along k has stored
-// its splits' partial sums but not added them: the statistics of the batch
-// norm after it add them and the bias as finish_splits would, store y on
-// the way, and sum y (batch_norm version 8). y null: nothing is left.
-struct UnfinishedConv {
-    float* y = nullptr;              // (n, oc, oh, ow)
-    const float* partial = nullptr;  // (splits, oc, n x oh x ow), at the start of the workspace's scratch
-    const float* b = nullptr;
-    int splits = 0;
-};
-// conv2d_forward, but where batch_norm version 8 takes over a product split
-// along k, only the product: the rest is returned, for batch_norm_stats.
-// Otherwise the whole forward, and an empty UnfinishedConv.
-UnfinishedConv conv2d_forward_for_stats(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
-                                        float* scratch, cudaStream_t stream);
-// before: the convolution whose y is x, left unfinished (its partial sums
-// stay at the start of ws.scratch; the sums' slices follow them).
-void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream,
-                      const UnfinishedConv& before = {});
-// relu: y = max(y, 0) too (a ReLU after the layer; from version 5 in the same kernel).
+void batch_norm_stats(float* stats, const float* x, const NormShape& s, Workspace ws, cudaStream_t stream);
+// relu: y = max(y, 0) too (a ReLU after the layer, in the same kernel).
 void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count, const float* gamma,
                         const float* beta, float eps, const NormShape& s, cudaStream_t stream, bool relu = false);
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s, Workspace ws, cudaStream_t stream);
 // A ReLU after the layer, whose output is relu_y: dy masked by it first, in
-// place (relu_backward's values; from version 6 by the sums' kernel).
+// place (relu_backward's values).
 void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
                                    const float* x, const float* saved, const NormShape& s, Workspace ws,
                                    cudaStream_t stream);
@@ -326,7 +264,7 @@ void batch_norm_inference(float* y, const float* x, const float* running, const 
 void batch_norm_update_running(float* running, const float* stats, double count, float momentum, int c,
                                cudaStream_t stream);
 // Every layer's running statistics in `layers` (at most running_updates_a_call):
-// a launch each, or from batch_norm version 4 one launch, a block a layer.
+// one launch, a block a layer.
 void batch_norm_update_running_all(const RunningUpdate* layers, int count, float momentum, cudaStream_t stream);
 
 // The layer kernels bound to one stream, for the model's passes (src/model/model.hpp).
@@ -339,11 +277,7 @@ struct KernelSet {
 
     static size_t conv2d_scratch_floats(const ConvShape& s) { return cuda::conv2d_scratch_floats(s); }
     void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
-                        float* scratch) {
-        if (y == stats_input) {
-            unfinished_conv = cuda::conv2d_forward_for_stats(y, x, w, b, s, scratch, stream);
-            return;
-        }
+                        float* scratch) const {
         cuda::conv2d_forward(y, x, w, b, s, scratch, stream);
     }
     void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
@@ -367,14 +301,6 @@ struct KernelSet {
     void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
         cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream, std::exchange(unfinished_weight, {}));
     }
-    // dx += s's input gradient, where the kernels can add it (true), else
-    // nothing (false: model.hpp stages it and adds it with sum_into).
-    static constexpr bool adds_input_grads = true;
-    bool conv2d_backward_data_add(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
-        if (!cuda::conv2d_backward_data_adds(s, w)) return false;
-        cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream, std::exchange(unfinished_weight, {}), true);
-        return true;
-    }
     void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                 const ConvShape& s, float* scratch) const {
         cuda::conv2d_backward_weight(dw, db, dy, x, s, workspace(scratch), stream);
@@ -390,13 +316,6 @@ struct KernelSet {
                                      const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
                                      const PoolShape& ps, float* scratch) const {
         cuda::conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, workspace(scratch), stream);
-    }
-    void conv2d_backward_data_weight_pool(float* d_pooled, const float* next_dy, const float* next_w,
-                                          const ConvShape& next, float* dw, float* db, float* dy, const float* x,
-                                          const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                          const PoolShape& ps, float* scratch) {
-        cuda::conv2d_backward_data_weight_pool(d_pooled, next_dy, next_w, next, dw, db, dy, x, y, pooled, s, kind, ps,
-                                               workspace(scratch), stream, std::exchange(unfinished_weight, {}));
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);
@@ -429,46 +348,31 @@ struct KernelSet {
         }
         cuda::dense_forward_relu(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
-    // The bias gradient that the loss's kernel has added for the layer
-    // before it (db_before), until that layer's backward, which then
-    // leaves it alone (bias_added).
-    const float* bias_summed = nullptr;
-    bool bias_added(const float* db) {
-        if (!db || db != bias_summed) return false;
-        bias_summed = nullptr;
-        return true;
-    }
     void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, int n, int in, int out, float* scratch, Math math) {
-        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math, bias_added(db));
+                        const float* w, int n, int in, int out, float* scratch, Math math) const {
+        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
     }
     void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x,
-                             const float* w, int n, int in, int out, float* scratch, Math math) {
-        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math,
-                                  bias_added(db));
+                             const float* w, int n, int in, int out, float* scratch, Math math) const {
+        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
     }
     void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
                              const float* w, int n, int in, int out, const float* y, PoolKind kind,
-                             const PoolShape& ps, float* scratch, Math math) {
+                             const PoolShape& ps, float* scratch, Math math) const {
         cuda::dense_backward_pool(grad_y, dx, dw, db, dy, x, w, n, in, out, y, kind, ps, workspace(scratch), stream,
-                                  math, bias_added(db));
+                                  math);
     }
     // Whether the last layer, a dense one of these shapes, runs with the
     // loss (dense_softmax_cross_entropy; model.hpp: LastDense).
     bool fuses_loss(int n, int in, int classes) const {
         return tickets && dense_loss_runs(n, in, classes, math);
     }
-    // db_before: the bias gradient of the dense layer whose output x is, or
-    // null; the loss sums it where its kernel can (bias_summed).
     void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels,
                                      float* dx, float* dw, float* db, const float* x, const float* w, const float* b,
-                                     int n, int in, int classes, bool relu_before, float* db_before,
-                                     float* scratch) {
+                                     int n, int in, int classes, bool relu_before, float* scratch) {
         const UnfinishedDense before = unfinished.y == x ? std::exchange(unfinished, {}) : UnfinishedDense{};
-        if (!dense_loss_sums_bias_before(math)) db_before = nullptr;
         cuda::dense_softmax_cross_entropy(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes,
-                                          relu_before, workspace(scratch), stream, before, math, db_before);
-        bias_summed = db_before;
+                                          relu_before, workspace(scratch), stream, before, math);
     }
     void relu_forward(float* y, const float* x, size_t count) const { cuda::relu_forward(y, x, count, stream); }
     void relu_backward(float* dx, const float* dy, const float* y, size_t count) const {
@@ -483,14 +387,8 @@ struct KernelSet {
         cuda::add_relu_backward(dy, d_other, y, count, accumulate, stream);
     }
     static size_t batch_norm_scratch_floats(const NormShape& s) { return cuda::batch_norm_scratch_floats(s); }
-    // The input of a batch norm layer, while a training pass's forward
-    // writes it (Model::train): a convolution that writes it may leave its
-    // splits to the statistics (unfinished_conv).
-    const float* stats_input = nullptr;
-    UnfinishedConv unfinished_conv;
-    void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) {
-        const UnfinishedConv before = unfinished_conv.y == x ? std::exchange(unfinished_conv, {}) : UnfinishedConv{};
-        cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream, before);
+    void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) const {
+        cuda::batch_norm_stats(stats, x, s, workspace(scratch), stream);
     }
     void batch_norm_forward(float* y, float* saved, const float* x, const float* stats, double count,
                             const float* gamma, const float* beta, float eps, const NormShape& s, bool relu) const {

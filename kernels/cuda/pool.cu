@@ -8,17 +8,12 @@
 // Max pooling's backward finds the tap that each covering window credits by
 // scanning the window: with ResNet-18's overlapping 3x3 windows at stride 2
 // that is up to 4 windows of 9 loads each, for every input pixel, and the
-// kernel took 15 times the forward's time on an H200. Version 2 of "pool"
-// (versions.hpp) gives a thread a stride x stride tile of input pixels
-// instead (max_pool_backward_tiles): the windows that cover any of them
-// are scanned once each, in the order the CPU scatters them, and each
-// credits the tile's pixel it points at. Every pixel adds the same values
-// in the same order: the same bits, 9 loads a pixel there instead of 36.
+// kernel took 15 times the forward's time on an H200 (a thread a tile of
+// pixels, each window scanned once, is an experiment in dev/cuda/).
 #include "fastdiv.cuh"
 #include "kernels.hpp"
 #include "launch.cuh"
 #include "pool.cuh"
-#include "versions.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -64,70 +59,11 @@ __global__ void pool_backward(float* dx, const float* dy, const float* x, const 
     }
 }
 
-// Version 2, max pooling: thread i the tile (plane, ty, tx) of the input,
-// rows ty * stride ... and columns tx * stride ..., stride x stride pixels
-// where they lie inside the plane (at most tile_most on a side).
-constexpr int tile_most = 4;
-
-template <bool relu_mask>
-__global__ void max_pool_backward_tiles(float* dx, const float* dy, const float* x, const float* y, Geometry g,
-                                        int tiles_h, int tiles_w, FastDiv by_tiles_w, FastDiv by_tiles_h) {
-    const int count = g.planes * tiles_h * tiles_w;
-    for (const int i : launch::grid_stride(count)) {
-        const int row = by_tiles_w.div(i), tx = by_tiles_w.rest(i, row), plane = by_tiles_h.div(row),
-                  ty = by_tiles_h.rest(row, plane);
-        const int y0 = ty * g.stride, x0 = tx * g.stride;
-        const int rows = min(g.stride, g.h - y0), cols = min(g.stride, g.w - x0);
-        const float* xp = x + size_t(plane) * g.h * g.w;
-        const size_t outputs = size_t(plane) * g.oh * g.ow;
-        float grad[tile_most][tile_most];
-#pragma unroll
-        for (int r = 0; r < tile_most; ++r)
-#pragma unroll
-            for (int c = 0; c < tile_most; ++c) grad[r][c] = 0.0f;
-        // The windows covering the tile: those covering its first pixel's row
-        // through its last's, likewise columns.
-        const int oy_lo = first_covering(y0, g.k, g.stride), oy_hi = last_covering(y0 + rows - 1, g.stride, g.oh);
-        const int ox_lo = first_covering(x0, g.k, g.stride), ox_hi = last_covering(x0 + cols - 1, g.stride, g.ow);
-        for (int oy = oy_lo; oy <= oy_hi; ++oy)
-            for (int ox = ox_lo; ox <= ox_hi; ++ox) {
-                const int out = oy * g.ow + ox, base = oy * g.stride * g.w + ox * g.stride;
-                const int at = first_max_tap(xp + base, g.w, g.k, y[outputs + out]);
-                if (at < 0) continue;  // (a NaN window credits no pixel, as pooled_input_grad)
-                const int tap = base + at, tap_row = g.by_w.div(tap);
-                const int r = tap_row - y0, c = g.by_w.rest(tap, tap_row) - x0;
-                if (r < 0 || r >= rows || c < 0 || c >= cols) continue;
-                const float d = dy[outputs + out];
-                // (Constant indices, so that grad stays in registers.)
-#pragma unroll
-                for (int rr = 0; rr < tile_most; ++rr)
-#pragma unroll
-                    for (int cc = 0; cc < tile_most; ++cc)
-                        if (rr == r && cc == c) grad[rr][cc] += d;
-            }
-#pragma unroll
-        for (int r = 0; r < tile_most; ++r)
-#pragma unroll
-            for (int c = 0; c < tile_most; ++c)
-                if (r < rows && c < cols) {
-                    const int at = (y0 + r) * g.w + x0 + c;
-                    dx[size_t(plane) * g.h * g.w + at] = relu_mask && !(xp[at] > 0.0f) ? 0.0f : grad[r][c];
-                }
-    }
-}
-
 template <bool relu_mask>
 void backward(float* dx, const float* dy, const float* x, const float* y, PoolKind kind, const PoolShape& s,
               cudaStream_t stream) {
     if (s.in_size() == 0) return;
     const Geometry g(s);
-    if (kind == PoolKind::max && pool_version >= 2 && s.stride <= tile_most) {
-        const int tiles_h = (s.h + s.stride - 1) / s.stride, tiles_w = (s.w + s.stride - 1) / s.stride;
-        const size_t tiles = size_t(g.planes) * tiles_h * tiles_w;
-        launch::kernel("max_pool_backward_tiles", max_pool_backward_tiles<relu_mask>, launch::grid_for(tiles),
-                       launch::threads, stream, dx, dy, x, y, g, tiles_h, tiles_w, FastDiv(tiles_w), FastDiv(tiles_h));
-        return;
-    }
     const unsigned grid = launch::grid_for(s.in_size());
     if (kind == PoolKind::avg)
         launch::kernel("pool_backward", pool_backward<PoolKind::avg, relu_mask>, grid, launch::threads, stream,

@@ -7,13 +7,12 @@
 // its bias, apply ReLU and write NCHW in the same pass. (Launch settings and
 // block_sum, shared by every kernel, are in launch.cuh.)
 //
-// Tiles: a block of 256 threads computes a 64x64 tile of C, 16 columns of
-// A and rows of B at a time, staged in shared memory; each thread keeps a
-// 4x4 block of C in registers, at rows ty + 16r and columns tx + 16c so that
-// a warp reads consecutive shared-memory words (no bank conflicts) and writes
-// consecutive columns. A loader declares k_fast when its consecutive
-// addresses run along k, so the tile is loaded with consecutive threads
-// stepping along k (coalesced reads) rather than along the rows.
+// Tiles: a block computes a tile of C of 32, 64 or 128 rows by 128 columns
+// (chosen per product by its m), 8 columns of A and rows of B at a time,
+// double-buffered in shared memory; each thread keeps 8 x 8 (4 x 8) results
+// in registers. A loader declares k_fast when its consecutive addresses run
+// along k, so the tile is loaded with consecutive threads stepping along k
+// (coalesced reads) rather than along the rows.
 //
 // A long k with few tiles (the weight gradients: k is the batch's pixels)
 // is split over blockIdx.z; each split hands its partial sum to the epilogue
@@ -30,7 +29,6 @@
 #include "launch.cuh"
 #include "shapes.hpp"
 #include "splits.hpp"
-#include "versions.hpp"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 #include <mma.h>
@@ -39,18 +37,12 @@
 
 namespace dpt::cuda::tiled {
 
-constexpr int BM = 64, BN = 64, BK = 16, threads = 256;  // threads: one GEMM block (16 x 16, 4 x 4 results each)
+// The tile by which splits_for counts a product's tiles (64 x 64: a
+// function of the shape alone, whatever tile the product then runs on).
+constexpr int BM = 64, BN = 64;
 // Enough blocks to fill an H100's 132 multiprocessors about twice. A fixed
 // number, not the device's, so every GPU splits (and rounds) the same way.
 constexpr int target_blocks = 256;
-
-// An epilogue that finishes its tile once the whole tile is stored (its
-// finish_tile runs after the last result is handed over): those of products
-// split along k whose last split adds the partial sums (StoreSplitAndFinish).
-template <class Out, class = void>
-struct FinishesTiles : std::false_type {};
-template <class Out>
-struct FinishesTiles<Out, std::void_t<decltype(Out::finishes_tiles)>> : std::bool_constant<Out::finishes_tiles> {};
 
 // Where a block stands in its product's grid of tiles: column x and row y
 // of tiles, split z along k, and the grid's columns and splits. A product
@@ -64,58 +56,6 @@ struct TileAt {
     __device__ int tile() const { return y * columns + x; }  // of those sharing a split
 };
 
-template <class A, class B, class Out>
-__global__ void __launch_bounds__(threads) gemm_kernel(int m, int n, int k, int k_per_split, A a, B b, Out out) {
-    __shared__ float as[BK][BM + 4];  // as[kk][i] = A(row0 + i, k0 + kk)
-    __shared__ float bs[BK][BN + 4];  // bs[kk][j] = B(k0 + kk, col0 + j)
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const int k_begin = blockIdx.z * k_per_split;
-    const int k_end = min(k, k_begin + k_per_split);
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-
-    float acc[4][4] = {};
-    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-#pragma unroll
-        for (int l = 0; l < BM * BK / threads; ++l) {
-            const int e = threadIdx.x + l * threads;
-            const int i = A::k_fast ? e / BK : e % BM, kk = A::k_fast ? e % BK : e / BM;
-            const int gi = row0 + i, gk = k0 + kk;
-            as[kk][i] = gi < m && gk < k_end ? a(gi, gk) : 0.0f;
-        }
-#pragma unroll
-        for (int l = 0; l < BN * BK / threads; ++l) {
-            const int e = threadIdx.x + l * threads;
-            const int j = B::k_fast ? e / BK : e % BN, kk = B::k_fast ? e % BK : e / BN;
-            const int gj = col0 + j, gk = k0 + kk;
-            bs[kk][j] = gj < n && gk < k_end ? b(gk, gj) : 0.0f;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float av[4], bv[4];
-#pragma unroll
-            for (int r = 0; r < 4; ++r) av[r] = as[kk][ty + 16 * r];
-#pragma unroll
-            for (int c = 0; c < 4; ++c) bv[c] = bs[kk][tx + 16 * c];
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) acc[r][c] += av[r] * bv[c];
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const int i = row0 + ty + 16 * r, j = col0 + tx + 16 * c;
-            if (i < m && j < n) out(int(blockIdx.z), i, j, acc[r][c]);
-        }
-    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(TileAt::of_block(), row0, col0);
-}
-
-// ---- Version 2 of the GEMM core (versions.hpp: "gemm") ----
-//
 // A tile of BM x BN results a block, chosen per product by its m (32, 64 or
 // 128 rows; 128 columns), BK = 8 of k at a time. Each thread keeps TM x TN
 // results (8 x 8; 4 x 8 for 32-row tiles) in registers, in groups of 4 rows
@@ -134,7 +74,7 @@ using Tile128 = Tile<128, 128, 8, 8>;  // 256 threads
 using Tile64 = Tile<64, 128, 8, 8>;    // 128 threads
 using Tile32 = Tile<32, 128, 4, 8>;    // 128 threads
 
-// f(tile) for version 2's tile of `rows` rows.
+// f(tile) for the tile of `rows` rows.
 template <class F>
 void with_tile(int rows, F&& f) {
     if (rows == 32) f(Tile32{});
@@ -146,19 +86,12 @@ void with_tile(int rows, F&& f) {
 // column alone, worked out once per thread before the k loop (`column(j)`,
 // returning a `Column`), and a run of elements down that column
 // (`load_run<N, stride>(column, k, k_end, out)`: rows k, k + stride, ...).
-// Version 2 uses that where each thread's loads all fall in one column;
-// other operands are read as b(k, j). A left operand not along k may do the
-// same for its rows (`column(i)`: A's row i, a column of the matrix stored;
-// dense.cu: ColumnsOfByRuns), on tiles of at most `run_rows_most` rows where
-// it says so (conv_backward_data.cu: WeightColumnsByRuns).
+// The tiles use that where each thread's loads all fall in one column;
+// other operands are read as b(k, j).
 template <class L, class = void>
 struct SplitsColumns : std::false_type {};
 template <class L>
 struct SplitsColumns<L, std::void_t<typename L::Column>> : std::true_type {};
-template <class L, class = void>
-struct RunRowsMost : std::integral_constant<int, 1 << 30> {};
-template <class L>
-struct RunRowsMost<L, std::void_t<decltype(L::run_rows_most)>> : std::integral_constant<int, L::run_rows_most> {};
 
 // A right operand may need a table in shared memory that its loads read
 // (conv_forward.cu: UnfoldByTaps): `prepare()`, run by every thread of the block
@@ -171,7 +104,7 @@ struct PreparesTable<L, std::void_t<decltype(&L::prepare)>> : std::true_type {};
 // An operand read along k may split reading an element into what depends
 // on its row of A (column of B) alone (`fixed(index)`, returning a `Fixed`,
 // once per thread before the k loop), what depends on k alone (`step(k)`,
-// a `Step`, once a k-step), and the rest (`load(fixed, step)`). Version 2
+// a `Step`, once a k-step), and the rest (`load(fixed, step)`). The tiles
 // uses that where all of a thread's loads of the operand fall at one k.
 template <class L, class = void>
 struct SplitsAlongK : std::false_type {};
@@ -195,16 +128,7 @@ __device__ constexpr int spread_index(int slot, int r) {
     return (r / 4) * (extent / (T / 4)) + slot * 4 + r % 4;
 }
 
-// Whether a loader of SplitsAlongK takes the edge's test into its own
-// (load_if(wanted, fixed, step): its element where `wanted`, else 0), so that
-// an element is one predicate and not a branch past the edge and another
-// in the loader (conv_backward_weight.cu: UnfoldTransposedPredicated).
-template <class L, class = void>
-struct LoadsIf : std::false_type {};
-template <class L>
-struct LoadsIf<L, std::void_t<decltype(&L::load_if)>> : std::true_type {};
-
-// Where load l of thread t of a version-2 tile falls in an operand's tile of
+// Where load l of thread t of a tile falls in an operand's tile of
 // `side` x BK: its place along the side (index) and along k (kk).
 // Consecutive threads step along k where the loader's addresses run along k
 // (k_fast), so that a warp's global loads are runs; else along the side.
@@ -220,7 +144,7 @@ struct FixedParts {
     typename L::Fixed at[N];
 };
 
-// One operand of a version-2 tile: A(index, k) when `is_a`, else
+// One operand of a tile: A(index, k) when `is_a`, else
 // B(k, index); `side` is the tile's extent along index (BM or BN). Where
 // each of a thread's loads falls (consecutive threads step along k where
 // the loader's addresses run along k), a k-step's loads into registers, and
@@ -261,8 +185,7 @@ struct Operand {
                 int index, unused;
                 at(l, index, unused);
                 const bool wanted = origin + index < limit && k0 + kk < k_end;
-                if constexpr (LoadsIf<L>::value) r[l] = op.load_if(wanted, f.at[l], step);
-                else r[l] = wanted ? op.load(f.at[l], step) : 0.0f;
+                r[l] = wanted ? op.load(f.at[l], step) : 0.0f;
             }
         } else {
 #pragma unroll
@@ -284,26 +207,13 @@ struct Operand {
     }
 };
 
-// Version 2's arithmetic, FP32 on the CUDA cores: each thread's TM x TN
-// results in registers, from 4-float shared-memory reads.
-//
-// Its shared-memory rows (one a kk) are packed in version 2, and padded by
-// `pad` floats in version 3. Packed, a k-step's stores of an operand read
-// along k (k_fast: weights, dy, the unfolded input of a weight gradient)
-// fall in 4 of the 32 banks: a warp's 32 stores are 8 values of kk at each
-// of 4 places along the side, and with rows of 64 or 128 floats (whole
-// multiples of the 32 banks) the 8 kk of a place share one bank, so each
-// store takes 8 passes (wavefronts) where 1 would do. Padded by 4, kk's
-// row starts 4 banks after kk - 1's, and the 32 stores fall in 32 banks. The reads stay within one row, 4
-// consecutive floats at a 16-byte boundary, as before; the same elements,
-// the same sums, the same bits. (Tf32Core pads its rows for its fragments.)
-// The padding of version 3's rows.
-constexpr int padded_rows = 4;
-template <class T, int pad = 0>
+// The FP32 arithmetic on the CUDA cores: each thread's TM x TN results in
+// registers, from 4-float shared-memory reads. (Tf32Core pads its rows for
+// its fragments.)
+template <class T>
 struct FmaCore {
-    static_assert(pad % 4 == 0, "rows padded by whole 16-byte groups, for the 4-float reads");
     static constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN;
-    static constexpr int a_stride = BM + pad, b_stride = BN + pad;  // shared-memory rows
+    static constexpr int a_stride = BM, b_stride = BN;  // shared-memory rows
     float acc[TM][TN] = {};
 
     __device__ static void round(float*, int) {}
@@ -427,15 +337,7 @@ struct Arithmetic {
     using type = Core;
 };
 
-// f(Arithmetic<the FP32 core of GEMM version `version`>{}) on tile T:
-// packed rows to version 2, padded from version 3.
-template <class T, class F>
-void with_fma_core(int version, F&& f) {
-    if (version >= 3) f(Arithmetic<FmaCore<T, padded_rows>>{});
-    else f(Arithmetic<FmaCore<T>>{});
-}
-
-// The shared memory a version-2 tile stages its operands in, two k-steps of
+// The shared memory a tile stages its operands in, two k-steps of
 // each: as[buf][kk][i] = A(row0 + i, k0 + kk), bs[buf][kk][j] = B(k0 + kk, col0 + j).
 template <class T, class Core>
 struct Staged {
@@ -467,29 +369,13 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
         if constexpr (one_column) return b.column(col0 + my_column);
         else return 0;
     }();
-    // The same for A's loads where A is read down k a row at a time.
-    constexpr bool one_row = !A::k_fast && threads % BM == 0 && SplitsColumns<A>::value && BM <= RunRowsMost<A>::value;
-    const int my_row = threadIdx.x % BM;
-    [[maybe_unused]] const auto row = [&] {
-        if constexpr (one_row) return a.column(row0 + my_row);
-        else return 0;
-    }();
     if constexpr (PreparesTable<B>::value) {
         b.prepare();
         __syncthreads();
     }
     float ra[a_loads], rb[b_loads];
     auto fetch = [&](int k0) {
-        if constexpr (one_row) {  // columns threadIdx.x / BM + l * (threads / BM) of the tile
-            if (row0 + my_row < m) {
-                a.template load_run<a_loads, threads / BM>(row, k0 + int(threadIdx.x) / BM, k_end, ra);
-            } else {
-#pragma unroll
-                for (int l = 0; l < a_loads; ++l) ra[l] = 0.0f;
-            }
-        } else {
-            OpA::fetch(a, a_fixed, ra, row0, m, k0, k_end);
-        }
+        OpA::fetch(a, a_fixed, ra, row0, m, k0, k_end);
         if constexpr (one_column) {  // rows threadIdx.x / BN + l * (threads / BN) of the tile
             if (col0 + my_column < n) {
                 b.template load_run<b_loads, threads / BN>(column, k0 + int(threadIdx.x) / BN, k_end, rb);
@@ -524,11 +410,10 @@ __device__ void gemm_tile(const TileAt& at, int m, int n, int k, int k_per_split
         buf ^= 1;
     }
     core.finish(out, at.z, m, n, row0, col0);
-    if constexpr (FinishesTiles<Out>::value) out.template finish_tile<BM, BN, threads>(at, row0, col0);
 }
 
 template <class T, class A, class B, class Out, class Core = FmaCore<T>>
-__global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>, int m, int n, int k, int k_per_split,
+__global__ void __launch_bounds__(T::threads) gemm_kernel(T, Arithmetic<Core>, int m, int n, int k, int k_per_split,
                                                               A a, B b, Out out) {  // (T: the tile, also by value,
                                                                                     // so that a launch's signature
                                                                                     // names it)
@@ -540,7 +425,7 @@ __global__ void __launch_bounds__(T::threads) gemm_kernel_v2(T, Arithmetic<Core>
 // that only the last one is ragged.
 inline int split_length(int k, int splits, int bk) { return ceil_div(ceil_div(k, splits), bk) * bk; }
 
-// The rows of version 2's tile for a product of m rows, given the blocks a
+// The rows of the tile for a product of m rows, given the blocks a
 // tile of r rows would take (blocks(r)): the fewest rows that hold m, up to
 // 128; fewer when that leaves an H100's 132 multiprocessors without a block
 // each. (Every tile sums each result along k in the same order.)
@@ -551,65 +436,18 @@ int tile_rows(int m, const Blocks& blocks) {
     return 128;
 }
 
-// Version 2 of "waves" (versions.hpp): `splits`, the splits along k of an
-// (m, n) product that version 2 of the core runs, changed to fewer where
-// that takes less time by a count of whole waves: a launch of s splits
-// takes about ceil(blocks / wave) waves of blocks each k / s long, so s
-// goes to the count, at most s, with the least ceil(blocks / wave) / s (the
-// tile, and with it the wave, chosen again for each count, as gemm will).
-// A wave: an H100's 132 multiprocessors times the blocks of the product's
-// tile that one holds at the least (1 of 128 rows, 2 of 64, 3 of 32:
-// nvcc's kernels for sm_90 take up to 178 registers a thread of 256, 201
-// and 168 of 128; a kernel that takes fewer holds a multiple of these, or
-// nearly). On an H200, ResNet-18's 64-channel weight gradients ran 280
-// blocks of 64 rows, 1.06 waves: the last 16 blocks alone in a second one.
-// A function of the shape alone, as the splits are, so every GPU rounds
-// alike; fewer splits never need more scratch than the splits asked for.
-constexpr int wave_multiprocessors = 132;
-struct Waves {
-    long blocks, wave;
-};
-inline Waves waves_of(int m, int n, int splits) {
-    const int rows = tile_rows(m, [&](int r) { return long(ceil_div(m, r)) * ceil_div(n, 128) * splits; });
-    return {long(ceil_div(m, rows)) * ceil_div(n, 128) * splits,
-            long(wave_multiprocessors) * (rows == 128 ? 1 : rows == 64 ? 2 : 3)};
-}
-inline int fit_waves(int m, int n, int splits) {
-    if (waves_version < 2 || splits <= 1 || m <= 0 || n <= 0) return splits;
-    // Time, in waves a split of k: ceil(blocks / wave) / s, compared as
-    // the fraction waves / s.
-    const auto waves = [&](int s) {
-        const Waves w = waves_of(m, n, s);
-        return (w.blocks + w.wave - 1) / w.wave;
-    };
-    const Waves at = waves_of(m, n, splits);
-    const long tiles = at.blocks / splits, as_asked = (at.blocks + at.wave - 1) / at.wave;
-    int best = splits;
-    long best_waves = as_asked;
-    // The candidates: the most splits that fit each count of whole waves.
-    for (long j = 1; j < as_asked; ++j) {
-        const int s = int(std::clamp<long>(j * at.wave / tiles, 1, splits));
-        const long w = waves(s);
-        if (w * best < best_waves * s) best = s, best_waves = w;  // w / s < best_waves / best
-    }
-    // Only for a gain of 5% or more by this count, which leaves out what it
-    // cannot know from the shape (the blocks a multiprocessor that a kernel
-    // really holds; the adding of the splits).
-    return 20 * best_waves * splits <= 19 * as_asked * best ? best : splits;
-}
-
 template <class T, class A, class B, class Out>
-void gemm_v2(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits, Math math) {
+void gemm_on_tile(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits, Math math) {
     const int k_per_split = split_length(k, splits, T::BK);
     const dim3 grid(unsigned(ceil_div(n, T::BN)), unsigned(ceil_div(m, T::BM)), unsigned(splits));
     // (The same name for every core: the signature, which names the core, tells them apart.)
     const auto run = [&](auto arithmetic) {
         using Core = typename decltype(arithmetic)::type;
-        launch::kernel("gemm_kernel_v2", gemm_kernel_v2<T, A, B, Out, Core>, grid, T::threads, stream, T{},
+        launch::kernel("gemm_kernel", gemm_kernel<T, A, B, Out, Core>, grid, T::threads, stream, T{},
                        arithmetic, m, n, k, k_per_split, a, b, out);
     };
     if (math == Math::tf32) run(Arithmetic<Tf32Core<T>>{});
-    else with_fma_core<T>(gemm_version, run);
+    else run(Arithmetic<FmaCore<T>>{});
 }
 
 // Splits of k for an (m, n, k) product: enough to reach target_blocks, each
@@ -623,19 +461,12 @@ inline int splits_for(int m, int n, int k, int min_k = 256, int target = target_
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), in `splits` parts along k;
-// with Math::tf32 on the tensor cores, on version 2's tiles whatever the
-// version selected.
+// with Math::tf32 on the tensor cores.
 template <class A, class B, class Out>
 void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int splits = 1, Math math = Math::fp32) {
     if (m <= 0 || n <= 0) return;
-    if (gemm_version >= 2 || math == Math::tf32) {
-        const int rows = tile_rows(m, [&](int r) { return long(ceil_div(m, r)) * ceil_div(n, 128) * splits; });
-        with_tile(rows, [&](auto tile) { gemm_v2<decltype(tile)>(m, n, k, a, b, out, stream, splits, math); });
-        return;
-    }
-    const int k_per_split = split_length(k, splits, BK);
-    const dim3 grid(unsigned(ceil_div(n, BN)), unsigned(ceil_div(m, BM)), unsigned(splits));
-    launch::kernel("gemm_kernel", gemm_kernel<A, B, Out>, grid, threads, stream, m, n, k, k_per_split, a, b, out);
+    const int rows = tile_rows(m, [&](int r) { return long(ceil_div(m, r)) * ceil_div(n, 128) * splits; });
+    with_tile(rows, [&](auto tile) { gemm_on_tile<decltype(tile)>(m, n, k, a, b, out, stream, splits, math); });
 }
 
 // ---- A product split along k through scratch, for any epilogue ----
@@ -644,10 +475,8 @@ void gemm(int m, int n, int k, A a, B b, Out out, cudaStream_t stream, int split
 // k = 800 for LeNet's dense1 forward) leaves most multiprocessors idle and
 // each block waiting on one k-step's loads after another. Split along k,
 // the splits' partial sums go to scratch and are added in split order, each
-// result's sum handed to the product's own epilogue: by a kernel of their
-// own, finish_splits (version 1 of "gemm_split", versions.hpp), or in the
-// product's kernel by the last of each tile's blocks to store its partial
-// sums (version 2, StoreSplitAndFinish). The sums are the same either way.
+// result's sum handed to the product's own epilogue by a kernel of their
+// own, finish_splits.
 
 struct StoreSplit {  // split z's partial sum of C (m, n): scratch[z][i][j]
     float* scratch;
@@ -682,62 +511,28 @@ void add_splits(Out out, const float* scratch, int splits, int m, int n, cudaStr
                    scratch, splits, m, n);
 }
 
-// Stores a split's partial sums as StoreSplit does; then the last of a
-// tile's splits to store them (launch::last_to_arrive, a ticket a tile: the
-// order in which the splits finish varies from run to run, the sums do not)
-// adds the tile's partial sums in split order, as finish_splits does, and
-// hands them to `out`.
+// A product's epilogue that stores a split's partial sums as StoreSplit
+// does where the product is split, else hands each result to `out`.
 template <class Out>
-struct StoreSplitAndFinish {
+struct StoreSplitOr {
     StoreSplit partial;
     Out out;
-    unsigned* tickets;  // one a tile (TileAt::tile)
-    int m;
-    bool split = true;  // false: the product is not split, and each result goes straight to `out`
-    static constexpr bool finishes_tiles = true;
+    bool split = true;  // false: the product is not split
     __device__ void operator()(int z, int i, int j, float v) const {
         if (split) partial(z, i, j, v);
         else out(z, i, j, v);
-    }
-    template <int BM, int BN, int threads>
-    __device__ void finish_tile(const TileAt& at, int row0, int col0) const {
-        // (No tickets: a kernel of their own adds the splits, gemm_pair's finish_pair_splits.)
-        if (!split || !tickets || !launch::last_to_arrive(&tickets[at.tile()], unsigned(at.splits))) return;
-        for (int e = int(threadIdx.x); e < BM * BN; e += threads) {
-            const int i = row0 + e / BN, j = col0 + e % BN;
-            if (i >= m || j >= partial.n) continue;
-            const float* p = partial.scratch + size_t(i) * partial.n + j;
-            float sum = 0.0f;
-            for (int z = 0; z < at.splits; ++z) sum += __ldcg(p + size_t(z) * partial.size);
-            out(0, i, j, sum);
-        }
     }
 };
 
 // C (m, n) through `out` = A (m, k) . B (k, n) in `splits` parts along k,
 // their partial sums in ws.scratch (splits * m * n floats), added by
-// finish_splits (version 1 of "gemm_split"). Only finish_splits is compiled
-// with `out`: the product stores its partial sums.
-template <class A, class B, class Out>
-void gemm_splits_then_finish(int m, int n, int k, A a, B b, Out out, Workspace ws, int splits, cudaStream_t stream,
-                             Math math = Math::fp32) {
-    gemm(m, n, k, a, b, StoreSplit{ws.scratch, size_t(m) * n, n}, stream, splits, math);
-    add_splits(out, ws.scratch, splits, m, n, stream);
-}
-
-// The same, the partial sums added by the product's own blocks where
-// version 2 of "gemm_split" and the workspace's tickets allow.
+// finish_splits. Only finish_splits is compiled with `out`: the product
+// stores its partial sums.
 template <class A, class B, class Out>
 void gemm_splits(int m, int n, int k, A a, B b, Out out, Workspace ws, int splits, cudaStream_t stream,
                  Math math = Math::fp32) {
-    // (No tile is smaller than 32 x 64, so this many tickets suffice.)
-    const long most_tiles = long(ceil_div(m, 32)) * ceil_div(n, 64);
-    if (gemm_split_version >= 2 && ws.tickets && most_tiles <= workspace_tickets) {
-        const StoreSplit partial{ws.scratch, size_t(m) * n, n};
-        gemm(m, n, k, a, b, StoreSplitAndFinish<Out>{partial, out, ws.tickets, m}, stream, splits, math);
-        return;
-    }
-    gemm_splits_then_finish(m, n, k, a, b, out, ws, splits, stream, math);
+    gemm(m, n, k, a, b, StoreSplit{ws.scratch, size_t(m) * n, n}, stream, splits, math);
+    add_splits(out, ws.scratch, splits, m, n, stream);
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), split along k where that
@@ -758,7 +553,7 @@ void gemm_split(int m, int n, int k, A a, B b, Out out, Workspace ws, cudaStream
 // choose for the two together (every tile sums each result along k in the
 // same order, so each product's results are what it alone would give),
 // each split along k as gemm_split would split it, with its partial sums in
-// its own part of the scratch and its own tickets.
+// its own part of the scratch, added by one kernel after them.
 
 template <class A, class B, class Out>
 struct Product {  // C (m, n) through `out` = A (m, k) . B (k, n)
@@ -775,7 +570,7 @@ struct PlacedProduct {
     int m, n, k, k_per_split, columns, rows, splits;
     A a;
     B b;
-    StoreSplitAndFinish<Out> out;
+    StoreSplitOr<Out> out;
     __host__ __device__ int blocks() const { return columns * rows * splits; }
     __device__ TileAt at(int block) const {
         const int per_split = columns * rows;
@@ -784,11 +579,11 @@ struct PlacedProduct {
 };
 
 template <class T, class A, class B, class Out>
-PlacedProduct<A, B, Out> place(const Product<A, B, Out>& p, float* scratch, unsigned* tickets) {
+PlacedProduct<A, B, Out> place(const Product<A, B, Out>& p, float* scratch) {
     const int splits = p.m > 0 && p.n > 0 ? splits_to_fill(p.m, p.n, p.k) : 1;
     const StoreSplit partial{scratch, size_t(p.m) * p.n, p.n};
     return {p.m,    p.n,    p.k, split_length(p.k, splits, T::BK), ceil_div(p.n, T::BN), ceil_div(p.m, T::BM),
-            splits, p.a,    p.b, StoreSplitAndFinish<Out>{partial, p.out, tickets, p.m, splits > 1}};
+            splits, p.a,    p.b, StoreSplitOr<Out>{partial, p.out, splits > 1}};
 }
 
 template <class T, class Core, class P1, class P2>
@@ -799,8 +594,7 @@ __global__ void __launch_bounds__(T::threads) gemm_pair_kernel(T, Arithmetic<Cor
     else gemm_tile<T, Core>(p2.at(block - first), p2.m, p2.n, p2.k, p2.k_per_split, p2.a, p2.b, p2.out, staged);
 }
 
-// The splits of two products launched together by gemm_pair without
-// tickets, added as finish_splits adds them, both in one launch: the first
+// The splits of two products launched together by gemm_pair, added as finish_splits adds them, both in one launch: the first
 // product's results, then the second's (size 0: not split, and stored).
 template <class Out1, class Out2>
 __global__ void finish_pair_splits(Out1 out1, const float* scratch1, int splits1, size_t size1, int n1, Out2 out2,
@@ -812,13 +606,13 @@ __global__ void finish_pair_splits(Out1 out1, const float* scratch1, int splits1
 }
 
 template <class T, Math math, class A1, class B1, class Out1, class A2, class B2, class Out2>
-void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, bool tickets,
-                  cudaStream_t stream) {
+void gemm_pair_on_tile(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws,
+                       cudaStream_t stream) {
     using P1 = PlacedProduct<A1, B1, Out1>;
     using P2 = PlacedProduct<A2, B2, Out2>;
-    const P1 q1 = place<T>(p1, ws.scratch, tickets ? ws.tickets : nullptr);
+    const P1 q1 = place<T>(p1, ws.scratch);
     const size_t scratch1 = q1.splits > 1 ? size_t(q1.splits) * p1.m * p1.n : 0;
-    const P2 q2 = place<T>(p2, ws.scratch + scratch1, tickets ? ws.tickets + q1.columns * q1.rows : nullptr);
+    const P2 q2 = place<T>(p2, ws.scratch + scratch1);
     const unsigned blocks = unsigned(q1.blocks() + q2.blocks());
     if (blocks == 0) return;
     // (the same name for every core: the signature, which names the core, tells them apart)
@@ -828,8 +622,7 @@ void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& 
                        arithmetic, q1, q2);
     };
     if constexpr (math == Math::tf32) run(Arithmetic<Tf32Core<T>>{});
-    else with_fma_core<T>(gemm_version, run);
-    if (tickets) return;
+    else run(Arithmetic<FmaCore<T>>{});
     const size_t size1 = q1.splits > 1 ? size_t(p1.m) * p1.n : 0, size2 = q2.splits > 1 ? size_t(p2.m) * p2.n : 0;
     if (size1 + size2 == 0) return;
     launch::kernel("finish_pair_splits", finish_pair_splits<Out1, Out2>, launch::grid_for(size1 + size2),
@@ -837,33 +630,11 @@ void gemm_pair_v2(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& 
                    q2.splits, size2, p2.n);
 }
 
-// Whether gemm_pair's blocks can add their splits themselves: version 2 of
-// gemm_split, the workspace's tickets, and no more tiles than it has.
-template <class A1, class B1, class Out1, class A2, class B2, class Out2>
-bool pair_tickets_fit(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws) {
-    const long most_tiles = long(ceil_div(p1.m, 32)) * ceil_div(p1.n, 128) + long(ceil_div(p2.m, 32)) * ceil_div(p2.n, 128);
-    return gemm_split_version >= 2 && ws.tickets && most_tiles <= workspace_tickets;
-}
-
-// Whether gemm_pair can run p1 and p2 in one launch: version 2 of the GEMM
-// core (or --tf32's tiles), and either its blocks add their splits
-// (pair_tickets_fit) or the caller lets a kernel of their own add them
-// (finish_by_kernel).
-template <class A1, class B1, class Out1, class A2, class B2, class Out2>
-bool pair_fits(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, Math math,
-               bool finish_by_kernel = false) {
-    return (gemm_version >= 2 || math == Math::tf32) && (finish_by_kernel || pair_tickets_fit(p1, p2, ws));
-}
-
-// p1 and p2 in one launch (where pair_fits holds: the caller runs them one
-// after the other, with gemm_split, where it does not), on version 2 of the
-// GEMM core in arithmetic `math` (scratch: the two products'
-// split_scratch_floats added), their splits added by the blocks where
-// pair_tickets_fit holds, else by finish_pair_splits after them. Only the
-// arithmetic named is compiled.
+// p1 and p2 in one launch, in arithmetic `math` (scratch: the two products'
+// split_scratch_floats added), their splits added by finish_pair_splits
+// after them. Only the arithmetic named is compiled.
 template <Math math, class A1, class B1, class Out1, class A2, class B2, class Out2>
 void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2, Workspace ws, cudaStream_t stream) {
-    const bool tickets = pair_tickets_fit(p1, p2, ws);
     // The tile as gemm() chooses it, for the two products' blocks together.
     const auto blocks_of = [](int m, int n, int k, int rows) {
         return m > 0 && n > 0 ? long(ceil_div(m, rows)) * ceil_div(n, 128) * splits_to_fill(m, n, k) : 0L;
@@ -871,7 +642,7 @@ void gemm_pair(const Product<A1, B1, Out1>& p1, const Product<A2, B2, Out2>& p2,
     const int rows = tile_rows(std::max(p1.m, p2.m), [&](int r) {
         return blocks_of(p1.m, p1.n, p1.k, r) + blocks_of(p2.m, p2.n, p2.k, r);
     });
-    with_tile(rows, [&](auto tile) { gemm_pair_v2<decltype(tile), math>(p1, p2, ws, tickets, stream); });
+    with_tile(rows, [&](auto tile) { gemm_pair_on_tile<decltype(tile), math>(p1, p2, ws, stream); });
 }
 
 // The plain epilogue: C (m, n) row-major = value, or += when accumulating.

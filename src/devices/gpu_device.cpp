@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -38,7 +37,6 @@
 #include "cuda/check.hpp"
 #include "base/errors.hpp"
 #include "cuda/kernels.hpp"
-#include "cuda/versions.hpp"
 #include "devices/gpu.hpp"
 #include "devices/gpu_internal.hpp"
 #include "base/numbers.hpp"
@@ -408,7 +406,7 @@ class GpuDevice final : public Device {
                     kernels_.dense_softmax_cross_entropy(act_.logits(), act_.d_logits(), loss_sum_, act_.labels,
                                                          last->dx, last->dw, last->db, last->x, last->w, last->b,
                                                          loaded_, last->in, last->classes, last->relu_before,
-                                                         last->db_before, last->scratch);
+                                                         last->scratch);
                 else
                     cuda::softmax_cross_entropy(act_.d_logits(), loss_sum_, act_.logits(), act_.labels, loaded_,
                                                 model_.classes(), stream_);
@@ -420,8 +418,6 @@ class GpuDevice final : public Device {
         assert(!kernels_.gather.x && "the first convolution gathers the batch");
         assert(!kernels_.unfinished.y && "the loss finishes the dense layer it reads");
         assert(!kernels_.unfinished_weight.dw && "a layer's input gradient finishes its weight gradient");
-        assert(!kernels_.bias_summed && "the layer before the loss takes the bias gradient the loss summed");
-        assert(!kernels_.unfinished_conv.y && "a batch norm's statistics finish the convolution before it");
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     // A check asked for just before the update runs in the update's pass
@@ -729,37 +725,6 @@ class PinnedMemory final : public SharedHostMemory {
     std::vector<void*> blocks_;
 };
 
-// DPTRAIN_KERNEL_VERSIONS=launcher=version[,...]: train with other versions
-// of the CUDA launchers that have versions (kernels/cuda/versions.hpp), so
-// that whole epochs can be timed with each (bench/kernel_versions.sh); unset,
-// every launcher runs its default. Read before the replicas size their
-// scratch, which some versions need more of; said on stdout when set.
-void select_kernel_versions() {
-    const char* text = std::getenv("DPTRAIN_KERNEL_VERSIONS");
-    if (!text || !*text) return;
-    const auto known = [] {
-        std::string all;
-        for (const cuda::LauncherVersions& l : cuda::launcher_versions())
-            all += std::string(all.empty() ? "" : ", ") + l.launcher + " 1-" + std::to_string(l.versions.size()) +
-                   " (default " + std::to_string(l.trained) + ")";
-        return all;
-    };
-    std::string said;
-    for (const std::string& item : comma_list(text)) {
-        const size_t eq = std::min(item.find('='), item.size());
-        const char *digits = item.data() + std::min(eq + 1, item.size()), *end = item.data() + item.size();
-        int version = 0;
-        const auto [stop, err] = std::from_chars(digits, end, version);
-        if (eq == item.size() || err != std::errc() || stop != end || version < 1 ||
-            !cuda::select_version(std::string_view(item).substr(0, eq), version))
-            throw InputError("DPTRAIN_KERNEL_VERSIONS: '" + item +
-                             "' is not LAUNCHER=VERSION of a launcher that has versions (" + known() + ")");
-        said += (said.empty() ? "" : ", ") + item + " (of " +
-                std::to_string(cuda::version_count(std::string_view(item).substr(0, eq))) + ")";
-    }
-    std::printf("note: DPTRAIN_KERNEL_VERSIONS: the GPU launchers run %s; the others their defaults\n", said.c_str());
-}
-
 }  // namespace
 
 std::shared_ptr<SharedHostMemory> make_shared_host_memory() { return std::make_shared<PinnedMemory>(); }
@@ -795,8 +760,6 @@ std::vector<std::unique_ptr<Device>> make_gpu_devices(const ReplicaSetup& setup,
                              std::to_string(prop.minor) + ": leave out --tf32");
     }
     enable_peer_access(gpus);
-    static const bool versions_read = (select_kernel_versions(), true);  // once a process
-    (void)versions_read;
     std::map<int, std::shared_ptr<GpuData>> data;  // per GPU used
     for (int g : on_gpu)
         if (!data.count(g)) data[g] = std::make_shared<GpuData>(g, *setup.train, *setup.test);

@@ -147,19 +147,6 @@ Model::Model(std::string name, Dims input, std::vector<Layer> layers) : name_(st
         else if (p.accumulate && p.layer.kind != LayerKind::add)
             fail(i, "only a conv or an add may add to a gradient another layer wrote");
     }
-    // conv -> ReLU -> pool (whose backward that conv does) -> conv: the
-    // second conv's input gradient, the pooling's output gradient, is all
-    // the first conv's weight gradient reads, when no other layer adds to
-    // it: both in one call (conv2d_backward_data_weight_pool).
-    for (size_t i = 1; i < plan_.size(); ++i) {
-        Planned& p = plan_[i];
-        const Planned& before = plan_[i - 1];
-        if (p.layer.kind == LayerKind::conv && p.input >= 0 && p.input == before.buffer &&
-            before.layer.kind == LayerKind::pool && before.backward_by_conv && writers[size_t(p.input)] == 1) {
-            p.weight_grad_of = int(i - 3);  // (the pooling's conv: plan_[i - 3].pool_after == i - 1)
-            plan_[i - 3].weight_grad_by_next = true;
-        }
-    }
 
     // After the trained tensors: the running statistics, and the gradient
     // buffer's room for the backward sums.
@@ -259,15 +246,6 @@ std::vector<std::optional<PoolShape>> Model::dense_pools(int n) const {
         if (p.layer.kind == LayerKind::dense)
             pools.push_back(p.pool_before < 0 ? std::nullopt : std::optional(pool_shape(size_t(p.pool_before), n)));
     return pools;
-}
-
-std::vector<Model::ConvPoolConv> Model::conv_pool_convs(int n, Math math) const {
-    std::vector<ConvPoolConv> found;
-    for (size_t i = 0; i < plan_.size(); ++i)
-        if (const int first = plan_[i].weight_grad_of; first >= 0)
-            found.push_back({conv_shape(size_t(first), n, math), pool_shape(size_t(plan_[size_t(first)].pool_after), n),
-                             conv_shape(i, n, math)});
-    return found;
 }
 
 std::optional<ConvShape> Model::first_conv_pooled(int n, Math math) const {

@@ -26,10 +26,7 @@
 // (conv2d_forward_relu_pool: one kernel on a GPU where the filter bank is
 // small, the plain calls on the CPU), and when that conv is the first layer
 // its weight gradient reads the pooling's gradient through the pooling
-// (conv2d_backward_weight_pool), in the same call as the data gradient of
-// the convolution after the pooling, where one follows it
-// (conv2d_backward_data_weight_pool: on a GPU the latter's gather is done by
-// the former's kernel); a dense layer after a pooling of a ReLU's
+// (conv2d_backward_weight_pool); a dense layer after a pooling of a ReLU's
 // output (through a flatten) does that pooling's backward and the ReLU's
 // in its own (dense_backward_pool: on a GPU, in the epilogue of its data
 // gradient's product where the windows do not overlap); and where the kernel
@@ -157,11 +154,6 @@ struct LastDense {
     int in = 0, classes = 0;
     bool relu_before = false;  // x is a ReLU's output: dx is 0 where x is
     float* scratch = nullptr;
-    // The bias gradient of the dense layer that writes x (with its ReLU,
-    // Model::dense_before_last), whose dy is dx: a kernel set may add dx's
-    // column sums to it with the loss and leave the bias out of that
-    // layer's backward (cuda::KernelSet::bias_summed). Null: no such layer.
-    float* db_before = nullptr;
 };
 
 // What Model::train calls when a layer's gradients are done, by default.
@@ -216,15 +208,6 @@ class Model {
     // For each dense layer, in dense_shapes' order, the pooling whose
     // backward its own does (dense_backward_pool), or none.
     std::vector<std::optional<PoolShape>> dense_pools(int n) const;
-    // Each conv -> ReLU -> pool -> conv whose second conv's input gradient
-    // and first conv's weight gradient are one call
-    // (conv2d_backward_data_weight_pool), as its three shapes: for kernel_bench.
-    struct ConvPoolConv {
-        ConvShape first;
-        PoolShape pool;
-        ConvShape next;
-    };
-    std::vector<ConvPoolConv> conv_pool_convs(int n, Math math = Math::fp32) const;
     // The first layer, where it is a convolution of the input that does the
     // pooling after its ReLU too (conv2d_forward_relu_pool on x): its shape,
     // for a device whose kernel may gather the input as it reads it.
@@ -293,9 +276,6 @@ class Model {
         bool backward_by_conv = false;  // pool: its backward too (that convolution's input is x: it needs no data gradient)
         int pool_before = -1;         // dense: the pooling before it (through a flatten), whose backward it does too
         bool backward_by_dense = false;  // pool: its backward done by the dense layer after it
-        int weight_grad_of = -1;      // conv after a backward_by_conv pooling: that conv, whose weight gradient
-                                      // it computes with its own input gradient
-        bool weight_grad_by_next = false;  // conv: its weight gradient computed so, by the conv after its pooling
     };
     // Whether the ReLU at `relu` has its backward mask applied by the layer
     // after it (a pool or dense layer's backward).
@@ -313,14 +293,6 @@ class Model {
     }
     float* output_of(const Planned& p, const Activations& a, float* logits) const {
         return p.buffer == int(buffer_sizes_.size()) - 1 ? logits : a.out[size_t(p.buffer)];
-    }
-    // Layer i's output, where layer i is a convolution without a ReLU or a
-    // pooling after it and the next layer a batch norm that reads it; or null.
-    const float* norm_input_after(size_t i, const Activations& a) const {
-        const Planned& p = plan_[i];
-        if (p.layer.kind != LayerKind::conv || p.relu_after || p.pool_after >= 0 || i + 1 >= plan_.size()) return nullptr;
-        const Planned& next = plan_[i + 1];
-        return next.layer.kind == LayerKind::batch_norm && next.input == p.buffer ? a.out[size_t(p.buffer)] : nullptr;
     }
     // The dense layer with its ReLU that writes the last (dense) layer's
     // input, with nothing but the fused ReLU and flattens between; or null.
@@ -406,8 +378,7 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             // kernel set's choice: on a GPU, LeNet's conv2), the weight
             // gradient is done after that call.
             bool weight_left = false;
-            if (p.weight_grad_by_next) {  // computed by the conv after the pooling (weight_grad_of)
-            } else if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
+            if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
                 const Planned& pooling = plan_[size_t(p.pool_after)];
                 k.conv2d_backward_weight_pool(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out,
                                               a.grad[size_t(pooling.buffer)], in, a.out[size_t(p.buffer)],
@@ -423,24 +394,11 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
             if (!weight_left)
                 done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
             if (!d_in) break;
-            if (p.weight_grad_of >= 0) {  // the gradient of the pooling's output, and the conv before's weights from it
-                const size_t first = size_t(p.weight_grad_of), pi = size_t(plan_[first].pool_after);
-                const Planned &f = plan_[first], &pooling = plan_[pi];
-                k.conv2d_backward_data_weight_pool(d_in, d_out, tensor_at(params, p.weight), s,
-                                                   tensor_at(grads, f.weight), tensor_at(grads, f.bias),
-                                                   a.grad[size_t(f.buffer)], input_of(f, a, x), a.out[size_t(f.buffer)],
-                                                   a.out[size_t(pooling.buffer)], conv_shape(first, n, k.math),
-                                                   pooling.layer.pool_kind.value_or(pool), pool_shape(pi, n), a.scratch);
-            } else if (!p.accumulate) {
+            if (!p.accumulate) {
                 k.conv2d_backward_data(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
             } else {  // another layer reads this input too: add to its gradient
-                bool added = false;  // by the input gradient's own kernels, where they can
-                if constexpr (K::adds_input_grads)
-                    added = k.conv2d_backward_data_add(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
-                if (!added) {
-                    k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
-                    k.sum_into(d_in, a.spare, 1, s.in_size());
-                }
+                k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
+                k.sum_into(d_in, a.spare, 1, s.in_size());
             }
             if (weight_left) done(tensors_[size_t(p.weight)].offset);
             break;
@@ -498,11 +456,9 @@ std::optional<LastDense> Model::last_dense(const K& k, const Activations& a, con
     if (p.layer.kind != LayerKind::dense || p.relu_after || p.pool_before >= 0 || p.input < 0 ||
         !k.fuses_loss(n, int(p.in.size()), p.layer.out))
         return std::nullopt;
-    const Planned* before = dense_before_last();
     return LastDense{a.out[size_t(p.input)], tensor_at(params, p.weight), tensor_at(params, p.bias),
                      a.grad[size_t(p.input)], tensor_at(grads, p.weight), tensor_at(grads, p.bias),
-                     int(p.in.size()), p.layer.out, p.relu_before, a.scratch,
-                     before ? tensor_at(grads, before->bias) : nullptr};
+                     int(p.in.size()), p.layer.out, p.relu_before, a.scratch};
 }
 
 template <class K>
@@ -542,12 +498,7 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         const Planned& p = plan_[i];
         if (p.layer.kind != LayerKind::batch_norm) {
             if (passed != stage) continue;
-            // A convolution whose output only the batch norm's statistics
-            // read next may leave them the end of its forward (on a GPU,
-            // cuda::KernelSet::unfinished_conv).
-            if constexpr (requires { k.stats_input; }) k.stats_input = norm_input_after(i, a);
             forward_layer(k, i, a, params, pass.pool, n, x, logits);
-            if constexpr (requires { k.stats_input; }) k.stats_input = nullptr;
             continue;
         }
         const NormShape s = norm_shape(i, n);

@@ -190,14 +190,6 @@ std::vector<std::unique_ptr<Device>> make_devices(const DeviceChoice& choice, co
         for (auto& d : row.make(setup, all.subspan(size_t(first), size_t(count)), ordinals, shared))
             devices.push_back(std::move(d));
     }
-    // The GPUs read DPTRAIN_KERNEL_VERSIONS (and say so) as they are made; a
-    // run without one would pass it over in silence.
-    static bool said = false;
-    if (const char* versions = std::getenv("DPTRAIN_KERNEL_VERSIONS");
-        versions && *versions && choice.count(DeviceKind::gpu) == 0 && !said) {
-        said = true;
-        std::printf("note: DPTRAIN_KERNEL_VERSIONS chooses GPU kernels; this run has no GPU, so it changes nothing\n");
-    }
     return devices;
 }
 

@@ -158,15 +158,12 @@ void test_thread_stacks();  // (the emulated GPU's threads)
 #endif
 void test_fastdiv();
 void test_split_scratch();
-void test_waves();
-void test_versions_same_bits();
-void test_gemm_stash();
-void test_layers_on_core(int core);
+void test_many_splits();
+void test_layers();
 
 // test_gpu_conv.cpp
 void test_conv();
 void test_conv_pool();
-void test_conv_pool_conv();
 void test_conv_weight_left();
 void test_conv_gathered();
 

@@ -23,7 +23,6 @@
 #include <exception>
 #include <string>
 
-#include "cuda/versions.hpp"
 #include "devices/gpu.hpp"
 #include "gpu_checks.hpp"
 
@@ -54,24 +53,18 @@ int main(int argc, char** argv) {
 #endif
             test_fastdiv();
             test_split_scratch();
-            // The layers on every version of the GEMM core they run on
-            // (versions.hpp).
-            for (int v = 1; v <= cuda::version_count("gemm"); ++v) test_layers_on_core(v);
-            test_gemm_stash();
-            test_versions_same_bits();
+            test_layers();
+            test_many_splits();
             test_dense_loss();
             test_dense_head();
             test_conv_weight_left();
             test_conv_gathered();
             test_tf32();
             test_pool();
-            test_waves();
             test_batch_norm();
-            test_stats_after_conv();
             test_running_all();
             test_elementwise();
         }
-        cuda::select_default_versions();
         if (what == "replicas" || what == "all") test_replicas();
     } catch (const std::exception& e) {
         report(false, "no CUDA error", e.what());

@@ -1,7 +1,6 @@
-// The GPU tests of what every launcher stands on: the GEMM core (each of
-// its versions under the convolution and dense checks), fast division, the
-// split products' scratch, whole waves, the shared-memory layout, and the
-// versions that must give the same bits as the ones before them.
+// The GPU tests of what every launcher stands on: the GEMM core (with the
+// convolution and dense checks), fast division, the split products'
+// scratch, and products split many ways.
 #include <array>
 #include <thread>
 #include <utility>
@@ -13,9 +12,7 @@
 #endif
 #include "cuda/fastdiv.cuh"
 #include "cuda/kernels.hpp"
-#include "cuda/versions.hpp"
 #include "gpu_checks.hpp"
-#include "model/lenet.hpp"
 
 namespace dpt::gpu_test {
 
@@ -87,7 +84,7 @@ void test_fastdiv() {
 // the partial sums of that product at every smaller batch too (a batch's
 // last part is smaller, and fewer rows can mean more splits). Products of
 // every orientation of LeNet's and ResNet-18's dense layers (the weight
-// gradient's with the bias's column of ones, dense version 3), at capacities
+// gradient's with the bias's column of ones), at capacities
 // up to 8,448, where a smaller part leaves fewer tiles than 132.
 void test_split_scratch() {
     long wrong = 0, tried = 0;
@@ -117,161 +114,48 @@ void test_split_scratch() {
            std::to_string(wrong) + " short of " + std::to_string(tried) + (first.empty() ? "" : ", first: " + first));
 }
 
-// Version 2 of "waves": a split product whose blocks would spill into one
-// more wave takes fewer, longer splits (tiles.cuh: fit_waves). Two shapes
-// where it does, small enough for the emulated GPU: a weight gradient of 65
-// one-tap filters over 17,920 pixels (140 splits of one 128-row tile, 1.06
-// waves of 132 blocks; 132 splits in version 2) and a forward of one filter
-// of 896 taps over 7,296 pixels (7 splits of 57 tiles, 399 blocks of 32
-// rows, 1.01 waves of 396; 6). Each version against the CPU, with every
-// way of finishing the weight gradient's splits.
-void test_waves() {
+// Products split along k many ways, small enough for the emulated GPU: a
+// weight gradient of 65 one-tap filters over 17,920 pixels (140 splits of
+// one 128-row tile) and a forward of one filter of 896 taps over 7,296
+// pixels (7 splits of 57 tiles), against the CPU.
+void test_many_splits() {
     const ConvShape weight{20, 1, 28, 32, 65, 1, 1, 1, 0}, forward{57, 896, 16, 8, 1, 1, 1, 1, 0};
-    const int expected[2][2] = {{140, 7}, {132, 6}};  // [version - 1][weight, forward]
-    Tickets tickets;
-    for (int v = 1; v <= 2; ++v) {
-        cuda::select_version("waves", v);
-        const std::string version = " (waves " + std::to_string(v) + ")";
-        const int got_splits[2] = {cuda::conv2d_weight_grad_splits(weight), cuda::conv2d_forward_splits(forward)};
-        report(got_splits[0] == expected[v - 1][0] && got_splits[1] == expected[v - 1][1],
-               "waves " + std::to_string(v) + ": the weight gradient's and the forward's splits",
-               std::to_string(got_splits[0]) + " and " + std::to_string(got_splits[1]) + ", expected " +
-                   std::to_string(expected[v - 1][0]) + " and " + std::to_string(expected[v - 1][1]));
-        {
-            const ConvShape& s = weight;
-            const auto x = random(s.in_size(), 90), dy = random(s.out_size(), 91);
-            const auto dw0 = random(s.weight_size(), 92), db0 = random(size_t(s.oc), 93);
-            std::vector<float> want_dw = dw0, want_db = db0, cpu_scratch(cpu::conv2d_scratch_floats(s));
-            cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s,
-                                             cpu_scratch.data());
-            Buffer<float> gx(x), gdy(dy), gw(dw0), gb(db0), scratch(cuda::conv2d_scratch_floats(s));
-            for (int sv = 1; sv <= cuda::version_count("gemm_split"); ++sv) {
-                cuda::select_version("gemm_split", sv);
-                gw.upload(dw0);
-                gb.upload(db0);
-                scratch.poison();
-                cuda::conv2d_backward_weight(gw.p, gb.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, nullptr);
-                const std::string label = describe(s) + version + ", gemm_split " + std::to_string(sv);
-                compare("conv2d_backward_weight dw " + label, gw.download(), want_dw, gemm_tol);
-                compare("conv2d_backward_weight db " + label, gb.download(), want_db, gemm_tol);
-                check_tickets(tickets, "conv2d_backward_weight " + label);
-            }
-            cuda::select_version("gemm_split", 0);
-        }
-        {
-            const ConvShape& s = forward;
-            const auto x = random(s.in_size(), 94), w = random(s.weight_size(), 95), b = random(size_t(s.oc), 96);
-            std::vector<float> want(s.out_size()), cpu_scratch(cpu::conv2d_scratch_floats(s));
-            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
-            Buffer<float> gx(x), gw(w), gb(b), y(s.out_size()), scratch(cuda::conv2d_scratch_floats(s));
-            y.poison();
-            cuda::conv2d_forward(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
-            compare("conv2d_forward " + describe(s) + version, y.download(), want, gemm_tol);
-        }
+    const int got_splits[2] = {cuda::conv2d_weight_grad_splits(weight), cuda::conv2d_forward_splits(forward)};
+    report(got_splits[0] == 140 && got_splits[1] == 7, "the weight gradient's and the forward's splits",
+           std::to_string(got_splits[0]) + " and " + std::to_string(got_splits[1]) + ", expected 140 and 7");
+    {
+        const ConvShape& s = weight;
+        const auto x = random(s.in_size(), 90), dy = random(s.out_size(), 91);
+        const auto dw0 = random(s.weight_size(), 92), db0 = random(size_t(s.oc), 93);
+        std::vector<float> want_dw = dw0, want_db = db0, cpu_scratch(cpu::conv2d_scratch_floats(s));
+        cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+        Buffer<float> gx(x), gdy(dy), gw(dw0), gb(db0), scratch(cuda::conv2d_scratch_floats(s));
+        Tickets tickets;
+        scratch.poison();
+        cuda::conv2d_backward_weight(gw.p, gb.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, nullptr);
+        compare("conv2d_backward_weight dw " + describe(s), gw.download(), want_dw, gemm_tol);
+        compare("conv2d_backward_weight db " + describe(s), gb.download(), want_db, gemm_tol);
+        check_tickets(tickets, "conv2d_backward_weight " + describe(s));
     }
-    cuda::select_version("waves", 0);
-}
-
-// Version 8 of the forward convolution changes how its implicit GEMM
-// addresses the unfolded input, not what it sums or in which order: it gives
-// the bits of version 7 on every kind of convolution the layers run
-// (implicit products of every tile size, split along k, 1x1; FP32 and
-// --tf32), with k-loops of an odd and an even number of k-steps.
-void test_versions_same_bits() {
-    // What `run` gives with `selections` (launcher, version) on top of the defaults.
-    using Selections = std::vector<std::pair<const char*, int>>;
-    const auto under = [](const Selections& selections, auto run) {
-        cuda::select_default_versions();
-        for (const auto& [launcher, version] : selections) cuda::select_version(launcher, version);
-        auto got = run();
-        cuda::select_default_versions();
-        return got;
-    };
-    const Selections before{{"conv2d_forward", 7}};
-    const std::vector<std::pair<std::string, Selections>> afters = {
-        {"conv2d_forward 8", {{"conv2d_forward", 8}}},
-        {"conv2d_backward_data 11", {{"conv2d_backward_data", 11}}},  // (its products of w^T by runs)
-        {"gemm 3", {{"conv2d_forward", 7}, {"gemm", 3}}},              // (its padded shared-memory rows)
-    };
-
-    std::vector<ConvShape> shapes = {
-        {3, 2, 7, 9, 5, 3, 3, 1, 0},         // k = 18: 3 k-steps
-        {2, 3, 8, 8, 4, 3, 3, 2, 1},         // k = 27: 4
-        {4, 64, 12, 12, 128, 3, 3, 2, 1},    // 128 rows; backward data 576 rows
-        {4, 64, 12, 12, 128, 1, 1, 2, 0},    // 1x1: a tap a channel
-        {4, 256, 3, 3, 256, 3, 3, 1, 1},     // split along k
-        {4, 16, 6, 6, 64, 3, 3, 1, 1},       // 64 rows
-        {4, 7, 6, 6, 20, 5, 5, 1, 2},        // 25 taps, 32 rows
-    };
-    for (const ConvShape& s : lenet::model().conv_shapes(64)) shapes.push_back(s);
-    for (const Math math : {Math::fp32, Math::tf32}) {
-        if (math == Math::tf32 && !has_tf32()) continue;
-        for (ConvShape s : shapes) {
-            s.math = math;
-            const std::string name = describe(s) + (math == Math::tf32 ? " --tf32" : "");
-            const auto x = random(s.in_size(), 10), w = random(s.weight_size(), 11), b = random(size_t(s.oc), 12);
-            const auto dy = random(s.out_size(), 13), dw0 = random(s.weight_size(), 14), db0 = random(size_t(s.oc), 15);
-            Fenced dx_(x);
-            Buffer<float> dw_(w), db_(b), ddy(dy), scratch(cuda::conv2d_scratch_floats(s));
-            Buffer<float> y(s.out_size()), dx(s.in_size()), gw(dw0), gb(db0);
-            Tickets tickets;
-            const auto forward = [&] {
-                y.poison();
-                scratch.poison();
-                cuda::conv2d_forward_relu(y.p, dx_.p, dw_.p, db_.p, s, scratch.p, nullptr);
-                return y.download();
-            };
-            const auto backward = [&] {
-                dx.poison();
-                scratch.poison();
-                cuda::conv2d_backward_data(dx.p, ddy.p, dw_.p, s, scratch.p, nullptr);
-                gw.upload(dw0);
-                gb.upload(db0);
-                scratch.poison();
-                cuda::conv2d_backward_weight(gw.p, gb.p, ddy.p, dx_.p, s, {scratch.p, tickets.p}, nullptr);
-                auto got = dx.download();
-                for (const auto& part : {gw.download(), gb.download()}) got.insert(got.end(), part.begin(), part.end());
-                return got;
-            };
-            const auto want_y = under(before, forward), want_back = under(before, backward);
-            for (const auto& [label, after] : afters) {
-                compare("conv2d_forward_relu " + name + ": " + label + " = before, bit for bit", under(after, forward),
-                        want_y, 0.0);
-                compare("conv2d_backward_data and _weight " + name + ": " + label + " = before, bit for bit",
-                        under(after, backward), want_back, 0.0);
-            }
-        }
+    {
+        const ConvShape& s = forward;
+        const auto x = random(s.in_size(), 94), w = random(s.weight_size(), 95), b = random(size_t(s.oc), 96);
+        std::vector<float> want(s.out_size()), cpu_scratch(cpu::conv2d_scratch_floats(s));
+        cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), s, cpu_scratch.data());
+        Buffer<float> gx(x), gw(w), gb(b), y(s.out_size()), scratch(cuda::conv2d_scratch_floats(s));
+        y.poison();
+        cuda::conv2d_forward(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
+        compare("conv2d_forward " + describe(s), y.download(), want, gemm_tol);
     }
 }
 
-// The shared-memory layout of the GEMM core's FP32 tiles: a warp's stores of
-// a k-step of an operand, on each tile, take 8 passes in version 2 where
-// the operand is read along k (its 32 stores in 4 banks) and 1 otherwise;
-// in version 3, whose rows are padded, 1 either way.
-void test_gemm_stash() {
-    for (const int rows : {32, 64, 128})
-        for (const bool right : {false, true})
-            for (const bool k_fast : {false, true})
-                for (const int version : {2, 3}) {
-                    const int want = version == 2 && k_fast ? 8 : 1;
-                    const int got = cuda::gemm_stash_passes(rows, right, k_fast, version);
-                    report(got == want, "gemm " + std::to_string(version) + ", " + std::to_string(rows) +
-                                            "-row tile, " + (right ? "B" : "A") + (k_fast ? " read along k" : " read along its side") +
-                                            ": a warp's stash takes " + std::to_string(got) + " pass(es) a store");
-                }
-}
-
-// The GEMM, convolution and dense checks on one version of the GEMM core.
-void test_layers_on_core(int core) {
-    cuda::select_version("gemm", core);
-    std::printf("-- on version %d of the GEMM core\n", core);
+// The GEMM, convolution and dense checks.
+void test_layers() {
     test_gemm();
     test_conv();
     test_conv_pool();
-    test_conv_pool_conv();
     test_dense();
     test_dense_pool();
-    cuda::select_default_versions();
 }
 
 }  // namespace dpt::gpu_test

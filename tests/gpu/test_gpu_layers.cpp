@@ -1,6 +1,6 @@
 // The GPU tests of the other layers' kernels, against their CPU twins:
-// pooling, batch norm (statistics, also after a split convolution, and the
-// running statistics), and the elementwise kernels.
+// pooling, batch norm (and the running statistics), and the elementwise
+// kernels.
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -10,16 +10,13 @@
 #include <utility>
 
 #include "cuda/kernels.hpp"
-#include "cuda/versions.hpp"
 #include "gpu_checks.hpp"
-#include "model/resnet.hpp"
 
 namespace dpt::gpu_test {
 
 void test_pool() {
     // LeNet's, odd ones, and ResNet-18's max pool 3/2 (26 -> 12) and last avg pool (3x3 -> 1).
-    // Also ragged edges (inputs the windows do not reach, tiles cut short),
-    // a stride of 3 (tiles of 3x3 pixels) and one of 5 (no tiles: version 1's kernel).
+    // Also ragged edges (inputs the windows do not reach), strides of 3 and 5.
     const PoolShape shapes[] = {{2, 3, 9, 9, 2, 2}, {1, 2, 26, 26, 2, 2}, {2, 2, 7, 8, 3, 2}, {1, 1, 5, 5, 3, 1},
                                 {4, 64, 26, 26, 3, 2}, {4, 256, 3, 3, 3, 3}, {2, 3, 11, 10, 4, 3},
                                 {1, 2, 12, 13, 5, 5}, {3, 2, 13, 11, 2, 3}};
@@ -43,111 +40,28 @@ void test_pool() {
             const bool overlap = s.k > s.stride;
             compare(std::string("pool2d_forward ") + name, got_y, want_y, 0.0);
             // Max pooling's backward adds the same dy values in the CPU's
-            // order in every version (version 2: a tile of pixels a thread):
-            // the same bits, overlapping windows too.
+            // order: the same bits, overlapping windows too.
             const double tolerance = overlap && kind == PoolKind::avg ? 1e-6 : 0.0;
             auto want_relu = want_dx;
             cpu::relu_backward(want_relu.data(), want_relu.data(), x.data(), want_relu.size());
-            for (int v = 1; v <= cuda::version_count("pool"); ++v) {
-                cuda::select_version("pool", v);
-                const std::string version = " (pool " + std::to_string(v) + ")";
-                dx.poison();
-                cuda::pool2d_backward(dx.p, ddy.p, dx_.p, y.p, kind, s, nullptr);
-                compare(std::string("pool2d_backward ") + name + version, dx.download(), want_dx, tolerance);
-                dx.poison();
-                cuda::pool2d_backward_relu(dx.p, ddy.p, dx_.p, y.p, kind, s, nullptr);
-                compare(std::string("pool2d_backward_relu (fused) ") + name + version, dx.download(), want_relu,
-                        tolerance);
-            }
-            cuda::select_version("pool", 0);
+            dx.poison();
+            cuda::pool2d_backward(dx.p, ddy.p, dx_.p, y.p, kind, s, nullptr);
+            compare(std::string("pool2d_backward ") + name, dx.download(), want_dx, tolerance);
+            dx.poison();
+            cuda::pool2d_backward_relu(dx.p, ddy.p, dx_.p, y.p, kind, s, nullptr);
+            compare(std::string("pool2d_backward_relu (fused) ") + name, dx.download(), want_relu, tolerance);
         }
 }
-
-namespace {
-
-// In version `from`, keeps each named result; in version `to`, compares it
-// with the one kept, bit for bit.
-void keep_or_compare(std::map<std::string, std::vector<float>>& kept, int v, int from, int to, const std::string& label,
-                     std::initializer_list<std::pair<const char*, std::vector<float>>> results) {
-    for (const auto& [what, got] : results) {
-        if (v == from) kept[what] = got;
-        else if (v == to)
-            compare(label + ": " + what + " = version " + std::to_string(from) + "'s, bit for bit", got, kept[what], 0.0);
-    }
-}
-
-}  // namespace
 
 // Batch norm's halves against the CPU's, for LeNet-sized and ResNet-sized
 // channels (26x26 maps, 64 channels; ResNet-18's first layer, one channel
-// of 28x28 maps at batch 256), with each version of the sums. The
-// per-channel sums are in double on both sides (in another order), so the
-// statistics agree to float rounding; every output is within 1e-5 of its
-// scale. Version 2 cuts a channel into slices (one slice below 1,024 values:
-// n3 c5 hw7, n2 c256 hw9, n7 c3 hw100), whose sums it adds in slice order:
-// where a channel is one slice, version 1's bits; and its tickets are back at
-// 0 after each call. Version 3's forward works out the means and 1/std in
-// the normalising kernel: version 2's bits. With the ReLU after the layer,
-// forward and inference are the CPU's with it, and version 5's (in the
-// kernel) version 4's (relu_forward after it), bit for bit; and so is the
-// backward with its mask, version 6's (in the sums' kernel) version 5's;
-// version 7's data gradient and inference (each channel's constants once a
-// block; up to 512 channels, a layer of 600 on the kernels before) version
-// 6's, bit for bit.
-// Batch norm version 8: a convolution whose product splits along k leaves
-// its splits (conv2d_forward_for_stats) to the statistics of the batch norm
-// after it (batch_norm_stats with the unfinished convolution), which add
-// them, the bias, store y and sum it. Against conv2d_forward then
-// batch_norm_stats: y and the statistics the same bits, at every distinct
-// convolution of ResNet-18 at 7 and 64 samples, some of which split (and
-// the rest run whole, nothing left). And the statistics refuse a
-// convolution left for another buffer.
-void test_stats_after_conv() {
-    cuda::select_version("batch_norm", 8);
-    for (const int n : {7, 64}) {
-        std::set<std::string> seen;
-        int left = 0;
-        for (const ConvShape& s : resnet::model().conv_shapes(n)) {
-            if (!seen.insert(describe(s)).second) continue;
-            const std::string name = "conv2d_forward_for_stats " + describe(s);
-            const NormShape ns{s.n, s.oc, s.col_cols()};
-            const auto x = random(s.in_size(), 100), w = random(s.weight_size(), 101), b = random(size_t(s.oc), 102);
-            Buffer<float> gx(x), gw(w), gb(b), y(s.out_size()), stats(2 * size_t(s.oc)),
-                scratch(cuda::conv2d_scratch_floats(s));
-            Tickets tickets;
-            const cuda::Workspace ws{scratch.p, tickets.p};
-            y.poison();
-            stats.poison();
-            cuda::conv2d_forward(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
-            cuda::batch_norm_stats(stats.p, y.p, ns, ws, nullptr);
-            const auto want_y = y.download(), want_stats = stats.download();
-            y.poison();
-            stats.poison();
-            scratch.poison();
-            const cuda::UnfinishedConv u = cuda::conv2d_forward_for_stats(y.p, gx.p, gw.p, gb.p, s, scratch.p, nullptr);
-            left += u.y != nullptr;
-            cuda::batch_norm_stats(stats.p, y.p, ns, ws, nullptr, u);
-            const std::string how = u.y ? " (its splits left to the statistics)" : " (run whole)";
-            compare(name + how + ": y, the bits of the two calls", y.download(), want_y, 0.0);
-            compare(name + how + ": the statistics, the bits of the two calls", stats.download(), want_stats, 0.0);
-            check_tickets(tickets, name);
-        }
-        report(left > 0, "conv2d_forward_for_stats at " + std::to_string(n) + " samples: " + std::to_string(left) +
-                             " of ResNet-18's convolutions leave their splits to the statistics");
-    }
-    bool refused = false;
-    try {
-        float other = 0;
-        const cuda::UnfinishedConv u{&other, nullptr, nullptr, 4};
-        Tickets tickets;
-        cuda::batch_norm_stats(nullptr, nullptr, {4, 8, 16}, {nullptr, tickets.p}, nullptr, u);
-    } catch (const std::invalid_argument&) {
-        refused = true;
-    }
-    cuda::select_default_versions();
-    report(refused, "batch_norm_stats refuses a convolution left unfinished for another buffer");
-}
-
+// of 28x28 maps at batch 256). The per-channel sums are in double on both
+// sides (in another order), so the statistics agree to float rounding;
+// every output is within 1e-5 of its scale. A channel is cut into slices
+// (one slice below 1,024 values: n3 c5 hw7, n2 c256 hw9, n7 c3 hw100),
+// whose sums are added in slice order, and the tickets are back at 0 after
+// each call. With the ReLU after the layer, forward and inference are the
+// CPU's with it, and so is the backward with its mask.
 void test_batch_norm() {
     const NormShape shapes[] = {{3, 5, 7},   {8, 64, 26 * 26}, {2, 256, 9}, {7, 3, 100},
                                 {5, 2, 1000}, {256, 1, 28 * 28}, {2, 600, 3}};
@@ -168,11 +82,8 @@ void test_batch_norm() {
         cpu::batch_norm_inference(ye.data(), x.data(), running.data(), gamma.data(), beta.data(), 1e-5f, s);
         cpu::batch_norm_update_running(after.data(), stats.data(), s.per_channel(), 0.9f, s.c);
 
-        std::vector<float> first_stats, first_sums, first_dgamma;  // version 1's
-        std::map<std::string, std::vector<float>> kept;               // version 2's, 4's and 5's
-        for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
-            cuda::select_version("batch_norm", v);
-            const std::string label = name + " (batch_norm " + std::to_string(v) + ")";
+        {
+            const std::string label = name;
             Buffer<float> dx_in(x), ddy(dy), dgm(gamma), dbt(beta), drun(running), dstats(2 * c), dsaved(2 * c),
                 dyo(s.size()), dsums(2 * c), ddx(s.size()), dye(s.size()), ddg(std::vector<float>(c, 0.25f)),
                 ddb(std::vector<float>(c, -0.25f)), scratch(cuda::batch_norm_scratch_floats(s) + 1);
@@ -205,19 +116,8 @@ void test_batch_norm() {
             cuda::batch_norm_update_running(from_cpu.p, cpu_stats.p, s.per_channel(), 0.9f, s.c, nullptr);
             compare(label + ": running statistics from the CPU's sums, bit for bit", from_cpu.download(), after, 0.0);
             check_tickets(tickets, label);
-            keep_or_compare(kept, v, 2, 3, label, {{"forward", dyo.download()}, {"saved", dsaved.download()}});
-            keep_or_compare(kept, v, 6, 7, label, {{"backward data", ddx.download()}, {"inference", dye.download()}});
-            if (v == 1) {
-                first_stats = dstats.download();
-                first_sums = dsums.download();
-                first_dgamma = ddg.download();
-            } else if (long(s.n) * s.hw < 1024) {
-                compare(label + ": stats = version 1's, bit for bit (one slice)", dstats.download(), first_stats, 0.0);
-                compare(label + ": backward sums = version 1's, bit for bit", dsums.download(), first_sums, 0.0);
-                compare(label + ": dgamma = version 1's, bit for bit", ddg.download(), first_dgamma, 0.0);
-            }
-            // With the ReLU after the layer (in the kernel from version 5;
-            // before, relu_forward after it): the CPU's with its ReLU.
+            // With the ReLU after the layer (in the normalising kernel): the
+            // CPU's with its ReLU.
             std::vector<float> y_relu(s.size()), ye_relu(s.size()), saved_relu(2 * c);
             cpu::batch_norm_forward(y_relu.data(), saved_relu.data(), x.data(), stats.data(), s.per_channel(),
                                     gamma.data(), beta.data(), 1e-5f, s, true);
@@ -231,9 +131,6 @@ void test_batch_norm() {
             cuda::batch_norm_inference(dye.p, dx_in.p, first_running.p, dgm.p, dbt.p, 1e-5f, s, nullptr, true);
             compare(label + ": forward with its ReLU", dyo.download(), y_relu, 1e-5);
             compare(label + ": inference with its ReLU", dye.download(), ye_relu, 1e-5);
-            keep_or_compare(kept, v, 4, 5, label,
-                            {{"forward with its ReLU", dyo.download()}, {"inference with its ReLU", dye.download()}});
-            keep_or_compare(kept, v, 6, 7, label, {{"inference with its ReLU", dye.download()}});
             // Again, on the same scratch and tickets: the same bits.
             const std::vector<float> once = dstats.download(), sums_once = dsums.download();
             cuda::batch_norm_stats(dstats.p, dx_in.p, s, ws, nullptr);
@@ -242,10 +139,8 @@ void test_batch_norm() {
             compare(label + ": backward sums again, the same bits", dsums.download(), sums_once, 0.0);
             // Its backward: dy masked by the ReLU's output (the CPU's, so
             // that both sides mask the same values), in place, then the
-            // sums (in the sums' kernel from version 6; before, relu_backward
-            // first): the masked dy is the CPU's bit for bit, the sums and
-            // the data gradient from them the CPU's within rounding, and
-            // version 6's version 5's bit for bit.
+            // sums: the masked dy is the CPU's bit for bit, the sums and the
+            // data gradient from them the CPU's within rounding.
             std::vector<float> masked = dy, sums_relu(2 * c), dgamma_relu(c, 0.25f), dbeta_relu(c, -0.25f),
                 dx_relu(s.size());
             cpu::batch_norm_backward_sums_relu(sums_relu.data(), dgamma_relu.data(), dbeta_relu.data(), masked.data(),
@@ -266,18 +161,12 @@ void test_batch_norm() {
             compare(label + ": dbeta with its ReLU", db_relu.download(), dbeta_relu, 1e-5);
             compare(label + ": backward data with its ReLU", ddx.download(), dx_relu, 1e-5);
             check_tickets(tickets, label + " (with its ReLU)");
-            keep_or_compare(kept, v, 5, 6, label,
-                            {{"backward sums with its ReLU", dsums.download()},
-                             {"dgamma with its ReLU", dg_relu.download()},
-                             {"backward data with its ReLU", ddx.download()}});
-            keep_or_compare(kept, v, 6, 7, label, {{"backward data with its ReLU", ddx.download()}});
         }
-        cuda::select_version("batch_norm", 0);
     }
 }
 
-// Several layers' running statistics moved by one call (a launch a layer,
-// or from batch_norm version 4 one launch), each the CPU's bits: channels 1,
+// Several layers' running statistics moved by one launch, each the CPU's
+// bits: channels 1,
 // 64 and 300 (more than a block's threads), statistics from 3 samples of
 // 5 values a channel; more layers than a call takes are refused.
 void test_running_all() {
@@ -295,8 +184,7 @@ void test_running_all() {
         stats.push_back(st);
         want.push_back(moved);
     }
-    for (int v = 1; v <= cuda::version_count("batch_norm"); ++v) {
-        cuda::select_version("batch_norm", v);
+    {
         std::vector<std::unique_ptr<Buffer<float>>> r, st;
         std::vector<RunningUpdate> layers;
         for (int l = 0; l < 3; ++l) {
@@ -306,7 +194,7 @@ void test_running_all() {
         }
         cuda::batch_norm_update_running_all(layers.data(), 3, 0.9f, nullptr);
         for (int l = 0; l < 3; ++l)
-            compare("batch_norm_update_running_all (batch_norm " + std::to_string(v) + "): layer of " +
+            compare("batch_norm_update_running_all: layer of " +
                         std::to_string(channels[l]) + " channels = the CPU's, bit for bit",
                     r[size_t(l)]->download(), want[size_t(l)], 0.0);
         std::vector<RunningUpdate> many(size_t(running_updates_a_call) + 1, layers[0]);
@@ -316,10 +204,9 @@ void test_running_all() {
         } catch (const std::invalid_argument&) {
             refused = true;
         }
-        report(refused, "batch_norm_update_running_all (batch_norm " + std::to_string(v) + "): " +
-                            std::to_string(many.size()) + " layers in one call refused", "");
+        report(refused, "batch_norm_update_running_all: " + std::to_string(many.size()) + " layers in one call refused",
+               "");
     }
-    cuda::select_version("batch_norm", 0);
 }
 
 void test_elementwise() {
@@ -355,11 +242,9 @@ void test_elementwise() {
         }
 
         // A residual add with its ReLU, and its backward (with the other
-        // input's gradient overwritten, then added to), each version the
-        // CPU's bits.
-        for (int v = 1; v <= cuda::version_count("residual"); ++v) {
-            cuda::select_version("residual", v);
-            const std::string label = n + " (residual " + std::to_string(v) + ")";
+        // input's gradient overwritten, then added to): the CPU's bits.
+        {
+            const std::string& label = n;
             std::vector<float> sum = x;
             cpu::add_relu(sum.data(), dy.data(), count);
             Buffer<float> a(x);
@@ -376,7 +261,6 @@ void test_elementwise() {
                 compare("add_relu_backward: the other's gradient" + what, gother.download(), d_other, 0.0);
             }
         }
-        cuda::select_version("residual", 0);
 
         // The divergence watch: a NaN, +inf or -inf anywhere (first, last, middle
         // element) lowers the mark to the step, never raises it; finite data leaves it.

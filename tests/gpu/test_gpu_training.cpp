@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "cuda/kernels.hpp"
-#include "cuda/versions.hpp"
 #include "devices/gpu.hpp"
 #include "gpu_checks.hpp"
 #include "model/lenet.hpp"
@@ -99,17 +98,15 @@ Trained run_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o)
 // run_epochs, each distinct run once: several checks start from the same
 // run (naive on 3 replicas is the baseline of the replica checks, of the
 // ring's and of --overlap's), which is trained for the first and handed to
-// the others. A run is the devices, the batch, every option and the
-// version each launcher runs; no check compares a run with itself.
+// the others. A run is the devices, the batch and every option; no check
+// compares a run with itself.
 Trained train_epochs(const DeviceChoice& choice, int batch, const EpochOptions& o = {}) {
     static std::map<std::string, Trained> done;
     char options[200];
     std::snprintf(options, sizeof options, " batch %d graph %d lr %a epochs %d %s kb %d model %p bn %d samples %zu math %d",
                   batch, int(o.graph), double(o.lr), o.epochs, o.allreduce, o.bucket_kb, static_cast<const void*>(o.model),
                   int(o.bn), o.samples, int(o.math));
-    std::string key = describe(choice) + options;
-    for (const cuda::LauncherVersions& l : cuda::launcher_versions())
-        key += std::string(" ") + l.launcher + " " + std::to_string(*l.selected);
+    const std::string key = describe(choice) + options;
     if (const auto it = done.find(key); it != done.end()) return it->second;
     Trained t = run_epochs(choice, batch, o);
     if (!t.params.empty()) done.emplace(key, t);  // (empty: the recording failed, reported)
@@ -311,11 +308,9 @@ void test_overlap(int batch) {
 // --overlap and a graph replay the bits of queued kernels.
 void test_resnet(int batch) {
     const Model* model = &testing::small_resnet();
-    Trained two_replicas;  // (the defaults, --bn local)
     for (int n : {1, 2, 3}) {
         const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " of a small ResNet";
         const Trained gpu = train_epochs(DeviceKind::gpu, n, batch, {.model = model});
-        if (n == 2) two_replicas = gpu;
         const Trained cpu = train_epochs(DeviceKind::cpu, n, batch, {.model = model});
         for (int i = 1; i < n; ++i)
             report(gpu.params[0] == gpu.params[size_t(i)], name + ", --bn local: replica " + std::to_string(i) +
@@ -326,36 +321,6 @@ void test_resnet(int batch) {
         if (n > 1) compare(name + ", --bn sync vs 1 GPU replica", sync.params[0], one.params[0], 1e-5);
         const Trained replayed = train_epochs(DeviceKind::gpu, n, batch, {.graph = true, .model = model, .bn = BatchNormMode::sync});
         if (!replayed.params.empty()) report(same_bits(replayed, sync), name + ", --bn sync: a graph replay gives the bits of queued kernels");
-    }
-    // The branches' input gradients added by the kernels that end them
-    // (conv2d_backward_data 10) instead of staged and added by sum_into.
-    {
-        cuda::select_version("conv2d_backward_data", 10);
-        const Trained added = train_epochs(DeviceKind::gpu, 2, batch, {.model = model});
-        cuda::select_version("conv2d_backward_data", 0);
-        report(same_bits(added, two_replicas),
-               "2 GPU replicas of a small ResNet, conv2d_backward_data 10 (input gradients added in their kernels): "
-               "the bits of staging and sum_into");
-    }
-    // A convolution wide enough for its forward product to split along k
-    // (32 channels in: k = 288), then a batch norm: with batch_norm 8 the
-    // statistics add its splits (finish_stats_kernel) instead of
-    // finish_splits then stats_kernel; the bits of batch_norm 7, on 2
-    // replicas with --bn local and --bn sync.
-    static const Model wide("conv, then batch norm", {1, 28, 28}, {batch_norm(), conv(32, 3), pool(PoolKind::max, 3, 2),
-                                                                 conv(32, 3, 1, 1), batch_norm(), relu(),
-                                                                 pool(PoolKind::avg, 12, 12), flatten(), dense(10)});
-    for (BatchNormMode bn : {BatchNormMode::local, BatchNormMode::sync}) {
-        const auto under = [&](int version) {
-            cuda::select_version("batch_norm", version);
-            const Trained t = train_epochs(DeviceKind::gpu, 2, batch, {.model = &wide, .bn = bn});
-            cuda::select_version("batch_norm", 0);
-            return t;
-        };
-        report(same_bits(under(8), under(7)),
-               std::string("2 GPU replicas, a conv then a batch norm, --bn ") +
-                   (bn == BatchNormMode::sync ? "sync" : "local") +
-                   ", batch_norm 8 (the statistics add the conv's splits): the bits of batch_norm 7");
     }
     for (BatchNormMode bn : {BatchNormMode::local, BatchNormMode::sync})
         report(same_bits(train_epochs(DeviceKind::gpu, 3, batch, {.bucket_kb = 0, .model = model, .bn = bn}),
@@ -381,13 +346,13 @@ void test_resnet(int batch) {
 // sums were 2.5e-6 apart. After 5 steps the H200 was 24,000 weights and
 // 3.3e-3 from the rounding twin, too close to the FP32 twin to tell apart.
 // Returns 1 replica's --tf32 epoch.
-Trained tf32_training(int batch, const Trained& fp32, const std::string& version) {
+Trained tf32_training(int batch, const Trained& fp32) {
     const EpochOptions tf32{.math = Math::tf32};
     const EpochOptions two_steps{.samples = size_t(2 * batch), .math = Math::tf32};
     const Trained cpu = train_epochs(DeviceKind::cpu, 1, batch, two_steps);
     Trained one;
     for (int n : {1, 2}) {
-        const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " --tf32" + version;
+        const std::string name = std::to_string(n) + " GPU replica" + (n > 1 ? "s" : "") + " --tf32";
         const Trained short_run = train_epochs(DeviceKind::gpu, n, batch, two_steps);
         compare_with_cpu(name + " vs 1 CPU device --tf32: parameters after 2 steps", short_run.params[0],
                          cpu.params[0]);
@@ -411,26 +376,9 @@ Trained tf32_training(int batch, const Trained& fp32, const std::string& version
     return one;
 }
 
-// Each version of the kernels that take TF32 operands (versions.cu: tf32);
-// each sums in another order than version 1, so its epoch's bits differ
-// (else the version never reached training).
 void test_tf32_training(int batch, const Trained& fp32) {  // fp32: 1 GPU replica's epoch in FP32
     if (!has_tf32()) return;
-    Trained first;
-    for (int v = 1; v <= cuda::version_count("tf32"); ++v) {
-        cuda::select_version("tf32", v);
-        const std::string version = " (tf32 version " + std::to_string(v) + ")";
-        const Trained one = tf32_training(batch, fp32, version);
-        if (v == 1) {
-            first = one;
-            continue;
-        }
-        size_t differ = 0;
-        for (size_t i = 0; i < one.params[0].size(); ++i) differ += one.params[0][i] != first.params[0][i];
-        report(differ > 0, "1 GPU replica --tf32" + version + ": not version 1's bits after an epoch",
-               std::to_string(differ) + " of " + std::to_string(one.params[0].size()) + " parameters differ");
-    }
-    cuda::select_default_versions();
+    tf32_training(batch, fp32);
 }
 
 }  // namespace
@@ -505,22 +453,6 @@ void test_replicas() {
     check_failed_recording(2, batch);
     check_capabilities();
     test_tf32_training(batch, one);
-
-    // Every launcher at its latest version, the fewest kernels a step (the
-    // last dense layer with the loss among them), which training runs when
-    // DPTRAIN_KERNEL_VERSIONS asks: 2 replicas alike, against one CPU
-    // device, and a graph's replay with the queued kernels' bits.
-    for (const cuda::LauncherVersions& l : cuda::launcher_versions())
-        cuda::select_version(l.launcher, int(l.versions.size()));
-    const std::string name = "2 GPU replicas, every launcher at its latest version";
-    const Trained latest = train_epochs(DeviceKind::gpu, 2, batch);
-    report(latest.params[0] == latest.params[1], name + ": replica 1 has the same bits as replica 0");
-    compare_with_cpu(name + " vs 1 CPU device: parameters after one epoch", latest.params[0], cpu.params[0]);
-    report(std::abs(latest.loss_sum - cpu.loss_sum) <= 1e-5 * std::abs(cpu.loss_sum),
-           name + ": the epoch's loss sum matches the CPU's",
-           std::to_string(latest.loss_sum) + " vs " + std::to_string(cpu.loss_sum));
-    check_graph_replays(2, batch, name);
-    cuda::select_default_versions();
 }
 
 // What crosses streams, in few steps, for ThreadSanitizer on the emulated GPU

@@ -7,7 +7,13 @@ advantage PyTorch offers a model this small:
   - the whole data set lives in the device's memory as float32 tensors, so
     a batch is one indexing operation (no DataLoader, no host copies);
   - --compile wraps the step in torch.compile(mode="reduce-overhead"), which
-    replays each step as a CUDA graph on a GPU.
+    replays each step as a CUDA graph on a GPU;
+  - --graph captures the whole step (forward, loss, backward, SGD) in one
+    torch.cuda.CUDAGraph with static input buffers, and each step copies its
+    batch into them and replays it (a last, smaller batch runs eagerly): no
+    host launches, so what the kernels themselves take. Its capture takes
+    three warm-up steps on a side stream, after which the weights are put
+    back as they were.
 On a GPU the arithmetic is FP32 unless --tf32 is given: PyTorch lets cuDNN's
 convolutions use TF32 tensor cores by default, which would compare dptrain's
 FP32 with PyTorch's TF32. --tf32 turns TF32 on for convolutions and matrix
@@ -34,10 +40,14 @@ import struct
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError as missing:  # (the arguments are still checked: main)
+    torch = None
+    import_error = missing
 
 
 def read_idx(directory, stem):
@@ -82,7 +92,7 @@ def initialised(model, init):
     return model
 
 
-class Residual(nn.Module):
+class Residual(nn.Module if torch is not None else object):
     """relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), as dptrain's."""
 
     def __init__(self, inputs, channels, stride):
@@ -106,6 +116,37 @@ def resnet18(init):
     return initialised(model, init)
 
 
+def graph_step(model, sgd, eager_step, x, y):
+    """The training step on a batch of x's shape as one replayed CUDA graph:
+    forward, loss, backward and SGD captured once (after three warm-up steps
+    on a side stream, the weights then put back), each call copying its batch
+    into the graph's static inputs. A batch of another size runs eager_step."""
+    import copy
+    static_x, static_y = x.clone(), y.clone()
+    kept = copy.deepcopy(model.state_dict())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            eager_step(static_x, static_y)
+    torch.cuda.current_stream().wait_stream(side)
+    model.load_state_dict(kept)  # (in place: the graph captures these tensors)
+    graph = torch.cuda.CUDAGraph()
+    sgd.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss = F.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        sgd.step()
+
+    def step(x, y):
+        if x.shape[0] != static_x.shape[0]:
+            return eager_step(x, y)
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+    return step
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -119,12 +160,21 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
     p.add_argument("--compile", action="store_true", help='torch.compile(mode="reduce-overhead")')
+    p.add_argument("--graph", action="store_true",
+                   help="the whole step captured in one CUDA graph, replayed each step (--device cuda)")
     p.add_argument("--data", default="", help="directory of the IDX files")
     p.add_argument("--tf32", action="store_true",
                    help="TF32 tensor cores for convolutions and matrix products (default: FP32 throughout)")
     a = p.parse_args()
     if a.epochs < 1 or a.batch < 1 or a.lr <= 0:
-        sys.exit("pytorch_lenet.py: --epochs and --batch must be at least 1, --lr positive")
+        p.error("--epochs and --batch must be at least 1, --lr positive")
+    if a.graph and a.compile:
+        p.error("--graph and --compile are two ways to run the step: give one")
+    if a.graph and a.device != "cuda":
+        p.error("--graph captures the step in a CUDA graph: it needs --device cuda")
+    if torch is None:
+        print(f"pytorch_lenet.py: needs PyTorch and numpy (pip install torch numpy): {import_error}", file=sys.stderr)
+        sys.exit(2)
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -158,6 +208,8 @@ def main():
         if not hasattr(torch, "compile"):
             sys.exit(f"pytorch_lenet.py: --compile needs PyTorch 2 (this is {torch.__version__})")
         step = torch.compile(step, mode="reduce-overhead")
+    if a.graph:
+        step = graph_step(model, sgd, step, x_train[:a.batch], y_train[:a.batch])
     order_rng = torch.Generator(device=device)
     order_rng.manual_seed(a.seed)
 
@@ -165,8 +217,9 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    mode = " with torch.compile(mode=reduce-overhead)" if a.compile else " as one CUDA graph a step" if a.graph else ", eager"
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}"
-          f"{' with torch.compile(mode=reduce-overhead)' if a.compile else ', eager'}; {a.model}, "
+          f"{mode}; {a.model}, "
           f"batch {a.batch}, lr {a.lr}, {a.pool + ' pool, ' if a.model == 'lenet' else ''}{a.init} init, "
           f"{'TF32' if a.tf32 else 'FP32'}", flush=True)
     for epoch in range(1, a.epochs + 1):

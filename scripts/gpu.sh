@@ -15,31 +15,31 @@
 #             --breakdown on GPU replicas, the classroom runs, mixed runs (a
 #             GPU beside a CPU device, --split auto), ring, nccl and
 #             --overlap runs, inspect, the demos and `dptrain devices`
-#   bench     every version of the CUDA launchers that have versions,
-#             checked and timed side by side (bench/kernel_bench), in FP32
-#             and with --tf32, and in whole LeNet epochs against the
-#             defaults (bench/kernel_versions.sh); a LeNet and a ResNet-18
+#   bench     the trainer's CUDA launchers and every version of dev/cuda/
+#             beside them, checked and timed (bench/kernel_bench), in FP32
+#             and with --tf32; a LeNet and a ResNet-18
 #             step's kernels by ncu, heaviest first (scripts/ncu_step.py,
 #             tables in $LOGS/ncu-*.txt) and why LeNet's and ResNet-18's
 #             GEMM products take their time (scripts/ncu_why.py); full
 #             epochs, FP32 and
 #             --tf32, against the PyTorch peer (bench/pytorch_lenet.py,
-#             eager and torch.compile, FP32 and TF32) in the same call; 1, 2 and 4 replicas
+#             eager, torch.compile and one CUDA graph a step, FP32 and
+#             TF32) in the same call; 1, 2 and 4 replicas
 #             sharing the GPU, with and without --overlap; `dptrain compare
 #             --gpus 1,2,4` and its plot;
 #             `dptrain bench-allreduce` on 1, 2 and 4 replicas
 #
 #   quick     for a call of under 10 minutes on a fresh machine (planned
-#             for 6 to 7 on an H200): the build and the GPU test suite as
-#             `build` runs them, then what decides the next defaults: whole
-#             epochs with the versions not yet timed (UNTIMED_RESNET18,
-#             UNTIMED_LENET, UNTIMED_LENET_TF32, UNTIMED_RESNET18_TF32 below) against the
-#             defaults, memcheck and racecheck on a tiny ResNet-18 run with
-#             all of them, the classroom pair, why LeNet's kernels (with
-#             the defaults and with the untimed versions) and ResNet-18's
-#             GEMM products take their time (ncu's occupancy, issue slots
-#             and waits: scripts/ncu_why.py), and a ResNet-18 step's
-#             kernels by ncu
+#             for 6 to 7 on an H200): the build and the GPU and dev test
+#             suites, then what decides the next defaults: every version of
+#             dev/cuda/ checked and timed against the trainer's kernel
+#             (bench/kernel_bench --dev, FP32 and --tf32) and in whole
+#             epochs against dptrain (bench/dev_epochs.sh), memcheck on a
+#             tiny run with each; dptrain against the PyTorch peer's three
+#             modes (eager, torch.compile, one CUDA graph a step); the
+#             classroom pair; why LeNet's kernels and ResNet-18's GEMM
+#             products take their time (ncu's occupancy, issue slots and
+#             waits: scripts/ncu_why.py); a ResNet-18 step's kernels by ncu
 #
 #   usage: scripts/gpu.sh STAGE... | all        (e.g. scripts/gpu.sh build train)
 #
@@ -47,7 +47,8 @@
 # EPOCHS and RESNET_EPOCHS (a bench run's epochs, 5 and 3), PYTORCH_COMPILE=0
 # (the peer's torch.compile rows left out: they cost a minute each).
 #
-# Every stage builds first; the build is incremental, so on a warm machine
+# Every stage builds first (with every version of dev/cuda/ as a dptrain of
+# its own: -Ddev_candidate=all); the build is incremental, so on a warm machine
 # (one still held from the previous call: build/ is git-ignored and stays
 # there) it costs seconds, on a fresh one about a minute. The script says
 # which it found.
@@ -67,22 +68,6 @@ stages=("$@")
 for s in "${stages[@]}"; do
     [[ $s =~ ^(build|sanitize|train|bench|quick)$ ]] || { echo "scripts/gpu.sh: unknown stage '$s' (build, sanitize, train, bench, quick or all)" >&2; exit 2; }
 done
-
-# The kernel versions not yet timed on a GPU (kernels/cuda/versions.cu says
-# what each is), as bench/kernel_versions.sh's ONLY= takes them: the quick
-# stage times them against the defaults. A ResNet-18 variant costs about
-# 15 s of the stage's budget, so where one version builds on another
-# (batch_norm 8 on 6 and 7, conv2d_backward_data 11 on 10) the last stands
-# for the line: bench/kernel_versions.sh without ONLY= times each one.
-UNTIMED_RESNET18=${UNTIMED_RESNET18-"gemm=3 batch_norm=8 pool=2 waves=2 conv2d_backward_weight=14 conv2d_backward_data=11 gemm=3,batch_norm=8,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=11,dense=11"}
-UNTIMED_LENET=${UNTIMED_LENET-"gemm=3 dense=11 gemm=3,dense=11 conv2d_forward=12 conv2d_backward_data=12 conv2d_forward=12,conv2d_backward_data=12"}
-UNTIMED_LENET_TF32=${UNTIMED_LENET_TF32-"tf32=3 tf32=4 tf32=5 tf32=6 tf32=7 tf32=8 tf32=9 tf32=10"}
-# ResNet-18 with --tf32 (its convolutions on the GEMM core's tensor-core
-# tiles) has never run a timed epoch: its defaults, with the weight
-# gradients' predicated loads and the input gradients added in their
-# kernels (conv2d_backward_weight 14, conv2d_backward_data 10), which it
-# runs too, and with every untimed version it runs.
-UNTIMED_RESNET18_TF32=${UNTIMED_RESNET18_TF32-"default conv2d_backward_weight=14,conv2d_backward_data=10 batch_norm=8,pool=2,waves=2,conv2d_backward_weight=14,conv2d_backward_data=11"}
 
 # --allreduce nccl loads libnccl.so.2 at run time. A machine with none on the
 # loader's path may still have one from its PyTorch wheel: use it.
@@ -147,7 +132,7 @@ ensure_build() {
     fi
     local found="configured afresh"
     [[ -f $dir/build.ninja ]] && found="reused from an earlier call on this machine"
-    local archs setup=(-Dcuda=enabled)
+    local archs setup=(-Dcuda=enabled -Ddev_candidate=all)
     archs=$(gpu_archs)
     [[ -n $archs ]] && setup+=("-Dgpu_archs=$archs")
     if ! DPTRAIN_BUILD_DIR=$dir scripts/build.sh "${setup[@]}" >>"$log" 2>&1; then
@@ -174,7 +159,7 @@ stage_build() {
 # The GPU test suite, a line each test in the summary.
 gpu_test_suite() {
     local started=$SECONDS
-    meson test -C "$dir" --suite gpu --print-errorlogs >>"$log" 2>&1
+    meson test -C "$dir" --suite gpu --suite dev --print-errorlogs >>"$log" 2>&1
     local tests_status=$?
     # One line a test from meson's record: name, result, and the test's last line
     # ("N of M checks passed", or why it skipped).
@@ -231,21 +216,22 @@ stage_sanitize() {
 
 # sanitize_run SANITIZER TOOL "DPTRAIN ARGS": one run under
 # compute-sanitizer, a line in the summary.
-sanitize_run() {
-    local sanitizer=$1 tool=$2 args=$3 out=$logs/sanitize-run.tmp started=$SECONDS rc verdict
+sanitize_run() {  # SANITIZER TOOL ARGS [BINARY: default dptrain]
+    local sanitizer=$1 tool=$2 args=$3 binary=${4:-$dir/dptrain} out=$logs/sanitize-run.tmp started=$SECONDS rc verdict
+    local name=${binary##*/}
     # shellcheck disable=SC2086
-    timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 "$dir/dptrain" $args >"$out" 2>&1
+    timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 --print-limit 20 "$binary" $args >"$out" 2>&1
     rc=$?
-    { echo "== compute-sanitizer --tool $tool dptrain $args (exit $rc, $((SECONDS - started)) s)"; cat "$out"; } >>"$log"
+    { echo "== compute-sanitizer --tool $tool $name $args (exit $rc, $((SECONDS - started)) s)"; cat "$out"; } >>"$log"
     verdict=$(grep -E '^========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$out" | head -2 | sed 's/^========= //' | paste -sd';')
     if grep -qiE 'not supported|unable to|could not|refused' "$out" && ! grep -q '^epoch 1' "$out"; then
         fail "compute-sanitizer $tool refused here: $(grep -m1 -iE 'not supported|unable to|could not|refused' "$out")"
     elif [[ $rc -eq 124 ]]; then
-        fail "$tool dptrain $args: over 240 s, stopped"
+        fail "$tool $name $args: over 240 s, stopped"
     elif [[ $rc -eq 0 ]]; then
-        ok "$tool dptrain $args: ${verdict:-no errors} ($((SECONDS - started)) s)"
+        ok "$tool $name $args: ${verdict:-no errors} ($((SECONDS - started)) s)"
     else
-        fail "$tool dptrain $args: exit $rc, ${verdict:-see $log}"
+        fail "$tool $name $args: exit $rc, ${verdict:-see $log}"
         show_tail "$out" 20
     fi
     rm -f "$out"
@@ -382,6 +368,34 @@ median_after_first() {
         print (m % 2 ? w[(m + 1) / 2] : (w[m / 2] + w[m / 2 + 1]) / 2) }'
 }
 
+# pytorch_epoch ARGS...: the PyTorch peer's median LeNet epoch after the
+# first, in seconds, from its "epoch N time T s" lines (nan where it could
+# not run), with the caller's $python, $data, $epochs and $work.
+pytorch_epoch() {
+    [[ -z $python ]] && { echo "nan"; return; }
+    PYTHONUNBUFFERED=1 timeout 300 "$python" bench/pytorch_lenet.py --device cuda --data "$data" --batch 256 \
+        --lr 0.3 --init xavier --epochs "$epochs" "$@" >"$work/pt.log" 2>&1
+    cat "$work/pt.log" >>"$log"
+    sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first
+}
+
+# kernel_bench_tables NAME KERNEL_BENCH_ARGS...: bench/kernel_bench in FP32
+# and with --tf32 (on the tensor cores, against the CPU twin's TF32-rounded
+# operands), tables in $logs/kernel-bench[NAME][-tf32].txt.
+kernel_bench_tables() {
+    local name=$1 math table
+    shift
+    for math in "" --tf32; do
+        table=$logs/kernel-bench$name${math:+-tf32}.txt
+        if "$dir/bench/kernel_bench" "$@" $math >"$table" 2>&1; then
+            cat "$table"
+            ok "kernel_bench $* $math: $(grep -c ' ok ' "$table") kernels checked and timed (table in $table)"
+        else
+            fail "kernel_bench $* $math: a kernel failed its check or could not run"; show_tail "$table"
+        fi
+    done
+}
+
 # ncu_step NAME SKIP COUNT NCU_STEP_ARGS -- DPTRAIN_ARGS...: a step's
 # kernels by Nsight Compute, heaviest first (scripts/ncu_step.py; tables in
 # $logs/ncu-NAME.txt), from the caller's $work, $data and stage budget.
@@ -464,60 +478,11 @@ stage_bench() {
     rm -rf "$work" && mkdir -p "$work"
     note "info  ${gpu:-no GPU name}; $epochs epochs a run, the median of epochs 2..$epochs; data $data"
 
-    # First, every version of each CUDA launcher that has versions, checked
-    # against its CPU twin and timed at LeNet's and ResNet-18's layer shapes
-    # (bench/kernel_bench.cpp): old against new in one table.
-    if "$dir/bench/kernel_bench" --batch 256 >"$logs/kernel-bench.txt" 2>&1; then
-        cat "$logs/kernel-bench.txt"
-        ok "kernel_bench: $(grep -c ' ok ' "$logs/kernel-bench.txt") launcher versions checked and timed (table in $logs/kernel-bench.txt)"
-    else
-        fail "kernel_bench: a version failed its check or could not run"; show_tail "$logs/kernel-bench.txt"
-    fi
-    # The same launchers with --tf32: on the tensor cores, against the CPU
-    # twin's TF32-rounded operands.
-    if "$dir/bench/kernel_bench" --batch 256 --tf32 >"$logs/kernel-bench-tf32.txt" 2>&1; then
-        cat "$logs/kernel-bench-tf32.txt"
-        ok "kernel_bench --tf32: $(grep -c ' ok ' "$logs/kernel-bench-tf32.txt") launcher versions checked and timed"
-    else
-        fail "kernel_bench --tf32: a version failed its check or could not run"; show_tail "$logs/kernel-bench-tf32.txt"
-    fi
+    # First, the trainer's launchers and every dev version beside them,
+    # checked against the CPU twin and timed at LeNet's and ResNet-18's layer
+    # shapes (bench/kernel_bench.cpp), FP32 and --tf32.
+    kernel_bench_tables "" --batch 256
 
-    # Whole LeNet epochs with each launcher's other versions against the
-    # defaults (what each version is worth in the trainer, not alone).
-    if bench/kernel_versions.sh "$dir/dptrain" lenet 1 "$epochs" >"$logs/kernel-versions.txt" 2>&1; then
-        cat "$logs/kernel-versions.txt"
-        ok "kernel_versions.sh: $(grep -cE ' [0-9.]+x$' "$logs/kernel-versions.txt") variants timed (table in $logs/kernel-versions.txt)"
-    else
-        fail "bench/kernel_versions.sh"; show_tail "$logs/kernel-versions.txt"
-    fi
-    # --tf32 epochs with the versions before the defaults of the launchers
-    # that --tf32 runs differently: the tensor-core products for conv1 and
-    # conv2's input gradient (tf32 1), and the forward product without its
-    # table of taps (conv2d_forward 7).
-    local lean="tf32=1 conv2d_forward=7"
-    if DPTRAIN_ARGS="--batch 256 --lr 0.3 --tf32" ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" lenet 2 \
-        "$epochs" >"$logs/kernel-versions-tf32.txt" 2>&1; then
-        cat "$logs/kernel-versions-tf32.txt"
-        ok "kernel_versions.sh --tf32: $lean timed against the defaults (table in $logs/kernel-versions-tf32.txt)"
-    else
-        fail "bench/kernel_versions.sh --tf32"; show_tail "$logs/kernel-versions-tf32.txt"
-    fi
-    # ResNet-18, whose convolutions are GEMMs: the forward product without
-    # its table of taps (conv2d_forward 7), the split products' finishing in
-    # the product's kernel (gemm_split 2); batch norm before its fusions (1,
-    # 4) and with the ReLU's backward in its sums (6, 7); the residual add
-    # and its ReLU as two kernels (residual 1); max pooling's backward a
-    # tile of pixels a thread (pool 2); the split products in whole waves
-    # (waves 2); and those three together.
-    lean="conv2d_forward=7 gemm_split=2 batch_norm=1 batch_norm=4 batch_norm=6 batch_norm=7 residual=1"
-    lean+=" pool=2 waves=2 batch_norm=7,pool=2,waves=2"
-    if ONLY="$lean" bench/kernel_versions.sh "$dir/dptrain" resnet18 1 "${RESNET_EPOCHS:-3}" \
-        >"$logs/kernel-versions-resnet18.txt" 2>&1; then
-        cat "$logs/kernel-versions-resnet18.txt"
-        ok "kernel_versions.sh resnet18: $lean timed against the defaults (table in $logs/kernel-versions-resnet18.txt)"
-    else
-        fail "bench/kernel_versions.sh resnet18"; show_tail "$logs/kernel-versions-resnet18.txt"
-    fi
     # A step's kernels by Nsight Compute, heaviest first: each kernel alone
     # with the caches flushed, so a ranking, not the step's time
     # (scripts/ncu_step.py). LeNet's 80 launches hold 6 steps; ResNet-18's
@@ -539,20 +504,14 @@ stage_bench() {
             { echo "nan"; return; }
         sed -E 's/.*"train_time_s": ?([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first
     }
-    # pytorch ARGS...: the same from the peer's "epoch N time T s" lines.
-    pytorch_epoch() {
-        [[ -z $python ]] && { echo "nan"; return; }
-        PYTHONUNBUFFERED=1 timeout 300 "$python" bench/pytorch_lenet.py --device cuda --data "$data" --batch 256 \
-            --lr 0.3 --init xavier --epochs "$epochs" "$@" >"$work/pt.log" 2>&1
-        cat "$work/pt.log" >>"$log"
-        sed -nE 's/^epoch [0-9]+ time ([0-9.]+) s.*/\1/p' "$work/pt.log" | median_after_first
-    }
-    local t_graph t_eager t_tf32 t_pt t_ptc t_pt32 t_ptc32 t_r2 t_r4 t_o2 t_o4 t_o2b0
+    local t_graph t_eager t_tf32 t_pt t_ptc t_ptg t_pt32 t_ptc32 t_ptg32 t_r2 t_r4 t_o2 t_o4 t_o2b0
     echo "== dptrain --gpus 1" >>"$log"; t_graph=$(dptrain_epoch --gpus 1)
     echo "== dptrain --gpus 1 --tf32" >>"$log"; t_tf32=$(dptrain_epoch --gpus 1 --tf32)
     echo "== dptrain --gpus 1 --no-graphs" >>"$log"; t_eager=$(dptrain_epoch --gpus 1 --no-graphs)
     echo "== PyTorch eager" >>"$log"; t_pt=$(pytorch_epoch)
     echo "== PyTorch eager --tf32" >>"$log"; t_pt32=$(pytorch_epoch --tf32)
+    echo "== PyTorch CUDA graph" >>"$log"; t_ptg=$(pytorch_epoch --graph)
+    echo "== PyTorch CUDA graph --tf32" >>"$log"; t_ptg32=$(pytorch_epoch --graph --tf32)
     # torch.compile spends about a minute compiling each run: PYTORCH_COMPILE=0
     # leaves it out where the call is short of time.
     t_ptc=skip t_ptc32=skip
@@ -587,7 +546,11 @@ stage_bench() {
         row "PyTorch torch.compile, FP32" "$t_ptc" "$t_pt" "PyTorch eager"
         row "PyTorch eager, TF32" "$t_pt32" "$t_pt" "PyTorch eager"
         row "PyTorch torch.compile, TF32" "$t_ptc32" "$t_pt" "PyTorch eager"
+        row "PyTorch CUDA graph, FP32" "$t_ptg" "$t_pt" "PyTorch eager"
+        row "PyTorch CUDA graph, TF32" "$t_ptg32" "$t_pt" "PyTorch eager"
         row "dptrain vs torch.compile" "$t_graph" "$t_ptc" "torch.compile"
+        row "dptrain vs PyTorch's CUDA graph" "$t_graph" "$t_ptg" "PyTorch CUDA graph"
+        row "dptrain --tf32 vs its CUDA graph" "$t_tf32" "$t_ptg32" "PyTorch CUDA graph, TF32"
         echo
         echo "Replicas sharing the GPU, global batch 256"
         row "1 replica (256 a replica)" "$t_graph" "$t_graph" "1 replica"
@@ -616,12 +579,13 @@ stage_bench() {
             || { fail "dptrain simulate --gpus 8 --link $link"; show_tail "$work/sim.log"; }
     done
     for t in "$t_graph" "$t_eager" "$t_tf32" "$t_r2" "$t_r4" "$t_o2" "$t_o2b0" "$t_o4"; do [[ $t == nan ]] && fail "a dptrain benchmark run failed: see $log"; done
-    awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" -v t32="$t_tf32" 'BEGIN {
+    awk -v t="$t_graph" -v pt="$t_pt" -v ptc="$t_ptc" -v ptg="$t_ptg" -v t32="$t_tf32" 'BEGIN {
         if (t == "nan") exit
         printf "info  goals: epoch %.1f ms (goal <= 45 in FP32)", t * 1000
         if (t32 != "nan") printf ", %.1f ms with --tf32 (goal <= 25)", t32 * 1000
         if (pt != "nan") printf ", %.2fx PyTorch eager (goal <= 0.5)", t / pt
         if (ptc != "nan" && ptc != "skip") printf ", %.2fx torch.compile (goal <= 1.0)", t / ptc
+        if (ptg != "nan") printf ", %.2fx PyTorch as one CUDA graph a step", t / ptg
         printf "\n" }' | while read -r line; do note "$line"; done
 
     local plotter=""
@@ -708,56 +672,59 @@ stage_quick() {
         note "skip  the quick stage's timings, sanitizers and profile: nvidia-smi lists no GPU"
         return
     fi
-    local data work=$dir/gpu-quick
+    local data work=$dir/gpu-quick python="" epochs=5
     data=$(find_data)
     rm -rf "$work" && mkdir -p "$work"
+    for p in python3 /usr/bin/python3; do "$p" -c 'import torch' 2>/dev/null && { python=$p; break; }; done
     note "info  $(gpu_name); data $data"
-    # The versions not yet timed, in whole epochs against the defaults: the
-    # median of 2 runs in turns, each the median of epochs 2 to 3 (ResNet-18)
-    # or 2 to 5 (LeNet, --tf32); ResNet-18 with --tf32 last.
-    local run model only args table
-    for run in resnet18 lenet lenet-tf32 resnet18-tf32; do
-        case $run in
-            resnet18) model=resnet18 only=$UNTIMED_RESNET18 args="" ;;
-            lenet) model=lenet only=$UNTIMED_LENET args="--batch 256 --lr 0.3" ;;
-            lenet-tf32) model=lenet only=$UNTIMED_LENET_TF32 args="--batch 256 --lr 0.3 --tf32" ;;
-            resnet18-tf32) model=resnet18 only=$UNTIMED_RESNET18_TF32 args="--batch 256 --lr 0.1 --tf32" ;;
-        esac
-        table=$logs/untimed-$run.txt
-        [[ -z $only ]] && continue
-        over_budget "kernel_versions.sh $run" && continue
-        if DPTRAIN_ARGS=$args ONLY=$only bench/kernel_versions.sh "$dir/dptrain" "$model" 2 \
-            "$([[ $model == lenet ]] && echo 5 || echo 3)" >"$table" 2>&1; then
-            cat "$table"
-            ok "kernel_versions.sh $model${args:+ $args}: $only timed against the defaults (table in $table)"
+    # Every version of dev/cuda/ beside the trainer's launcher it stands in
+    # for, checked and timed, FP32 and --tf32; then in whole epochs against
+    # dptrain (the median of 2 runs in turns, each the median of epochs 2 to 4).
+    kernel_bench_tables -dev --dev --batch 256
+    if ! over_budget "bench/dev_epochs.sh"; then
+        if bench/dev_epochs.sh "$dir" 2 4 >"$logs/dev-epochs.txt" 2>&1; then
+            cat "$logs/dev-epochs.txt"
+            ok "bench/dev_epochs.sh: $(grep -cE ' [0-9.]+x$' "$logs/dev-epochs.txt") versions timed in whole epochs (table in $logs/dev-epochs.txt)"
         else
-            fail "bench/kernel_versions.sh $model"; show_tail "$table"
+            fail "bench/dev_epochs.sh"; show_tail "$logs/dev-epochs.txt"
         fi
-    done
-    # The untimed versions under compute-sanitizer, each launcher at the last
-    # of them named: one ResNet-18 step of 8 samples, two LeNet --tf32 steps of 32.
+    fi
+    # Each version under memcheck: one tiny run of its model.
     local sanitizer
     sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    last_of_each() {  # "a=1 a=2,b=3" -> "a=2,b=3"
-        tr ' ,' '\n\n' <<<"$1" | awk -F= 'NF == 2 {
-            if (!($1 in v)) order[++n] = $1
-            v[$1] = $2 }
-            END { for (i = 1; i <= n; ++i) printf "%s%s=%s", (i > 1 ? "," : ""), order[i], v[order[i]] }'
-    }
     if [[ ! -x $sanitizer ]]; then
         note "skip  sanitizers: no compute-sanitizer"
     else
-        local tool
-        for tool in memcheck racecheck; do
-            over_budget "$tool resnet18" && continue
-            DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_RESNET18") sanitize_run "$sanitizer" "$tool" \
-                "--data $data --model resnet18 --gpus 1 --epochs 1 --limit-train 8 --limit-test 8 --batch 8"
-        done
-        for tool in memcheck racecheck; do
-            [[ -z $UNTIMED_LENET_TF32 ]] || over_budget "$tool lenet --tf32" && continue
-            DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") sanitize_run "$sanitizer" "$tool" \
-                "--data $data --gpus 1 --epochs 1 --limit-train 64 --limit-test 32 --batch 32 --tf32"
-        done
+        local id options
+        while IFS='|' read -r id _ _ options _; do
+            [[ $id =~ ^[[:space:]]*(#|$) ]] && continue
+            read -r id <<<"$id"
+            read -r options <<<"$options"
+            [[ $options == - || ! -x $dir/dev/cuda/dptrain-${id//\//-} ]] && continue
+            over_budget "memcheck $id" && continue
+            sanitize_run "$sanitizer" memcheck "--data $data $options --gpus 1 --epochs 1 --limit-train 64 --limit-test 32 --batch 32" \
+                "$dir/dev/cuda/dptrain-${id//\//-}"
+        done <dev/cuda/versions.txt
+    fi
+    # dptrain against the PyTorch peer's three modes (eager, torch.compile,
+    # the whole step as one CUDA graph), FP32, LeNet at batch 256.
+    if ! over_budget "the PyTorch peer"; then
+        local t_d t_pt t_ptc=skip t_ptg
+        "$dir/dptrain" --data "$data" --gpus 1 --batch 256 --lr 0.3 --epochs "$epochs" --metrics "$work/m.jsonl" \
+            >>"$log" 2>&1 && t_d=$(sed -E 's/.*"train_time_s": ?([0-9.]+).*/\1/' "$work/m.jsonl" | median_after_first) \
+            || t_d=nan
+        t_pt=$(pytorch_epoch)
+        t_ptg=$(pytorch_epoch --graph)
+        [[ ${PYTORCH_COMPILE:-1} != 0 ]] && t_ptc=$(pytorch_epoch --compile)
+        if [[ -z $python ]]; then
+            note "skip  the PyTorch peer: no python3 with torch here"
+        else
+            awk -v d="$t_d" -v e="$t_pt" -v c="$t_ptc" -v g="$t_ptg" 'function ms(t) { return t == "nan" ? "failed" : t == "skip" ? "not run" : sprintf("%.1f ms", t * 1000) }
+                function x(t) { return (t == "nan" || t == "skip" || d == "nan") ? "" : sprintf(" (dptrain %.2fx)", d / t) }
+                BEGIN { printf "info  LeNet epoch, batch 256, FP32: dptrain %s; PyTorch eager %s%s, torch.compile %s%s, one CUDA graph a step %s%s\n",
+                    ms(d), ms(e), x(e), ms(c), x(c), ms(g), x(g) }' | while read -r line; do note "$line"; done
+            [[ $t_d == nan || $t_pt == nan || $t_ptg == nan || $t_ptc == nan ]] && fail "a run against the PyTorch peer failed: see $log"
+        fi
     fi
     # The classroom pair: 2 replicas sharing this GPU, the test accuracy.
     if ! over_budget "classroom pair"; then
@@ -768,16 +735,10 @@ stage_quick() {
         fi
         cat "$work/classroom.log" >>"$log"
     fi
-    # Why the kernels take their time, with the defaults: two LeNet steps'
-    # (and again with the untimed LeNet versions, and --tf32's, with the
-    # last tf32 version named above), and a ResNet-18 step's GEMM products
-    # (about 40 launches a step: the third step's), then where a ResNet-18
-    # step's time goes.
+    # Why the kernels take their time: two LeNet steps' and a ResNet-18
+    # step's GEMM products (about 40 launches a step: the third step's),
+    # then where a ResNet-18 step's time goes.
     ncu_why lenet 200 20 -- --gpus 1 --batch 256 --limit-train 25600
-    [[ -z $UNTIMED_LENET ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET") \
-        ncu_why lenet-untimed 200 20 -- --gpus 1 --batch 256 --limit-train 25600
-    [[ -z $UNTIMED_LENET_TF32 ]] || DPTRAIN_KERNEL_VERSIONS=$(last_of_each "$UNTIMED_LENET_TF32") \
-        ncu_why lenet-tf32 200 20 -- --gpus 1 --batch 256 --limit-train 25600 --tf32
     ncu_why resnet18-gemm 80 40 --kernel-name regex:gemm -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
     ncu_step resnet18 500 450 --by-grid -- --model resnet18 --gpus 1 --batch 256 --limit-train 12800
 }

@@ -19,7 +19,8 @@
 #   build-emulated/   the CUDA backend on emulated GPUs (-Demulated_gpu=true,
 #                     no nvcc needed), built whole as README.md says: the GPU
 #                     suite, every kernel against its CPU twin, replicas,
-#                     graphs and the binary on GPU replicas
+#                     graphs and the binary on GPU replicas; the dev suite,
+#                     every version of dev/cuda/ checked and one trained with
 #   build-tsan/       the same under ThreadSanitizer, on the runs where streams
 #                     meet (replicas, --overlap, mixed): a missing wait between
 #                     streams is a reported race (DPTRAIN_EMULATED=0 skips both)
@@ -170,7 +171,7 @@ if [[ ${DPTRAIN_EMULATED:-1} != 0 ]]; then
         # whole (its unit tests and MPI too: the CPU tests run in the stages
         # above, and link here).
         DPTRAIN_BUILD_DIR=$dir-emulated scripts/build.sh $emulated_options -Dmpi=auto -Dtests=auto &&
-            DPTRAIN_KERNEL_OBJECTS=$figures_from tests "$dir-emulated" --suite gpu
+            DPTRAIN_KERNEL_OBJECTS=$figures_from tests "$dir-emulated" --suite gpu --suite dev
     }
     stage "the CUDA backend on emulated GPUs ($dir-emulated/)" emulated
     # (halt_on_error: the first race fails the test at once, with its report.

@@ -27,6 +27,7 @@
 //   conv_backward_weight.cu  conv2d_backward_weight, and the scratch the three need
 //                            (conv2d_scratch_floats)
 //   conv_weight_small.cu     a small filter bank's weight gradient, also through a pooling
+//   conv_rows.cuh            LeNet's conv2 by tiled rows: the forward's and the input gradient's sums
 // This header: the geometry the kernels take, the pooling of staged output
 // planes, the adding of a weight gradient's slices, and then what the three
 // products' sources share.

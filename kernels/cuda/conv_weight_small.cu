@@ -50,9 +50,6 @@ int small_weight_grad_blocks(const ConvShape& s) { return std::min(s.n, launch::
 // at once.
 struct OutputGradIn {
     const float* dy;
-    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
-        return dy[(size_t(sample) * g.oc + o) * (g.oh * g.ow) + p];
-    }
     static constexpr bool two_step = true;
     struct At {
         const float* dy;  // channel 0's value at the pixel
@@ -97,10 +94,6 @@ struct OutputGradThroughAvgPoolApart {
     __device__ float covered_value(Loaded v) const {
         const float inv_area = 1.0f / float(k * k);
         return v.y > 0.0f ? 0.0f + v.d * inv_area : 0.0f;
-    }
-    __device__ float operator()(int sample, int o, int p, const Geometry& g) const {
-        const At at = where(sample, p, g);
-        return value(at, load(at, o));
     }
 };
 template <PoolKind kind>

@@ -35,7 +35,7 @@ struct NcclLibrary {
     std::string why_none;  // empty when loaded
     std::string where;
     int version = 0;
-    ncclResult_t (*get_version)(int*) = nullptr;
+    ncclResult_t (*version_of)(int*) = nullptr;
     const char* (*error_string)(ncclResult_t) = nullptr;
     ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*) = nullptr;
     ncclResult_t (*get_unique_id)(ncclUniqueId*) = nullptr;
@@ -75,14 +75,14 @@ NcclLibrary load() {
                        "wheels bring one, in site-packages/nvidia/nccl/lib)";
         return lib;
     }
-    if (!find(handle, "ncclGetVersion", lib.get_version) || !find(handle, "ncclGetErrorString", lib.error_string) ||
+    if (!find(handle, "ncclGetVersion", lib.version_of) || !find(handle, "ncclGetErrorString", lib.error_string) ||
         !find(handle, "ncclCommInitAll", lib.comm_init_all) || !find(handle, "ncclGetUniqueId", lib.get_unique_id) ||
         !find(handle, "ncclCommInitRank", lib.comm_init_rank) || !find(handle, "ncclGroupStart", lib.group_start) ||
         !find(handle, "ncclGroupEnd", lib.group_end) || !find(handle, "ncclAllReduce", lib.all_reduce)) {
         lib.why_none = lib.where + " lacks the NCCL 2 functions dptrain calls (" + dlerror() + ")";
         return lib;
     }
-    if (lib.get_version(&lib.version) != nccl_success || lib.version < 20000)
+    if (lib.version_of(&lib.version) != nccl_success || lib.version < 20000)
         lib.why_none = lib.where + " is not NCCL 2 (version " + std::to_string(lib.version) + ")";
     return lib;
 }

@@ -28,7 +28,7 @@ static_assert(std::endian::native == std::endian::little, "checkpoints store lit
 namespace {
 
 constexpr std::string_view magic = "dptrain-checkpoint ";
-constexpr int format_version = 6;  // 6: the math line; 5: the processes line; 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
+constexpr int checkpoint_format = 6;  // 6: the math line; 5: the processes line; 4: model and bn lines; 3: the split line; 2: the allreduce and warmup lines
 constexpr size_t max_header_bytes = 16384;   // ours is under 600
 constexpr size_t max_file_bytes = 64 << 20;  // ours: LeNet's 517 KB, ResNet-18's 11.1 MB
 constexpr std::string_view crc_key = "crc32 ";
@@ -91,7 +91,7 @@ class HeaderReader {
 std::string encode_checkpoint(const Checkpoint& k) {
     const TrainConfig& c = k.settings;
     if (k.params.size() != model_of(c.model).param_count()) throw std::logic_error("encode_checkpoint: wrong parameter count");
-    std::string out = std::string(magic) + std::to_string(format_version) + '\n' + tensor_lines(model_of(c.model));
+    std::string out = std::string(magic) + std::to_string(checkpoint_format) + '\n' + tensor_lines(model_of(c.model));
     const auto line = [&](std::string_view key, const std::string& value) {
         out.append(key).append(" ").append(value).append("\n");
     };
@@ -127,9 +127,9 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
     const std::string_view version_text = text.substr(magic.size(), first_end - magic.size());
     int version = 0;
     if (!parse_exact(version_text, version)) fail("not a dptrain checkpoint (bad version " + quoted(version_text) + ")");
-    if (version < 1 || version > format_version)
+    if (version < 1 || version > checkpoint_format)
         fail("checkpoint format version " + std::to_string(version) + "; this dptrain reads versions 1 to " +
-             std::to_string(format_version));
+             std::to_string(checkpoint_format));
 
     // 2. Its length, from the header's data line, then the checksum.
     constexpr std::string_view data_key = "\ndata float32-le ";

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backward.hpp"
 #include "shapes.hpp"
 
 namespace dpt::cpu {
@@ -209,31 +210,56 @@ struct KernelSet {
     Math math = Math::fp32;  // the conv and dense products' arithmetic (--tf32)
     // The last layer and the loss stay two calls here (model.hpp: LastDense).
     static constexpr bool fuses_loss(int, int, int) { return false; }
-    // And a layer's weight gradient is finished by its own call (model.hpp: backward_layer).
-    static constexpr bool leaves_weight_slices(const ConvShape&, const float*, const float*) { return false; }
-    static constexpr auto conv2d_backward_weight_unfinished = &cpu::conv2d_backward_weight;
     static constexpr auto conv2d_scratch_floats = &cpu::conv2d_scratch_floats;
     static constexpr auto conv2d_forward = &cpu::conv2d_forward;
     static constexpr auto conv2d_forward_relu = &cpu::conv2d_forward_relu;
     static constexpr auto conv2d_forward_relu_pool = &cpu::conv2d_forward_relu_pool;
-    static constexpr auto conv2d_backward_data = &cpu::conv2d_backward_data;
-    static constexpr auto conv2d_backward_weight = &cpu::conv2d_backward_weight;
-    static constexpr auto conv2d_backward_weight_pool = &cpu::conv2d_backward_weight_pool;
     static constexpr auto pool2d_forward = &cpu::pool2d_forward;
-    static constexpr auto pool2d_backward = &cpu::pool2d_backward;
-    static constexpr auto pool2d_backward_relu = &cpu::pool2d_backward_relu;
     static constexpr auto dense_scratch_floats = &cpu::dense_scratch_floats;
     static constexpr auto dense_forward = &cpu::dense_forward;
     static constexpr auto dense_forward_relu = &cpu::dense_forward_relu;
-    static constexpr auto dense_backward = &cpu::dense_backward;
-    static constexpr auto dense_backward_relu = &cpu::dense_backward_relu;
-    static constexpr auto dense_backward_pool = &cpu::dense_backward_pool;
     static constexpr auto relu_forward = &cpu::relu_forward;
     static constexpr auto relu_backward = &cpu::relu_backward;
     static constexpr auto sum_into = &cpu::sum_into;
-    static constexpr auto copy = &cpu::copy;
     static constexpr auto add_relu = &cpu::add_relu;
-    static constexpr auto add_relu_backward = &cpu::add_relu_backward;
+    // A layer's backward, one call each (kernels/backward.hpp): here the
+    // plain calls, one after the other. weight_done() runs once the weight
+    // and bias gradients are final.
+    template <class Done>
+    static void backward_conv(const ConvBackward& b, Done&& weight_done) {
+        if (b.pool.d_pooled)
+            cpu::conv2d_backward_weight_pool(b.dw, b.db, b.dy, b.pool.d_pooled, b.x, b.pool.y, b.pool.pooled, b.s,
+                                             b.pool.kind, b.pool.shape, b.scratch);
+        else
+            cpu::conv2d_backward_weight(b.dw, b.db, b.dy, b.x, b.s, b.scratch);
+        weight_done();
+        if (!b.dx) return;
+        if (!b.accumulate) return cpu::conv2d_backward_data(b.dx, b.dy, b.w, b.s, b.scratch);
+        cpu::conv2d_backward_data(b.spare, b.dy, b.w, b.s, b.scratch);
+        cpu::sum_into(b.dx, b.spare, 1, b.s.in_size());
+    }
+    void backward_dense(const DenseBackward& b) const {
+        if (b.pool_before.grad_y)
+            cpu::dense_backward_pool(b.pool_before.grad_y, b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out,
+                                     b.pool_before.y, b.pool_before.kind, b.pool_before.shape, b.scratch, math);
+        else if (b.relu_before)
+            cpu::dense_backward_relu(b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out, b.scratch, math);
+        else
+            cpu::dense_backward(b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out, b.scratch, math);
+    }
+    // relu_before: the pooling's input is a ReLU's output, whose mask it applies too.
+    static void backward_pool(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,
+                              const PoolShape& s, bool relu_before) {
+        if (relu_before) cpu::pool2d_backward_relu(dx, dy, x, y, kind, s);
+        else cpu::pool2d_backward(dx, dy, x, y, kind, s);
+    }
+    // A residual add: the other input's gradient is dy too, written or
+    // added; relu_y: the ReLU after the add, whose mask goes on dy first.
+    static void backward_add(float* dy, float* d_other, const float* relu_y, size_t count, bool accumulate) {
+        if (relu_y) cpu::add_relu_backward(dy, d_other, relu_y, count, accumulate);
+        else if (accumulate) cpu::sum_into(d_other, dy, 1, count);
+        else cpu::copy(d_other, dy, count);
+    }
     // The sums need no scratch here (the GPU's may: kernels/cuda/norm.cu).
     static constexpr size_t batch_norm_scratch_floats(const NormShape&) { return 0; }
     static void batch_norm_stats(float* stats, const float* x, const NormShape& s, float*) {

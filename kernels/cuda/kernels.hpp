@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "backward.hpp"
 #include "shapes.hpp"
 #include "splits.hpp"
 
@@ -295,38 +296,41 @@ struct KernelSet {
         }
         cuda::conv2d_forward_relu_pool(y, pooled, x, w, b, s, kind, ps, scratch, stream);
     }
-    // A layer's weight gradient left for its input gradient's call to finish
-    // (model.hpp: backward_layer, where leaves_weight_slices says so).
-    UnfinishedWeightGrad unfinished_weight;
-    void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
-        cuda::conv2d_backward_data(dx, dy, w, s, scratch, stream, std::exchange(unfinished_weight, {}));
+    // A layer's backward, one call each (kernels/backward.hpp). A
+    // convolution's weight gradient may leave its slices to its input
+    // gradient's kernel, which adds them first (LeNet's conv2:
+    // conv2d_backward_weight_leaves_slices); weight_done() runs once the
+    // weight and bias gradients are final (or queued so).
+    template <class Done>
+    void backward_conv(const ConvBackward& b, Done&& weight_done) const {
+        const Workspace ws = workspace(b.scratch);
+        if (b.pool.d_pooled) {
+            cuda::conv2d_backward_weight_pool(b.dw, b.db, b.dy, b.pool.d_pooled, b.x, b.pool.y, b.pool.pooled, b.s,
+                                              b.pool.kind, b.pool.shape, ws, stream);
+        } else if (b.dx && cuda::conv2d_backward_weight_leaves_slices(b.s, b.x, b.w)) {
+            const UnfinishedWeightGrad left = cuda::conv2d_backward_weight_unfinished(b.dw, b.db, b.dy, b.x, b.s, ws, stream);
+            backward_data(b, left);
+            return weight_done();
+        } else {
+            cuda::conv2d_backward_weight(b.dw, b.db, b.dy, b.x, b.s, ws, stream);
+        }
+        weight_done();
+        if (b.dx) backward_data(b, {});
     }
-    void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                                const ConvShape& s, float* scratch) const {
-        cuda::conv2d_backward_weight(dw, db, dy, x, s, workspace(scratch), stream);
-    }
-    bool leaves_weight_slices(const ConvShape& s, const float* x, const float* w) const {
-        return cuda::conv2d_backward_weight_leaves_slices(s, x, w);
-    }
-    void conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
-                                           float* scratch) {
-        unfinished_weight = cuda::conv2d_backward_weight_unfinished(dw, db, dy, x, s, workspace(scratch), stream);
-    }
-    void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
-                                     const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                     const PoolShape& ps, float* scratch) const {
-        cuda::conv2d_backward_weight_pool(dw, db, dy, d_pooled, x, y, pooled, s, kind, ps, workspace(scratch), stream);
+    // Its input gradient, written, or (accumulate) staged and added.
+    void backward_data(const ConvBackward& b, const UnfinishedWeightGrad& left) const {
+        if (!b.accumulate) return cuda::conv2d_backward_data(b.dx, b.dy, b.w, b.s, b.scratch, stream, left);
+        cuda::conv2d_backward_data(b.spare, b.dy, b.w, b.s, b.scratch, stream, left);
+        cuda::sum_into(b.dx, b.spare, 1, b.s.in_size(), stream);
     }
     void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s) const {
         cuda::pool2d_forward(y, x, kind, s, stream);
     }
-    void pool2d_backward(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,
-                         const PoolShape& s) const {
-        cuda::pool2d_backward(dx, dy, x, y, kind, s, stream);
-    }
-    void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
-                              PoolKind kind, const PoolShape& s) const {
-        cuda::pool2d_backward_relu(dx, dy, x, y, kind, s, stream);
+    // relu_before: the pooling's input is a ReLU's output, whose mask it applies too.
+    void backward_pool(float* dx, const float* dy, const float* x, const float* y, PoolKind kind, const PoolShape& s,
+                       bool relu_before) const {
+        if (relu_before) cuda::pool2d_backward_relu(dx, dy, x, y, kind, s, stream);
+        else cuda::pool2d_backward(dx, dy, x, y, kind, s, stream);
     }
     static size_t dense_scratch_floats(int n, int in, int out, Math math) {
         return cuda::dense_scratch_floats(n, in, out, math);
@@ -348,19 +352,15 @@ struct KernelSet {
         }
         cuda::dense_forward_relu(y, x, w, b, n, in, out, workspace(scratch), stream, math);
     }
-    void dense_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, int n, int in, int out, float* scratch, Math math) const {
-        cuda::dense_backward(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
-    }
-    void dense_backward_relu(float* dx, float* dw, float* db, const float* dy, const float* x,
-                             const float* w, int n, int in, int out, float* scratch, Math math) const {
-        cuda::dense_backward_relu(dx, dw, db, dy, x, w, n, in, out, workspace(scratch), stream, math);
-    }
-    void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, const float* dy, const float* x,
-                             const float* w, int n, int in, int out, const float* y, PoolKind kind,
-                             const PoolShape& ps, float* scratch, Math math) const {
-        cuda::dense_backward_pool(grad_y, dx, dw, db, dy, x, w, n, in, out, y, kind, ps, workspace(scratch), stream,
-                                  math);
+    void backward_dense(const DenseBackward& b) const {
+        const Workspace ws = workspace(b.scratch);
+        if (b.pool_before.grad_y)
+            cuda::dense_backward_pool(b.pool_before.grad_y, b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out,
+                                      b.pool_before.y, b.pool_before.kind, b.pool_before.shape, ws, stream, math);
+        else if (b.relu_before)
+            cuda::dense_backward_relu(b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out, ws, stream, math);
+        else
+            cuda::dense_backward(b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out, ws, stream, math);
     }
     // Whether the last layer, a dense one of these shapes, runs with the
     // loss (dense_softmax_cross_entropy; model.hpp: LastDense).
@@ -381,10 +381,13 @@ struct KernelSet {
     void sum_into(float* acc, const float* staged, int parts, size_t count) const {
         cuda::sum_into(acc, staged, parts, count, stream);
     }
-    void copy(float* dst, const float* src, size_t count) const { cuda::copy(dst, src, count, stream); }
     void add_relu(float* acc, const float* other, size_t count) const { cuda::add_relu(acc, other, count, stream); }
-    void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, bool accumulate) const {
-        cuda::add_relu_backward(dy, d_other, y, count, accumulate, stream);
+    // A residual add: the other input's gradient is dy too, written or
+    // added; relu_y: the ReLU after the add, whose mask goes on dy first.
+    void backward_add(float* dy, float* d_other, const float* relu_y, size_t count, bool accumulate) const {
+        if (relu_y) cuda::add_relu_backward(dy, d_other, relu_y, count, accumulate, stream);
+        else if (accumulate) cuda::sum_into(d_other, dy, 1, count, stream);
+        else cuda::copy(d_other, dy, count, stream);
     }
     static size_t batch_norm_scratch_floats(const NormShape& s) { return cuda::batch_norm_scratch_floats(s); }
     void batch_norm_stats(float* stats, const float* x, const NormShape& s, float* scratch) const {

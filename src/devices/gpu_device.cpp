@@ -417,7 +417,6 @@ class GpuDevice final : public Device {
         }
         assert(!kernels_.gather.x && "the first convolution gathers the batch");
         assert(!kernels_.unfinished.y && "the loss finishes the dense layer it reads");
-        assert(!kernels_.unfinished_weight.dw && "a layer's input gradient finishes its weight gradient");
         hand_over(0);  // whatever is left (all of it, for an empty part)
     }
     // A check asked for just before the update runs in the update's pass

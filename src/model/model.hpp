@@ -26,11 +26,13 @@
 // (conv2d_forward_relu_pool: one kernel on a GPU where the filter bank is
 // small, the plain calls on the CPU), and when that conv is the first layer
 // its weight gradient reads the pooling's gradient through the pooling
-// (conv2d_backward_weight_pool); a dense layer after a pooling of a ReLU's
-// output (through a flatten) does that pooling's backward and the ReLU's
-// in its own (dense_backward_pool: on a GPU, in the epilogue of its data
+// (ConvBackward::pool); a dense layer after a pooling of a ReLU's output
+// (through a flatten) does that pooling's backward and the ReLU's in its
+// own (DenseBackward::pool_before: on a GPU, in the epilogue of its data
 // gradient's product where the windows do not overlap); and where the kernel
 // set offers it (a GPU's), a last dense layer runs with the loss (LastDense).
+// A layer's backward is one call to the kernel set (kernels/backward.hpp),
+// which picks the kernels by the shapes it is handed.
 // ReLU and add work in place, in the buffer of the layer before. The first
 // layer computes no gradient for the input.
 //
@@ -55,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "backward.hpp"
 #include "shapes.hpp"
 
 namespace dpt {
@@ -373,76 +376,54 @@ void Model::backward_layer(K& k, size_t i, const Activations& a, const float* pa
     float* d_out = a.grad[size_t(p.buffer)];
     switch (p.layer.kind) {
         case LayerKind::conv: {
-            const ConvShape s = conv_shape(i, n, k.math);
-            // Left to the input gradient's call, which adds its slices (a
-            // kernel set's choice: on a GPU, LeNet's conv2), the weight
-            // gradient is done after that call.
-            bool weight_left = false;
+            ConvBackward b{conv_shape(i, n, k.math), tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                           tensor_at(params, p.weight)};
+            b.dx = d_in;
+            b.accumulate = p.accumulate;  // another layer reads this input too: add to its gradient
+            b.spare = a.spare;
             if (p.pool_after >= 0 && plan_[size_t(p.pool_after)].backward_by_conv) {  // from the pooling's gradient
                 const Planned& pooling = plan_[size_t(p.pool_after)];
-                k.conv2d_backward_weight_pool(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out,
-                                              a.grad[size_t(pooling.buffer)], in, a.out[size_t(p.buffer)],
-                                              a.out[size_t(pooling.buffer)], s, pooling.layer.pool_kind.value_or(pool),
-                                              pool_shape(size_t(p.pool_after), n), a.scratch);
-            } else if (d_in && k.leaves_weight_slices(s, in, tensor_at(params, p.weight))) {
-                k.conv2d_backward_weight_unfinished(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s,
-                                                    a.scratch);
-                weight_left = true;
-            } else {
-                k.conv2d_backward_weight(tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in, s, a.scratch);
+                b.pool = {a.grad[size_t(pooling.buffer)], a.out[size_t(p.buffer)], a.out[size_t(pooling.buffer)],
+                          pooling.layer.pool_kind.value_or(pool), pool_shape(size_t(p.pool_after), n)};
             }
-            if (!weight_left)
-                done(tensors_[size_t(p.weight)].offset);  // the weight's and bias's gradients are what the allreduce needs
-            if (!d_in) break;
-            if (!p.accumulate) {
-                k.conv2d_backward_data(d_in, d_out, tensor_at(params, p.weight), s, a.scratch);
-            } else {  // another layer reads this input too: add to its gradient
-                k.conv2d_backward_data(a.spare, d_out, tensor_at(params, p.weight), s, a.scratch);
-                k.sum_into(d_in, a.spare, 1, s.in_size());
-            }
-            if (weight_left) done(tensors_[size_t(p.weight)].offset);
+            b.scratch = a.scratch;
+            // The weight's and bias's gradients are what the allreduce needs.
+            k.backward_conv(b, [&] { done(tensors_[size_t(p.weight)].offset); });
             break;
         }
-        case LayerKind::dense:
+        case LayerKind::dense: {
             assert(d_in && "a dense first layer needs a backward without the input's gradient");
+            DenseBackward b{d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
+                            tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out};
+            b.relu_before = p.relu_before;  // the ReLU before: its mask in the same pass
             if (p.pool_before >= 0) {  // through the pooling before and its ReLU, into the gradient of the pooled y
                 const size_t pi = size_t(p.pool_before);
                 const Planned& pooling = plan_[pi];
-                k.dense_backward_pool(a.grad[size_t(pooling.input)], d_in, tensor_at(grads, p.weight),
-                                      tensor_at(grads, p.bias), d_out, in, tensor_at(params, p.weight), n,
-                                      int(p.in.size()), p.layer.out, a.out[size_t(pooling.input)],
-                                      pooling.layer.pool_kind.value_or(pool), pool_shape(pi, n), a.scratch, k.math);
-            } else if (p.relu_before)  // the ReLU before: its mask in the same pass
-                k.dense_backward_relu(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                                      tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
-            else
-                k.dense_backward(d_in, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out, in,
-                                 tensor_at(params, p.weight), n, int(p.in.size()), p.layer.out, a.scratch, k.math);
+                b.pool_before = {a.grad[size_t(pooling.input)], a.out[size_t(pooling.input)],
+                                 pooling.layer.pool_kind.value_or(pool), pool_shape(pi, n)};
+            }
+            b.scratch = a.scratch;
+            k.backward_dense(b);
             done(tensors_[size_t(p.weight)].offset);
             break;
-        case LayerKind::pool: {
+        }
+        case LayerKind::pool:
             if (p.backward_by_conv || p.backward_by_dense) break;
             // After a ReLU, the pool's backward applies the ReLU's mask too.
-            const PoolKind kind = p.layer.pool_kind.value_or(pool);
-            if (p.relu_before) k.pool2d_backward_relu(d_in, d_out, in, a.out[size_t(p.buffer)], kind, pool_shape(i, n));
-            else k.pool2d_backward(d_in, d_out, in, a.out[size_t(p.buffer)], kind, pool_shape(i, n));
+            k.backward_pool(d_in, d_out, in, a.out[size_t(p.buffer)], p.layer.pool_kind.value_or(pool),
+                            pool_shape(i, n), p.relu_before);
             break;
-        }
         case LayerKind::relu:
             // The mask, in place: unless a pool or dense layer after it
             // did it already, or the layer before does it next.
             if (!masked_by_next(i) && !masks_relu_after(i - 1))
                 k.relu_backward(d_out, d_out, a.out[size_t(p.buffer)], size_t(n) * p.out.size());
             break;
-        case LayerKind::add: {  // the layer before's gradient is d_out itself; the other's gets it too
-            float* d_other = a.grad[size_t(p.other)];
-            const size_t count = size_t(n) * p.out.size();
-            if (masks_relu_after(i))  // the ReLU after it: its mask on d_out first
-                k.add_relu_backward(d_out, d_other, a.out[size_t(p.buffer)], count, p.accumulate);
-            else if (p.accumulate) k.sum_into(d_other, d_out, 1, count);
-            else k.copy(d_other, d_out, count);
+        case LayerKind::add:  // the layer before's gradient is d_out itself; the other's gets it too
+            // (With the ReLU after it, its mask on d_out first.)
+            k.backward_add(d_out, a.grad[size_t(p.other)], masks_relu_after(i) ? a.out[size_t(p.buffer)] : nullptr,
+                           size_t(n) * p.out.size(), p.accumulate);
             break;
-        }
         case LayerKind::flatten:
         case LayerKind::batch_norm:
             break;

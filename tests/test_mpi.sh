@@ -119,9 +119,12 @@ exec ip netns exec "dpt$$n\${host##*.}" /bin/sh -c "\$*"
 AGENT
     chmod +x "$tmp/agent"
     # (rtc_hwloc_vmhole none: a daemon on the same kernel as mpirun sometimes
-    # crashed mapping mpirun's shared hwloc topology into its stack's range.)
+    # crashed mapping mpirun's shared hwloc topology into its stack's range.
+    # routed direct: on a loaded machine mpirun once found "no OOB path" to
+    # the second node's daemon through its routing tree, and Open MPI's
+    # message names this setting as the way round it.)
     remote=(--hostfile "$tmp/hosts" --mca plm_rsh_agent "$tmp/agent" --mca oob_tcp_if_include "$net.0/24"
-            --mca btl_tcp_if_include "$net.0/24" --mca btl tcp,self --mca rtc_hwloc_vmhole none)
+            --mca btl_tcp_if_include "$net.0/24" --mca btl tcp,self --mca rtc_hwloc_vmhole none --mca routed direct)
 }
 
 case $mode in

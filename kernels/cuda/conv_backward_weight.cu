@@ -421,13 +421,13 @@ __global__ void __launch_bounds__(weight_rows_most_threads)
 
 // The rows kernel for s (null where none takes s: the product runs), the
 // batch's slices (the splits add_splits adds), the samples in each, the
-// block's threads, and the blocks a slice (grid y). FP32 alone.
+// block's threads and its name; weight_rows_parts blocks a slice (grid y).
+// FP32 alone.
 using WeightRowsKernel = void (*)(float* partial, const float* dy, const float* x, Geometry g, int per_slice);
 struct WeightRowsLaunch {
     WeightRowsKernel kernel;
     int slices, per_slice, threads;
     const char* name;
-    int parts = weight_rows_parts;
 };
 WeightRowsLaunch weight_grad_rows_kernel(const ConvShape& s, const float* x) {
     // The batch's slices: weight_grad_splits(s) of them, whole samples
@@ -459,7 +459,7 @@ WeightRowsLaunch weight_slices_left(const ConvShape& s, const float* x) {
 // The rows kernel's slices of s's weight gradient into scratch, not added.
 UnfinishedWeightGrad weight_rows_slices(const WeightRowsLaunch& l, float* dw, float* db, const float* dy,
                                         const float* x, const ConvShape& s, float* scratch, cudaStream_t stream) {
-    launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(l.parts)), unsigned(l.threads),
+    launch::kernel(l.name, l.kernel, dim3(unsigned(l.slices), unsigned(weight_rows_parts)), unsigned(l.threads),
                    stream, scratch, dy, x, Geometry(s), l.per_slice);
     return {dw, db, scratch, l.slices, s.oc, s.col_rows()};
 }
@@ -512,7 +512,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
         with_weight_grad_operands(dy, x, s, [&](auto a, auto, auto b1) {
             const StoreWeightsAndBias out{dw, db, n};
             if (splits == 1) tiled::gemm(m, n + 1, k, a, b1, out, stream);
-            else tiled::gemm_splits(m, n + 1, k, a, b1, out, ws, splits, stream);
+            else tiled::gemm_splits(m, n + 1, k, a, b1, out, ws.scratch, splits, stream);
         });
         return;
     }

@@ -399,12 +399,11 @@ template <bool relu, bool pooled, PoolKind kind>
 struct RowsForwardLaunch {
     RowsForwardKernel<relu, pooled, kind> kernel;
     int chunk, parts, threads;
-    const char* name;
 };
 template <bool relu, bool pooled, PoolKind kind>
 RowsForwardLaunch<relu, pooled, kind> rows_forward_kernel(const ConvShape& s) {
     const int parts = s.oc >= 2 ? 2 : 1, per = tiled::ceil_div(s.oc, parts);
-    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per), "rows_forward_batched"};
+    RowsForwardLaunch<relu, pooled, kind> l{nullptr, 0, parts, whole_warps(s.oh() * per)};
     if (s.math != Math::fp32 || s.n <= 0 || s.stride != 1 || s.kh != s.kw ||
         l.threads > staged_rows_most_threads || size_t(per) * s.oh() * s.ow() > size_t(staged_rows_floats))
         return l;
@@ -444,7 +443,7 @@ bool launch_rows_forward(float* y, float* pooled_y, const float* x, const float*
     }
     const auto l = rows_forward_kernel<relu, pooled, kind>(s);
     if (!l.kernel) return false;
-    launch::kernel(l.name, l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
+    launch::kernel("rows_forward_batched", l.kernel, dim3(unsigned(s.n), unsigned(l.parts)), unsigned(l.threads), stream, y,
                    pooled_y, x, w, b, Geometry(s), pg, l.chunk);
     return true;
 }
@@ -474,7 +473,7 @@ void forward(float* y, const float* x, const float* w, const float* b, const Con
     const StoreOutput<relu> out{y, b, s.oc, FastDiv(s.col_cols())};
     with_unfold(x, g, [&](auto unfold) {
         if (splits > 1)
-            tiled::gemm_splits(m, n, k, Weights{w, k}, unfold, out, Workspace{scratch, nullptr}, splits, stream, s.math);
+            tiled::gemm_splits(m, n, k, Weights{w, k}, unfold, out, scratch, splits, stream, s.math);
         else
             tiled::gemm(m, n, k, Weights{w, k}, unfold, out, stream, 1, s.math);
     });

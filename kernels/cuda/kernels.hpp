@@ -106,8 +106,8 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
 bool conv2d_backward_weight_leaves_slices(const ConvShape& s, const float* x, const float* w);
 // conv2d_backward_weight, but where conv2d_backward_weight_leaves_slices,
 // only the slices' kernel: the rest is returned, for the layer's input
-// gradient to add (conv2d_backward_data), which must run next, on the same scratch. Elsewhere the whole gradient,
-// and an empty UnfinishedWeightGrad.
+// gradient to add (conv2d_backward_data), which must run next, on the same
+// scratch. Elsewhere the whole gradient, and an empty UnfinishedWeightGrad.
 UnfinishedWeightGrad conv2d_backward_weight_unfinished(float* dw, float* db, const float* dy, const float* x,
                                                        const ConvShape& s, Workspace ws, cudaStream_t stream);
 // The weight gradient of a convolution whose output y, after its ReLU, was

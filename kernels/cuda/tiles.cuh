@@ -45,15 +45,12 @@ constexpr int BM = 64, BN = 64;
 constexpr int target_blocks = 256;
 
 // Where a block stands in its product's grid of tiles: column x and row y
-// of tiles, split z along k, and the grid's columns and splits. A product
-// launched alone takes it from blockIdx and gridDim; each of two products
-// launched together (gemm_pair) from its share of blockIdx.x.
+// of tiles, split z along k. A product launched alone takes it from
+// blockIdx; each of two products launched together (gemm_pair) from its
+// share of blockIdx.x.
 struct TileAt {
-    int x, y, z, columns, splits;
-    __device__ static TileAt of_block() {
-        return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), int(gridDim.x), int(gridDim.z)};
-    }
-    __device__ int tile() const { return y * columns + x; }  // of those sharing a split
+    int x, y, z;
+    __device__ static TileAt of_block() { return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)}; }
 };
 
 // A tile of BM x BN results a block, chosen per product by its m (32, 64 or
@@ -525,14 +522,14 @@ struct StoreSplitOr {
 };
 
 // C (m, n) through `out` = A (m, k) . B (k, n) in `splits` parts along k,
-// their partial sums in ws.scratch (splits * m * n floats), added by
+// their partial sums in scratch (splits * m * n floats), added by
 // finish_splits. Only finish_splits is compiled with `out`: the product
 // stores its partial sums.
 template <class A, class B, class Out>
-void gemm_splits(int m, int n, int k, A a, B b, Out out, Workspace ws, int splits, cudaStream_t stream,
+void gemm_splits(int m, int n, int k, A a, B b, Out out, float* scratch, int splits, cudaStream_t stream,
                  Math math = Math::fp32) {
-    gemm(m, n, k, a, b, StoreSplit{ws.scratch, size_t(m) * n, n}, stream, splits, math);
-    add_splits(out, ws.scratch, splits, m, n, stream);
+    gemm(m, n, k, a, b, StoreSplit{scratch, size_t(m) * n, n}, stream, splits, math);
+    add_splits(out, scratch, splits, m, n, stream);
 }
 
 // C (m, n) through `out` = A (m, k) . B (k, n), split along k where that
@@ -541,7 +538,7 @@ template <class A, class B, class Out>
 void gemm_split(int m, int n, int k, A a, B b, Out out, Workspace ws, cudaStream_t stream, Math math = Math::fp32) {
     const int splits = splits_to_fill(m, n, k);
     if (splits == 1 || m <= 0 || n <= 0) gemm(m, n, k, a, b, out, stream, 1, math);
-    else gemm_splits(m, n, k, a, b, out, ws, splits, stream, math);
+    else gemm_splits(m, n, k, a, b, out, ws.scratch, splits, stream, math);
 }
 
 // ---- Two products in one launch ----
@@ -574,7 +571,7 @@ struct PlacedProduct {
     __host__ __device__ int blocks() const { return columns * rows * splits; }
     __device__ TileAt at(int block) const {
         const int per_split = columns * rows;
-        return {block % columns, block % per_split / columns, block / per_split, columns, splits};
+        return {block % columns, block % per_split / columns, block / per_split};
     }
 };
 

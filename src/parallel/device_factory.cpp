@@ -1,8 +1,6 @@
 #include "parallel/device_factory.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "base/errors.hpp"

@@ -27,8 +27,8 @@ struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
     const float* x;
     Geometry g;
     static constexpr bool k_fast = true;  // k runs along the output pixels
-    __device__ float operator()(int col, int q) const { return unfolded(x, g, q, col); }
-    // The same in two halves (tiles.cuh: SplitsAlongK): a tap (column q),
+    // Element (col, q), unfolded(x, g, q, col) (conv.cuh), read in two
+    // halves (tiles.cuh: SplitsAlongK): a tap (column q),
     // once per thread before the k loop; an output pixel (row col, along
     // k), once a k-step; then an element is two adds, two compares and a
     // load.

@@ -22,7 +22,6 @@ struct RowMajor {  // M (rows, k) stored row-major: consecutive addresses along 
     const float* p;
     int k;
     static constexpr bool k_fast = true;
-    __device__ float operator()(int i, int kk) const { return p[size_t(i) * k + kk]; }
     using Fixed = const float*;
     using Step = int;
     __device__ Fixed fixed(int i) const { return p + size_t(i) * k; }
@@ -33,7 +32,6 @@ struct Transposed {  // M^T (k, cols) of M (cols, k) stored row-major: also alon
     const float* p;
     int k;
     static constexpr bool k_fast = true;
-    __device__ float operator()(int kk, int j) const { return p[size_t(j) * k + kk]; }
     using Fixed = const float*;
     using Step = int;
     __device__ Fixed fixed(int j) const { return p + size_t(j) * k; }
@@ -62,7 +60,6 @@ struct RowsOf {  // M (k, cols) stored row-major: along the columns
     const float* p;
     int cols;
     static constexpr bool k_fast = false;
-    __device__ float operator()(int kk, int j) const { return p[size_t(kk) * cols + j]; }
     using Column = const float*;  // M's column j, from row 0
     __device__ Column column(int j) const { return p + j; }
     template <int N, int stride>
@@ -74,7 +71,6 @@ struct RowsAndOnes {  // [M | 1] (k, cols + 1): M as RowsOf, then a column of on
     const float* p;
     int cols;
     static constexpr bool k_fast = false;
-    __device__ float operator()(int kk, int j) const { return j < cols ? p[size_t(kk) * cols + j] : 1.0f; }
     struct Column {
         const float* at;  // M's column j, from row 0 (unread in the ones column)
         bool ones;

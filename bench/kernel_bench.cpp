@@ -296,8 +296,8 @@ struct DenseCase {
     }
     void run(const std::string& run, cudaStream_t stream) {
         const cuda::Workspace ws{scratch.p, tickets.p};
-        if (run == "dense_loss" && cuda::dense_loss_runs(s.n, s.in, s.out, s.math)) {
-            cuda::dense_softmax_cross_entropy(y.p, dlogits.p, targets.loss, targets.glabels, dx.p, dw.p, db.p, gx.p,
+        if (run == "dense_loss" && L.dense_loss_runs(s.n, s.in, s.out, s.math)) {
+            L.dense_softmax_cross_entropy(y.p, dlogits.p, targets.loss, targets.glabels, dx.p, dw.p, db.p, gx.p,
                                               gw.p, gb.p, s.n, s.in, s.out, false, ws, stream, {}, s.math);
         } else if (run == "dense_loss") {
             cuda::dense_forward(y.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
@@ -392,10 +392,10 @@ struct DenseHeadCase {
     long depth(const std::string&) const { return std::max({long(s.in), long(s.n), long(last.in)}); }
     void run(const std::string&, cudaStream_t stream) {
         const cuda::Workspace ws{scratch.p, tickets.p};
-        if (cuda::dense_loss_runs(last.n, last.in, last.out, last.math)) {
+        if (L.dense_loss_runs(last.n, last.in, last.out, last.math)) {
             const cuda::UnfinishedDense left =
                 cuda::dense_forward_relu_for_loss(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
-            cuda::dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
+            L.dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
                                               h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
                                               last.math);
             cuda::dense_backward_bias(db1.p, dh.p, s.n, s.out, stream);
@@ -712,8 +712,8 @@ const std::map<std::string, std::vector<std::string>> launchers_of = {
     {"dense_backward", {"dense_backward"}},
     {"dense_backward_pool", {"dense_backward_pool"}},
     {"dense_backward_pool max", {"dense_backward_pool"}},
-    {"dense_loss", {"dense_backward"}},
-    {"dense_head", {}},
+    {"dense_loss", {"dense_backward", "dense_loss_runs", "dense_softmax_cross_entropy"}},
+    {"dense_head", {"dense_loss_runs", "dense_softmax_cross_entropy"}},
     {"batch_norm_stats", {"batch_norm_stats"}},
     {"batch_norm_backward_sums", {"batch_norm_backward_sums"}},
     {"batch_norm_backward_sums_relu", {"batch_norm_backward_sums_relu"}},
@@ -735,7 +735,8 @@ bool stands_in(const cuda::dev::Version& v, const std::string& run) {
         DEV_DIFFERS(gemm) DEV_DIFFERS(conv2d_forward_relu) DEV_DIFFERS(conv2d_forward_relu_pool)
         DEV_DIFFERS(conv2d_backward_data) DEV_DIFFERS(conv2d_backward_weight)
         DEV_DIFFERS(conv2d_backward_weight_unfinished) DEV_DIFFERS(dense_forward_relu) DEV_DIFFERS(dense_backward)
-        DEV_DIFFERS(dense_backward_pool) DEV_DIFFERS(batch_norm_stats) DEV_DIFFERS(batch_norm_backward_sums)
+        DEV_DIFFERS(dense_backward_pool) DEV_DIFFERS(dense_loss_runs) DEV_DIFFERS(dense_softmax_cross_entropy)
+        DEV_DIFFERS(batch_norm_stats) DEV_DIFFERS(batch_norm_backward_sums)
         DEV_DIFFERS(batch_norm_backward_sums_relu) DEV_DIFFERS(batch_norm_backward_data)
         DEV_DIFFERS(batch_norm_inference) DEV_DIFFERS(add_relu) DEV_DIFFERS(add_relu_backward)
         DEV_DIFFERS(pool2d_backward)

@@ -58,6 +58,8 @@ struct Launchers {
     decltype(&cuda::dense_forward_relu) dense_forward_relu = &cuda::dense_forward_relu;
     decltype(&cuda::dense_backward) dense_backward = &cuda::dense_backward;
     decltype(&cuda::dense_backward_pool) dense_backward_pool = &cuda::dense_backward_pool;
+    decltype(&cuda::dense_loss_runs) dense_loss_runs = &cuda::dense_loss_runs;
+    decltype(&cuda::dense_softmax_cross_entropy) dense_softmax_cross_entropy = &cuda::dense_softmax_cross_entropy;
     decltype(&cuda::batch_norm_stats) batch_norm_stats = &cuda::batch_norm_stats;
     decltype(&cuda::batch_norm_backward_sums) batch_norm_backward_sums = &cuda::batch_norm_backward_sums;
     decltype(&cuda::batch_norm_backward_sums_relu) batch_norm_backward_sums_relu = &cuda::batch_norm_backward_sums_relu;

@@ -152,6 +152,10 @@ struct ConvCase {
     Gpu gx{x}, gw{w}, gb{b}, gdy{dy}, scratch{cuda::conv2d_scratch_floats(s)};
     Gpu y{s.out_size()}, dx{s.in_size()}, dw{dw0}, db{db0};
     Tickets tickets;
+    // "conv2d_backward_data_add": the input gradient added to dx0, as a
+    // block input's (read by two layers) is, through `spare`.
+    std::vector<float> dx0 = random_floats(s.in_size(), 7);
+    Gpu spare{s.in_size()};
     // "conv2d_forward_relu_pool": LeNet's 2x2 pooling after the convolution
     // and its ReLU, in the forward kernel where it can be.
     PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
@@ -169,7 +173,7 @@ struct ConvCase {
     // The longest sum of one product: backward-data sums the channels
     // before a gather.
     long depth(const std::string& launcher) const {
-        if (launcher == "conv2d_backward_data") return s.oc;
+        if (launcher == "conv2d_backward_data" || launcher == "conv2d_backward_data_add") return s.oc;
         if (launcher == "conv2d_backward_weight") return cuda::conv2d_weight_grad_depth(s);
         if (launcher == "conv2d_backward_weight_data")
             return std::max(depth("conv2d_backward_data"), depth("conv2d_backward_weight"));
@@ -181,6 +185,12 @@ struct ConvCase {
         else if (launcher == "conv2d_forward_relu_pool")
             L.conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
         else if (launcher == "conv2d_backward_data") L.conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream, {});
+        else if (launcher == "conv2d_backward_data_add" && L.conv2d_backward_data_add)
+            L.conv2d_backward_data_add(dx.p, spare.p, gdy.p, gw.p, s, scratch.p, stream);
+        else if (launcher == "conv2d_backward_data_add") {  // the trainer's (kernels.hpp: backward_data)
+            L.conv2d_backward_data(spare.p, gdy.p, gw.p, s, scratch.p, stream, {});
+            cuda::sum_into(dx.p, spare.p, 1, s.in_size(), stream);
+        }
         else if (launcher == "conv2d_backward_weight_data") {
             const cuda::UnfinishedWeightGrad left =
                 L.conv2d_backward_weight_unfinished(dw.p, db.p, gdy.p, gx.p, s, {scratch.p, tickets.p}, stream);
@@ -211,6 +221,14 @@ struct ConvCase {
         cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), fp, cpu_scratch.data());
         dx.poison();
         if (launcher == "conv2d_backward_data") {
+            run(launcher, nullptr);
+            return error(dx.get(), want_dx);
+        }
+        if (launcher == "conv2d_backward_data_add") {
+            for (size_t i = 0; i < want_dx.size(); ++i) want_dx[i] += dx0[i];
+            dx.put(dx0);
+            spare.poison();
+            scratch.poison();
             run(launcher, nullptr);
             return error(dx.get(), want_dx);
         }
@@ -395,9 +413,13 @@ struct DenseHeadCase {
         if (L.dense_loss_runs(last.n, last.in, last.out, last.math)) {
             const cuda::UnfinishedDense left =
                 cuda::dense_forward_relu_for_loss(h.p, gx.p, gw.p, gb.p, s.n, s.in, s.out, ws, stream, s.math);
+            if (L.dense_loss_bias_before)  // (a dev version's: the first layer's bias summed by the loss's kernel)
+                return L.dense_loss_bias_before(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
+                                                h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
+                                                last.math, db1.p);
             L.dense_softmax_cross_entropy(logits.p, dlogits.p, targets.loss, targets.glabels, dh.p, dw.p, db.p,
-                                              h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
-                                              last.math);
+                                          h.p, gw2.p, gb2.p, last.n, last.in, last.out, true, ws, stream, left,
+                                          last.math);
             cuda::dense_backward_bias(db1.p, dh.p, s.n, s.out, stream);
             return;
         }
@@ -706,6 +728,7 @@ const std::map<std::string, std::vector<std::string>> launchers_of = {
     {"conv2d_forward", {"conv2d_forward_relu"}},
     {"conv2d_forward_relu_pool", {"conv2d_forward_relu_pool"}},
     {"conv2d_backward_data", {"conv2d_backward_data"}},
+    {"conv2d_backward_data_add", {"conv2d_backward_data", "conv2d_backward_data_add"}},
     {"conv2d_backward_weight", {"conv2d_backward_weight"}},
     {"conv2d_backward_weight_data", {"conv2d_backward_weight_unfinished", "conv2d_backward_data"}},
     {"dense_forward", {"dense_forward_relu"}},
@@ -713,7 +736,7 @@ const std::map<std::string, std::vector<std::string>> launchers_of = {
     {"dense_backward_pool", {"dense_backward_pool"}},
     {"dense_backward_pool max", {"dense_backward_pool"}},
     {"dense_loss", {"dense_backward", "dense_loss_runs", "dense_softmax_cross_entropy"}},
-    {"dense_head", {"dense_loss_runs", "dense_softmax_cross_entropy"}},
+    {"dense_head", {"dense_loss_runs", "dense_softmax_cross_entropy", "dense_loss_bias_before"}},
     {"batch_norm_stats", {"batch_norm_stats"}},
     {"batch_norm_backward_sums", {"batch_norm_backward_sums"}},
     {"batch_norm_backward_sums_relu", {"batch_norm_backward_sums_relu"}},
@@ -736,6 +759,7 @@ bool stands_in(const cuda::dev::Version& v, const std::string& run) {
         DEV_DIFFERS(conv2d_backward_data) DEV_DIFFERS(conv2d_backward_weight)
         DEV_DIFFERS(conv2d_backward_weight_unfinished) DEV_DIFFERS(dense_forward_relu) DEV_DIFFERS(dense_backward)
         DEV_DIFFERS(dense_backward_pool) DEV_DIFFERS(dense_loss_runs) DEV_DIFFERS(dense_softmax_cross_entropy)
+        DEV_DIFFERS(dense_loss_bias_before) DEV_DIFFERS(conv2d_backward_data_add)
         DEV_DIFFERS(batch_norm_stats) DEV_DIFFERS(batch_norm_backward_sums)
         DEV_DIFFERS(batch_norm_backward_sums_relu) DEV_DIFFERS(batch_norm_backward_data)
         DEV_DIFFERS(batch_norm_inference) DEV_DIFFERS(add_relu) DEV_DIFFERS(add_relu_backward)
@@ -857,6 +881,8 @@ int main(int argc, char** argv) {
             if (kind == ModelKind::lenet) {  // LeNet pools after each ReLU; its gradients as training calls them
                 runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
                 runs.push_back("conv2d_backward_weight_data");
+            } else if (s.c > 1) {  // a block's input, which two layers read (not the image)
+                runs.insert(runs.begin() + 2, "conv2d_backward_data_add");
             }
             bench(c, kind, describe(s), runs);
             // The GEMM core alone (FP32) at the forward product's shape (oc, n*oh*ow, c*kh*kw).

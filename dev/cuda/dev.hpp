@@ -45,8 +45,23 @@
 
 namespace dpt::cuda::dev {
 
+// dense_softmax_cross_entropy that also sums the bias gradient of the
+// layer before (db_before += the column sums of dx): a launcher the
+// trainer has none of (tf32/10).
+using DenseLossBiasBefore = void (*)(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
+                                     float* dw, float* db, const float* x, const float* w, const float* b, int n,
+                                     int in, int classes, bool relu_before, Workspace ws, cudaStream_t stream,
+                                     const UnfinishedDense& before, Math math, float* db_before);
+
+// dx += the input gradient of a convolution, where the trainer writes it
+// into `spare` and adds that (conv2d_backward_data/10).
+using ConvBackwardDataAdd = void (*)(float* dx, float* spare, const float* dy, const float* w, const ConvShape& s,
+                                     float* scratch, cudaStream_t stream);
+
 // The launchers a version may stand in for, as kernel_bench calls them:
-// the trainer's, unless a version's install puts its own in their place.
+// the trainer's, unless a version's install puts its own in their place;
+// and fused launchers the trainer has none of (null), which a version may
+// add: kernel_bench then times it against the trainer's calls it fuses.
 struct Launchers {
     decltype(&cuda::gemm) gemm = &cuda::gemm;
     decltype(&cuda::conv2d_forward_relu) conv2d_forward_relu = &cuda::conv2d_forward_relu;
@@ -68,6 +83,8 @@ struct Launchers {
     decltype(&cuda::add_relu) add_relu = &cuda::add_relu;
     decltype(&cuda::add_relu_backward) add_relu_backward = &cuda::add_relu_backward;
     decltype(&cuda::pool2d_backward) pool2d_backward = &cuda::pool2d_backward;
+    DenseLossBiasBefore dense_loss_bias_before = nullptr;  // the trainer's: the loss, then dense_backward_bias
+    ConvBackwardDataAdd conv2d_backward_data_add = nullptr;  // the trainer's: conv2d_backward_data, then sum_into
 };
 
 struct Version {

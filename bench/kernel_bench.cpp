@@ -1,8 +1,10 @@
 // kernel_bench: the trainer's CUDA launchers and every version in
 // dev/cuda/ that stands beside one, at the real shapes of LeNet's and
 // ResNet-18's layers: the convolutions (forward with the ReLU, LeNet's with
-// the pooling after it too; both backwards, and LeNet's weight gradient
-// then input gradient as training calls them), the dense layers (forward,
+// the pooling after it too, ResNet-18's with the statistics of the batch
+// norm after it; both backwards, LeNet's weight gradient then input
+// gradient as training calls them, and ResNet-18's input gradient added to
+// a block input's), the dense layers (forward,
 // backward, through the pooling before, the last one with the loss, and
 // LeNet's two together), ResNet-18's batch norm layers' kernels, its
 // residual adds, max pooling's backward, and the GEMM on plain matrices of
@@ -156,6 +158,10 @@ struct ConvCase {
     // block input's (read by two layers) is, through `spare`.
     std::vector<float> dx0 = random_floats(s.in_size(), 7);
     Gpu spare{s.in_size()};
+    // "conv2d_forward_stats": the forward (no ReLU), then the statistics of
+    // a batch norm after it, as ResNet-18 runs them; the scratch of both.
+    NormShape ns{s.n, s.oc, s.oh() * s.ow()};
+    Gpu stats{2 * size_t(s.oc)}, both_scratch{cuda::conv2d_scratch_floats(s) + cuda::batch_norm_scratch_floats(ns)};
     // "conv2d_forward_relu_pool": LeNet's 2x2 pooling after the convolution
     // and its ReLU, in the forward kernel where it can be.
     PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
@@ -185,7 +191,12 @@ struct ConvCase {
         else if (launcher == "conv2d_forward_relu_pool")
             L.conv2d_forward_relu_pool(y.p, pooled.p, gx.p, gw.p, gb.p, s, PoolKind::max, ps, scratch.p, stream);
         else if (launcher == "conv2d_backward_data") L.conv2d_backward_data(dx.p, gdy.p, gw.p, s, scratch.p, stream, {});
-        else if (launcher == "conv2d_backward_data_add" && L.conv2d_backward_data_add)
+        else if (launcher == "conv2d_forward_stats" && L.conv2d_forward_stats)
+            L.conv2d_forward_stats(y.p, stats.p, gx.p, gw.p, gb.p, s, ns, {both_scratch.p, tickets.p}, stream);
+        else if (launcher == "conv2d_forward_stats") {  // the trainer's (model.hpp: the layer, then the norm's stats)
+            cuda::conv2d_forward(y.p, gx.p, gw.p, gb.p, s, both_scratch.p, stream);
+            L.batch_norm_stats(stats.p, y.p, ns, {both_scratch.p + cuda::conv2d_scratch_floats(s), tickets.p}, stream);
+        } else if (launcher == "conv2d_backward_data_add" && L.conv2d_backward_data_add)
             L.conv2d_backward_data_add(dx.p, spare.p, gdy.p, gw.p, s, scratch.p, stream);
         else if (launcher == "conv2d_backward_data_add") {  // the trainer's (kernels.hpp: backward_data)
             L.conv2d_backward_data(spare.p, gdy.p, gw.p, s, scratch.p, stream, {});
@@ -206,6 +217,17 @@ struct ConvCase {
         fp.math = Math::fp32;
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(fp));
         const auto x = operand(this->x, s.math), w = operand(this->w, s.math), dy = operand(this->dy, s.math);
+        if (launcher == "conv2d_forward_stats") {  // y, and its sums from the GPU's y (one product deep)
+            std::vector<float> want(s.out_size()), want_stats(stats.n);
+            cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
+            y.poison();
+            stats.poison();
+            both_scratch.poison();
+            run(launcher, nullptr);
+            const std::vector<float> got = y.get();
+            cpu::batch_norm_stats(want_stats.data(), got.data(), ns);
+            return std::max(error(got, want), error(stats.get(), want_stats));
+        }
         if (launcher == "conv2d_forward" || launcher == "conv2d_forward_relu_pool") {
             std::vector<float> want(s.out_size()), want_pooled(ps.out_size());
             cpu::conv2d_forward_gemm(want.data(), x.data(), w.data(), b.data(), fp, cpu_scratch.data());
@@ -727,6 +749,7 @@ const std::map<std::string, std::vector<std::string>> launchers_of = {
     {"gemm", {"gemm"}},
     {"conv2d_forward", {"conv2d_forward_relu"}},
     {"conv2d_forward_relu_pool", {"conv2d_forward_relu_pool"}},
+    {"conv2d_forward_stats", {"batch_norm_stats", "conv2d_forward_stats"}},
     {"conv2d_backward_data", {"conv2d_backward_data"}},
     {"conv2d_backward_data_add", {"conv2d_backward_data", "conv2d_backward_data_add"}},
     {"conv2d_backward_weight", {"conv2d_backward_weight"}},
@@ -760,6 +783,7 @@ bool stands_in(const cuda::dev::Version& v, const std::string& run) {
         DEV_DIFFERS(conv2d_backward_weight_unfinished) DEV_DIFFERS(dense_forward_relu) DEV_DIFFERS(dense_backward)
         DEV_DIFFERS(dense_backward_pool) DEV_DIFFERS(dense_loss_runs) DEV_DIFFERS(dense_softmax_cross_entropy)
         DEV_DIFFERS(dense_loss_bias_before) DEV_DIFFERS(conv2d_backward_data_add)
+        DEV_DIFFERS(conv2d_forward_stats)
         DEV_DIFFERS(batch_norm_stats) DEV_DIFFERS(batch_norm_backward_sums)
         DEV_DIFFERS(batch_norm_backward_sums_relu) DEV_DIFFERS(batch_norm_backward_data)
         DEV_DIFFERS(batch_norm_inference) DEV_DIFFERS(add_relu) DEV_DIFFERS(add_relu_backward)
@@ -881,8 +905,9 @@ int main(int argc, char** argv) {
             if (kind == ModelKind::lenet) {  // LeNet pools after each ReLU; its gradients as training calls them
                 runs.insert(runs.begin() + 1, "conv2d_forward_relu_pool");
                 runs.push_back("conv2d_backward_weight_data");
-            } else if (s.c > 1) {  // a block's input, which two layers read (not the image)
-                runs.insert(runs.begin() + 2, "conv2d_backward_data_add");
+            } else if (s.c > 1) {  // a block's input, which two layers read (not the image); a batch norm after
+                runs.insert(runs.begin() + 1, "conv2d_forward_stats");
+                runs.insert(runs.begin() + 3, "conv2d_backward_data_add");
             }
             bench(c, kind, describe(s), runs);
             // The GEMM core alone (FP32) at the forward product's shape (oc, n*oh*ow, c*kh*kw).

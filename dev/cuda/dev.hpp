@@ -58,6 +58,13 @@ using DenseLossBiasBefore = void (*)(float* logits, float* dlogits, double* loss
 using ConvBackwardDataAdd = void (*)(float* dx, float* spare, const float* dy, const float* w, const ConvShape& s,
                                      float* scratch, cudaStream_t stream);
 
+// A convolution's forward (no ReLU) and the statistics of the batch norm
+// after it, where the trainer runs conv2d_forward, then batch_norm_stats
+// (batch_norm/08). Its scratch: conv2d_scratch_floats(s), then
+// batch_norm_scratch_floats(ns).
+using ConvForwardStats = void (*)(float* y, float* stats, const float* x, const float* w, const float* b,
+                                  const ConvShape& s, const NormShape& ns, Workspace ws, cudaStream_t stream);
+
 // The launchers a version may stand in for, as kernel_bench calls them:
 // the trainer's, unless a version's install puts its own in their place;
 // and fused launchers the trainer has none of (null), which a version may
@@ -85,6 +92,7 @@ struct Launchers {
     decltype(&cuda::pool2d_backward) pool2d_backward = &cuda::pool2d_backward;
     DenseLossBiasBefore dense_loss_bias_before = nullptr;  // the trainer's: the loss, then dense_backward_bias
     ConvBackwardDataAdd conv2d_backward_data_add = nullptr;  // the trainer's: conv2d_backward_data, then sum_into
+    ConvForwardStats conv2d_forward_stats = nullptr;          // the trainer's: conv2d_forward, then batch_norm_stats
 };
 
 struct Version {

@@ -244,6 +244,225 @@ __device__ inline Floats<N> load_floats(const float* from) {
 #endif
 }
 
+// The products' operands (tiles.cuh's loaders) and the weight gradient's
+// epilogue, for the three sources (and dev/cuda/'s versions of them).
+// The forward's, w and unfold(x) (conv_forward.cu).
+struct Weights {  // w as (oc, c*kh*kw), row-major
+    const float* w;
+    int k;
+    static constexpr bool k_fast = true;
+    // Element (o, q), w[o * k + q], read in two halves (tiles.cuh:
+    // SplitsAlongK): the filter's row, once per thread; then an element is
+    // an add and a load.
+    using Fixed = const float*;
+    using Step = int;
+    __device__ Fixed fixed(int o) const { return w + size_t(o) * k; }
+    __device__ Step step(int q) const { return q; }
+    __device__ float load(Fixed row, Step q) const { return row[q]; }
+};
+struct Unfold {  // unfold(x) (c*kh*kw, n*oh*ow)
+    const float* x;
+    Geometry g;
+    static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
+    // Element (q, col), unfolded(x, g, q, col) (conv.cuh), read in two
+    // halves (tiles.cuh: SplitsColumns): the output pixel
+    // of a column, once per thread, with the filter rows and columns that
+    // fall inside the image as bit masks; then runs of taps down it.
+    struct Column {
+        const float* image;  // the column's sample
+        int iy0, ix0;        // where its filter window starts
+        unsigned rows, cols; // bit ky (kx): that filter row (column) is inside the image
+    };
+    __device__ Column column(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy);
+        Column c{x + size_t(s) * g.c * g.h * g.w, oy * g.stride - g.pad, ox * g.stride - g.pad, 0u, 0u};
+        for (int k = 0; k < g.kh; ++k) c.rows |= unsigned(c.iy0 + k >= 0 && c.iy0 + k < g.h) << k;
+        for (int k = 0; k < g.kw; ++k) c.cols |= unsigned(c.ix0 + k >= 0 && c.ix0 + k < g.w) << k;
+        return c;
+    }
+    // out[l] = element (q + l * stride, column) for l < N, 0 from q_end on.
+    // The first tap is divided out; each next one is a step (kx, then ky,
+    // then the channel) of the tap and of its offset in the sample, so a
+    // run of N costs two divisions and no multiplication per element.
+    template <int N, int stride>
+    __device__ void load_run(const Column& c, int q, int q_end, float* out) const {
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch);
+        int ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+        int offset = (ch * g.h + c.iy0 + ky) * g.w + c.ix0 + kx;  // int: one sample's c*h*w < 2^31
+#pragma unroll
+        for (int l = 0; l < N; ++l) {
+            const bool inside = q < q_end && ((c.rows >> ky) & (c.cols >> kx) & 1u);  // else padding, or past k
+            out[l] = inside ? c.image[offset] : 0.0f;
+#pragma unroll
+            for (int step = 0; step < stride; ++step) {
+                ++q, ++kx, ++offset;
+                if (kx == g.kw) {
+                    kx = 0, ++ky, offset += g.w - g.kw;
+                    if (ky == g.kh) ky = 0, offset += (g.h - g.kh) * g.w;
+                }
+            }
+        }
+    }
+};
+// Unfold for filters of at most
+// 32 taps: what an element's tap adds to its address, and which bit of its
+// column's mask says the tap falls inside the image, are read from a table
+// in shared memory (prepare(), once a block) instead of being stepped
+// through the filter's rows and columns: a load is a table read, a bit test
+// and an add. The table runs on past the filter's last tap into the next
+// channels, so a run of taps from anywhere in a channel reads it without
+// wrapping. The same elements as Unfold.
+struct UnfoldByTaps {
+    const float* x;
+    Geometry g;
+    static constexpr bool k_fast = false;
+    static constexpr int most_taps = 32, most_run = 16;  // a run: a k-step's rows (tiles.cuh: BK)
+    struct alignas(8) Tap {  // (one 8-byte shared-memory read)
+        int offset;    // from the window's corner in the run's first channel: ch*h*w + ky*w + kx
+        unsigned bit;  // 1 << (ky*kw + kx)
+    };
+    __device__ static Tap* table() {
+        __shared__ Tap taps[most_taps + most_run];
+        return taps;
+    }
+    __device__ void prepare() const {  // every thread of the block, then a barrier (tiles.cuh)
+        for (int i = int(threadIdx.x); i < g.by_taps.divisor() + most_run; i += int(blockDim.x)) {
+            const int ch = g.by_taps.div(i), t = g.by_taps.rest(i, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+            table()[i] = {(ch * g.h + ky) * g.w + kx, 1u << t};
+        }
+    }
+    struct Column {
+        const float* corner;  // x at the column's window's corner in its sample's first channel, maybe outside the image
+        unsigned inside;      // bit ky*kw + kx: that tap falls inside the image
+    };
+    __device__ Column column(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy), iy0 = oy * g.stride - g.pad, ix0 = ox * g.stride - g.pad;
+        unsigned inside = 0;
+        for (int ky = 0, t = 0; ky < g.kh; ++ky)
+            for (int kx = 0; kx < g.kw; ++kx, ++t)
+                inside |= unsigned(unsigned(iy0 + ky) < unsigned(g.h) && unsigned(ix0 + kx) < unsigned(g.w)) << t;
+        return {x + size_t(s) * g.c * g.h * g.w + (iy0 * g.w + ix0), inside};
+    }
+    // out[l] = element (q + l * stride, column) for l < N, 0 from q_end on.
+    template <int N, int stride>
+    __device__ void load_run(const Column& c, int q, int q_end, float* out) const {
+        static_assert(N * stride <= most_run, "a run longer than the table's tail");
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), left = q_end - q;
+        const float* channel = c.corner + ch * g.h * g.w;  // int: one sample's c*h*w < 2^31
+#ifdef __CUDA_ARCH__
+        asm("" : "+l"(channel));  // a pointer in registers: each load one multiply-add from it, not from x again
+#endif
+        const Tap* tap = table() + t;
+#pragma unroll
+        for (int l = 0; l < N; ++l) {
+            const Tap e = tap[l * stride];
+            const bool inside = (l * stride < left) & ((c.inside & e.bit) != 0u);  // else padding, or past k
+            out[l] = inside ? __ldg(channel + e.offset) : 0.0f;
+        }
+    }
+};
+// UnfoldByTaps, which reads the filter's taps from a table, where the table
+// holds them; else Unfold: f(the operand).
+template <class F>
+void with_unfold(const float* x, const Geometry& g, F&& f) {
+    if (g.kh * g.kw <= UnfoldByTaps::most_taps) f(UnfoldByTaps{x, g});
+    else f(Unfold{x, g});
+}
+
+// The weight gradient's (conv_backward_weight.cu).
+struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
+    const float* x;
+    Geometry g;
+    static constexpr bool k_fast = true;  // k runs along the output pixels
+    // Element (col, q), unfolded(x, g, q, col) (conv.cuh), read in two
+    // halves (tiles.cuh: SplitsAlongK): a tap (column q),
+    // once per thread before the k loop; an output pixel (row col, along
+    // k), once a k-step; then an element is two adds, two compares and a
+    // load.
+    struct Fixed {
+        int offset;  // ch*h*w + ky*w + kx: the tap's place from its window's corner
+        int ky, kx;
+    };
+    __device__ Fixed fixed(int q) const {
+        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
+        return {(ch * g.h + ky) * g.w + kx, ky, kx};
+    }
+    struct Step {
+        const float* corner;  // x at the window's corner (iy0, ix0) of the pixel's sample, maybe outside the image
+        int iy0, ix0;
+    };
+    __device__ Step step(int col) const {
+        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
+                  ox = g.by_ow.rest(p, oy), iy0 = oy * g.stride - g.pad, ix0 = ox * g.stride - g.pad;
+        return {x + size_t(s) * g.c * g.h * g.w + (iy0 * g.w + ix0), iy0, ix0};
+    }
+    __device__ float load(const Fixed& tap, const Step& pixel) const {
+        // (unsigned: a negative row or column is a large one, outside too)
+        const bool inside = unsigned(pixel.iy0 + tap.ky) < unsigned(g.h) && unsigned(pixel.ix0 + tap.kx) < unsigned(g.w);
+        return inside ? pixel.corner[tap.offset] : 0.0f;  // else padding
+    }
+};
+// [unfold(x)^T | 1] (n*oh*ow, c*kh*kw + 1): UnfoldTransposed and a column of
+// ones, against which the product sums dy into the bias gradient. An element outside the image is the tap's
+// `outside` value: 0 (padding) for a filter tap, and 1 for the ones column,
+// whose window lies outside every image; so the ones cost no instruction
+// more than the padding does.
+struct UnfoldTransposedAndOnes {
+    UnfoldTransposed unfold;
+    int taps;
+    static constexpr bool k_fast = true;
+    struct Fixed {
+        int offset, ky, kx;
+        float outside;
+    };
+    using Step = UnfoldTransposed::Step;
+    __device__ Fixed fixed(int q) const {
+        if (q >= taps) return {0, -(1 << 20), -(1 << 20), 1.0f};
+        const UnfoldTransposed::Fixed f = unfold.fixed(q);
+        return {f.offset, f.ky, f.kx, 0.0f};
+    }
+    __device__ Step step(int col) const { return unfold.step(col); }
+    __device__ float load(const Fixed& tap, const Step& pixel) const {
+        const Geometry& g = unfold.g;
+        const bool inside = unsigned(pixel.iy0 + tap.ky) < unsigned(g.h) && unsigned(pixel.ix0 + tap.kx) < unsigned(g.w);
+        return inside ? pixel.corner[tap.offset] : tap.outside;
+    }
+};
+struct StorePartial {  // split z of (m, n) partial sums, or dw += value when unsplit
+    float* out;
+    size_t size;  // m * n
+    int n;
+    bool accumulate;
+    __device__ void operator()(int z, int i, int j, float v) const {
+        float& dst = out[size_t(z) * size + size_t(i) * n + j];
+        dst = accumulate ? dst + v : v;
+    }
+};
+
+// The input gradient's first pass, w^T . dy (conv_backward_data.cu).
+struct WeightColumns {  // w^T as (c*kh*kw, oc): column o is filter o
+    const float* w;
+    int rows;  // c*kh*kw
+    static constexpr bool k_fast = false;  // consecutive rows are consecutive addresses
+    __device__ float operator()(int q, int o) const { return w[size_t(o) * rows + q]; }
+};
+struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the product's right operand
+    static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
+    // Down a column (tiles.cuh: SplitsColumns): its sample and pixel once
+    // a thread; then the next channel is a plane on, a pointer's add.
+    using Column = const float*;  // dy at channel 0 of the column's sample and pixel
+    __device__ Column column(int col) const { return step(col).pixel; }
+    template <int N, int stride>
+    __device__ void load_run(Column c, int o, int o_end, float* out) const {
+        const size_t plane = by_pixels.divisor();
+        const float* at = c + size_t(o) * plane;
+#pragma unroll
+        for (int l = 0; l < N; ++l, at += stride * plane) out[l] = o + l * stride < o_end ? *at : 0.0f;
+    }
+};
+
 // Throws unless ps pools the output of convolution s.
 inline void check_pooling(const ConvShape& s, const PoolShape& ps, const char* launcher) {
     if (ps.n != s.n || ps.c != s.oc || ps.h != s.oh() || ps.w != s.ow())

@@ -25,27 +25,8 @@ namespace {
 // The input gradient in two passes with no product of a known
 // zero: dcol (c*kh*kw, n*oh*ow) = w^T (c*kh*kw, oc) . dy (oc, n*oh*ow), the
 // gradient of every unfolded element; then each dx element gathers the
-// dcol elements of the taps that saw it (col2im), in tap order.
-struct WeightColumns {  // w^T as (c*kh*kw, oc): column o is filter o
-    const float* w;
-    int rows;  // c*kh*kw
-    static constexpr bool k_fast = false;  // consecutive rows are consecutive addresses
-    __device__ float operator()(int q, int o) const { return w[size_t(o) * rows + q]; }
-};
-struct OutputGradColumns : OutputGrad {  // dy as (oc, n*oh*ow), read as the product's right operand
-    static constexpr bool k_fast = false;  // consecutive columns are neighbouring pixels
-    // Down a column (tiles.cuh: SplitsColumns): its sample and pixel once
-    // a thread; then the next channel is a plane on, a pointer's add.
-    using Column = const float*;  // dy at channel 0 of the column's sample and pixel
-    __device__ Column column(int col) const { return step(col).pixel; }
-    template <int N, int stride>
-    __device__ void load_run(Column c, int o, int o_end, float* out) const {
-        const size_t plane = by_pixels.divisor();
-        const float* at = c + size_t(o) * plane;
-#pragma unroll
-        for (int l = 0; l < N; ++l, at += stride * plane) out[l] = o + l * stride < o_end ? *at : 0.0f;
-    }
-};
+// dcol elements of the taps that saw it (col2im), in tap order. (The
+// first pass's operands: conv.cuh's WeightColumns and OutputGradColumns.)
 
 // The input gradient of pixel (iy, ix) of channel ch from the columns of its
 // sample (`sample`: column (s, 0, 0) of row 0; `cols`: a row's length), with

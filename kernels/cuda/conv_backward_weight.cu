@@ -23,82 +23,13 @@ namespace dpt::cuda {
 using namespace conv;  // (conv.cuh: what the convolution's sources share)
 namespace {
 
-struct UnfoldTransposed {  // unfold(x)^T (n*oh*ow, c*kh*kw)
-    const float* x;
-    Geometry g;
-    static constexpr bool k_fast = true;  // k runs along the output pixels
-    // Element (col, q), unfolded(x, g, q, col) (conv.cuh), read in two
-    // halves (tiles.cuh: SplitsAlongK): a tap (column q),
-    // once per thread before the k loop; an output pixel (row col, along
-    // k), once a k-step; then an element is two adds, two compares and a
-    // load.
-    struct Fixed {
-        int offset;  // ch*h*w + ky*w + kx: the tap's place from its window's corner
-        int ky, kx;
-    };
-    __device__ Fixed fixed(int q) const {
-        const int ch = g.by_taps.div(q), t = g.by_taps.rest(q, ch), ky = g.by_kw.div(t), kx = g.by_kw.rest(t, ky);
-        return {(ch * g.h + ky) * g.w + kx, ky, kx};
-    }
-    struct Step {
-        const float* corner;  // x at the window's corner (iy0, ix0) of the pixel's sample, maybe outside the image
-        int iy0, ix0;
-    };
-    __device__ Step step(int col) const {
-        const int s = g.by_out_pixels.div(col), p = g.by_out_pixels.rest(col, s), oy = g.by_ow.div(p),
-                  ox = g.by_ow.rest(p, oy), iy0 = oy * g.stride - g.pad, ix0 = ox * g.stride - g.pad;
-        return {x + size_t(s) * g.c * g.h * g.w + (iy0 * g.w + ix0), iy0, ix0};
-    }
-    __device__ float load(const Fixed& tap, const Step& pixel) const {
-        // (unsigned: a negative row or column is a large one, outside too)
-        const bool inside = unsigned(pixel.iy0 + tap.ky) < unsigned(g.h) && unsigned(pixel.ix0 + tap.kx) < unsigned(g.w);
-        return inside ? pixel.corner[tap.offset] : 0.0f;  // else padding
-    }
-};
-// [unfold(x)^T | 1] (n*oh*ow, c*kh*kw + 1): UnfoldTransposed and a column of
-// ones, against which the product sums dy into the bias gradient. An element outside the image is the tap's
-// `outside` value: 0 (padding) for a filter tap, and 1 for the ones column,
-// whose window lies outside every image; so the ones cost no instruction
-// more than the padding does.
-struct UnfoldTransposedAndOnes {
-    UnfoldTransposed unfold;
-    int taps;
-    static constexpr bool k_fast = true;
-    struct Fixed {
-        int offset, ky, kx;
-        float outside;
-    };
-    using Step = UnfoldTransposed::Step;
-    __device__ Fixed fixed(int q) const {
-        if (q >= taps) return {0, -(1 << 20), -(1 << 20), 1.0f};
-        const UnfoldTransposed::Fixed f = unfold.fixed(q);
-        return {f.offset, f.ky, f.kx, 0.0f};
-    }
-    __device__ Step step(int col) const { return unfold.step(col); }
-    __device__ float load(const Fixed& tap, const Step& pixel) const {
-        const Geometry& g = unfold.g;
-        const bool inside = unsigned(pixel.iy0 + tap.ky) < unsigned(g.h) && unsigned(pixel.ix0 + tap.kx) < unsigned(g.w);
-        return inside ? pixel.corner[tap.offset] : tap.outside;
-    }
-};
-// f(dy, unfold(x)^T, [unfold(x)^T | 1]): the weight gradient's operands.
+// f(dy, unfold(x)^T, [unfold(x)^T | 1]): the weight gradient's operands (conv.cuh).
 template <class F>
 void with_weight_grad_operands(const float* dy, const float* x, const ConvShape& s, F&& f) {
     const OutputGrad dy_rows{dy, s.oc, FastDiv(s.col_cols())};
     const UnfoldTransposed unfold{x, Geometry(s)};
     f(dy_rows, unfold, UnfoldTransposedAndOnes{unfold, s.col_rows()});
 }
-
-struct StorePartial {  // split z of (m, n) partial sums, or dw += value when unsplit
-    float* out;
-    size_t size;  // m * n
-    int n;
-    bool accumulate;
-    __device__ void operator()(int z, int i, int j, float v) const {
-        float& dst = out[size_t(z) * size + size_t(i) * n + j];
-        dst = accumulate ? dst + v : v;
-    }
-};
 
 // The bias summed as one more column of the product, against a
 // column of ones, where that column fits in the last tile's unused ones

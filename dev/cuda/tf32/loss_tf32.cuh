@@ -11,7 +11,6 @@
 #include "cuda/tiles.cuh"
 
 namespace dpt::cuda::dev::loss {
-namespace {  // (each version that includes it compiles its own)
 
 using tiled::operand;
 
@@ -33,7 +32,7 @@ struct DenseLoss {
 // Steps 1 to 3: the sample's logits, softmax, loss and dlogits, and its
 // dx. xs holds the sample's input, z and g its logits and their gradient,
 // for the step after.
-__device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[32], float* z, float* g) {
+static __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[32], float* z, float* g) {
     constexpr int warps = launch::threads / 32;
     const int i = int(blockIdx.x), t = int(threadIdx.x), lane = t % 32, warp = t / 32;
     const float* x = d.x + size_t(i) * d.in;
@@ -81,7 +80,7 @@ __device__ void dense_loss_sample(const DenseLoss& d, float* xs, float (*lanes)[
 
 // The batch's loss, in softmax_xent's order, added to *loss_sum (the last
 // block of the grid: every sample's loss is stored).
-__device__ void dense_loss_total(const DenseLoss& d) {
+static __device__ void dense_loss_total(const DenseLoss& d) {
     double loss = 0.0;
     for (int r = int(threadIdx.x); r < d.n; r += launch::threads) loss += double(__ldcg(d.losses + r));
     loss = launch::block_sum(loss);
@@ -93,7 +92,7 @@ __device__ void dense_loss_total(const DenseLoss& d) {
 // the bias gradient of the dense layer whose output x is, from dx as it is
 // (as [dw | db] is from dlogits): each group's column sums of dx in sample
 // order, then the groups' in group order.
-__global__ void __launch_bounds__(launch::threads) dense_loss_wide_tf32(DenseLoss d) {
+static __global__ void __launch_bounds__(launch::threads) dense_loss_wide_tf32(DenseLoss d) {
     constexpr int warps = launch::threads / 32, group_rows = dense_loss_wide_group;
     __shared__ float xs[dense_loss_in_most];
     __shared__ float lanes[warps][32];
@@ -171,7 +170,7 @@ __global__ void __launch_bounds__(launch::threads) dense_loss_wide_tf32(DenseLos
 
 // dense_softmax_cross_entropy under --tf32 by dense_loss_wide_tf32, and
 // (db_before, where not null) the bias gradient of the layer before.
-void dense_loss_tf32(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx, float* dw,
+inline void dense_loss_tf32(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx, float* dw,
                      float* db, const float* x, const float* w, const float* b, int n, int in, int classes,
                      bool relu_before, Workspace ws, cudaStream_t stream, const UnfinishedDense& before,
                      float* db_before) {
@@ -185,5 +184,4 @@ void dense_loss_tf32(float* logits, float* dlogits, double* loss_sum, const int3
     launch::kernel("dense_loss_wide_tf32", dense_loss_wide_tf32, unsigned(n), launch::threads, stream, d);
 }
 
-}  // namespace
 }  // namespace dpt::cuda::dev::loss

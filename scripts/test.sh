@@ -2,8 +2,10 @@
 # One command from a fresh clone to every test: installs what is missing,
 # builds, runs `meson test`. CI runs this (.ci/run). Arguments go to
 # `meson test` of the main build alone (e.g. --suite cpu, or a test's name);
-# --slow runs only the long checks of the slow suite (whole epochs under
-# mpirun), which the default run leaves out: it keeps short versions of them.
+# --quick runs the main build's tests alone, every one but the slow suite
+# (the edit-compile-test loop: a few minutes); --slow runs only the long
+# checks of the slow suite (whole epochs under mpirun), which the default
+# run leaves out: it keeps short versions of them.
 #
 # Without arguments, in turn (each stage runs even when one before failed;
 # the summary at the end lists them all):
@@ -124,6 +126,13 @@ tests() {
 }
 
 scripts/build.sh
+if [[ ${1:-} == --quick ]]; then
+    stage "every test in $dir/ but the slow suite" tests "$dir" --no-suite slow "${@:2}"
+    echo
+    echo "== summary: $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s (--quick: the main build alone; without it, every build) =="
+    printf '%s\n' "${summary[@]}"
+    exit $failed
+fi
 if [[ ${1:-} == --slow ]]; then
     tests "$dir" --suite slow "${@:2}"
     exit

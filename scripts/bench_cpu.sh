@@ -9,11 +9,20 @@
 # arithmetic rate each reached (training FLOPs a sample x samples/s) as a
 # share of the cores' FP32 peak, measured in the same run by bench/fma_peak.cpp.
 #   usage: scripts/bench_cpu.sh            (PEER=path/to/pytorch_lenet.py, PYTHON=python3)
+#          scripts/bench_cpu.sh --update-docs
+#                                          (also writes the table into docs/performance.md,
+#                                          between <!-- cpu-MODEL --> markers)
 #          MODEL=resnet18 LIMIT=12800 scripts/bench_cpu.sh
 #                                          (ResNet-18 at lr 0.1; LIMIT: the first N training
 #                                          samples, an "epoch" of N, for both sides)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+update_docs=no
+case ${1:-} in
+--update-docs) update_docs=yes ;;
+"") ;;
+*) echo "scripts/bench_cpu.sh: unknown argument '$1' (--update-docs, or none)" >&2; exit 2 ;;
+esac
 epochs=${EPOCHS:-2}
 peer=${PEER:-bench/pytorch_lenet.py}
 model=${MODEL:-lenet}
@@ -82,3 +91,19 @@ printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "dptrain --cpus 2" "$t2" "$r2" "$(r
 [[ -n $pt1 ]] && printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "PyTorch, 1 thread" "$pt1" "$(awk -v t="$pt1" -v n="$samples" 'BEGIN{print n/t}')" "" "" "$(rate "$pt1" 1)" || true
 [[ -n $pt2 ]] && printf '%-22s %10.2f %12.0f %9s %16s %18s\n' "PyTorch, 2 threads" "$pt2" "$(awk -v t="$pt2" -v n="$samples" 'BEGIN{print n/t}')" "$(ratio "$pt1" "$pt2")" "" "$(rate "$pt2" 2)" || true
 [[ -n $peak ]] && echo "(GFLOP/s: $(awk -v f="$flops" 'BEGIN { printf "%.1f", f / 1e6 }') MFLOP of training a sample x samples/s; peak $peak GFLOP/s a core, measured above)" || true
+
+# The same as Markdown, with what it was measured on, into the docs.
+if [[ $update_docs == yes ]]; then
+    {
+        echo "| $model, batch 256$([[ $limit -gt 0 ]] && echo ", an epoch of $limit samples") | epoch (s) | samples/s | 2 against 1 | against PyTorch's time | GFLOP/s (share of peak) |"
+        echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+        echo "| dptrain --cpus 1 | $(printf %.2f "$t1") | $(printf %.0f "$r1") | 1.00x | $(ratio "$t1" "$pt1") | $(rate "$t1" 1) |"
+        echo "| dptrain --cpus 2 | $(printf %.2f "$t2") | $(printf %.0f "$r2") | $(ratio "$t1" "$t2") | $(ratio "$t2" "$pt2") | $(rate "$t2" 2) |"
+        if [[ -n $pt1 ]]; then
+            echo "| PyTorch $("$python" -c 'import torch; print(torch.__version__)'), 1 thread | $(printf %.2f "$pt1") | $(awk -v t="$pt1" -v n="$samples" 'BEGIN{printf "%.0f", n/t}') | | | $(rate "$pt1" 1) |"
+            echo "| PyTorch, 2 threads | $(printf %.2f "$pt2") | $(awk -v t="$pt2" -v n="$samples" 'BEGIN{printf "%.0f", n/t}') | $(ratio "$pt1" "$pt2") | | $(rate "$pt2" 2) |"
+        fi
+        echo
+        echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); FP32 peak ${peak:-not measured} GFLOP/s a core; $(date +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); \`scripts/bench_cpu.sh --update-docs\`$([[ $model != lenet ]] && echo " with MODEL=$model LIMIT=$limit"). The last of $epochs epochs each.$([[ -z $pt1 ]] && echo " PyTorch: not installed on that machine.")"
+    } | scripts/update_docs.py "cpu-$model"
+fi

@@ -45,7 +45,9 @@
 #
 # Knobs: GPU_ARCHS (above), STAGE_BUDGET_S (seconds a stage, default 450),
 # EPOCHS and RESNET_EPOCHS (a bench run's epochs, 5 and 3), PYTORCH_COMPILE=0
-# (the peer's torch.compile rows left out: they cost a minute each).
+# (the peer's torch.compile rows left out: they cost a minute each),
+# UPDATE_DOCS=1 (quick writes its table against the PyTorch peer into
+# docs/performance.md; it is in $LOGS/performance-gpu.md either way).
 #
 # Every stage builds first (with every version of dev/cuda/ as a dptrain of
 # its own: -Ddev_candidate=all); the build is incremental, so on a warm machine
@@ -724,6 +726,26 @@ stage_quick() {
                 BEGIN { printf "info  LeNet epoch, batch 256, FP32: dptrain %s; PyTorch eager %s%s, torch.compile %s%s, one CUDA graph a step %s%s\n",
                     ms(d), ms(e), x(e), ms(c), x(c), ms(g), x(g) }' | while read -r line; do note "$line"; done
             [[ $t_d == nan || $t_pt == nan || $t_ptg == nan || $t_ptc == nan ]] && fail "a run against the PyTorch peer failed: see $log"
+            # The same as docs/performance.md's GPU table (<!-- gpu -->): in
+            # $logs/performance-gpu.md, and with UPDATE_DOCS=1 in the page.
+            awk -v d="$t_d" -v e="$t_pt" -v c="$t_ptc" -v g="$t_ptg" -v gpu="$(gpu_name)" -v epochs="$epochs" \
+                -v when="$(date +%Y-%m-%d)" -v commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+                -v torch="$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)" '
+                function ms(t) { return t == "nan" ? "failed" : t == "skip" ? "not run" : sprintf("%.1f", t * 1000) }
+                function x(t) { return (t == "nan" || t == "skip" || d == "nan") ? "" : sprintf("%.2fx", d / t) }
+                BEGIN {
+                    print "| LeNet epoch, batch 256, FP32, one GPU | epoch (ms) | dptrain against it |"
+                    print "| --- | ---: | ---: |"
+                    printf "| dptrain | %s | |\n", ms(d)
+                    printf "| PyTorch %s, eager | %s | %s |\n", torch, ms(e), x(e)
+                    printf "| PyTorch, torch.compile | %s | %s |\n", ms(c), x(c)
+                    printf "| PyTorch, the step as one CUDA graph | %s | %s |\n", ms(g), x(g)
+                    print ""
+                    printf "%s, %s, commit %s; `UPDATE_DOCS=1 scripts/gpu.sh quick` (the median epoch after the first of %s, each).\n", gpu, when, commit, epochs
+                }' >"$logs/performance-gpu.md"
+            if [[ ${UPDATE_DOCS:-0} == 1 ]]; then
+                scripts/update_docs.py gpu <"$logs/performance-gpu.md" && ok "docs/performance.md: the GPU table rewritten"
+            fi
         fi
     fi
     # The classroom pair: 2 replicas sharing this GPU, the test accuracy.

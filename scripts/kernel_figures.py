@@ -33,6 +33,10 @@ nvidia-cuda-nvdisasm) into build-sass/tools/.
   scripts/kernel_figures.py --tf32                # the step of dptrain --tf32
   scripts/kernel_figures.py --objects build/kernels/cuda/libdptrain_cuda_kernels.a
                         # table 1 from what a CUDA build compiled, not compiled again
+  scripts/kernel_figures.py --counts [--update-docs]
+                        # the kernels a step of LeNet, LeNet --tf32 and ResNet-18
+                        # alone (no nvcc); --update-docs writes that table into
+                        # docs/performance.md (<!-- kernel-counts -->)
 
 Exit status: 0, or 2 for bad arguments or a missing tool or build; with
 --check, 1 when a kernel of the step is not among the compiled ones.
@@ -357,6 +361,26 @@ def record_step(emulated, model, batch, tf32):
     return lines[first:updates[-1] + 1]
 
 
+def print_counts(emulated, batch, update_docs):
+    """The kernels (and pieces of work: graph nodes) of one training step,
+    as the emulated GPU records it, for each model and arithmetic."""
+    rows = []
+    for model, tf32 in (("lenet", False), ("lenet", True), ("resnet18", False), ("resnet18", True)):
+        work = record_step(emulated, model, batch, tf32)
+        kernels = sum(1 for f in work if f[2].startswith("kernel "))
+        rows.append(f"| {model}{' --tf32' if tf32 else ''} | {kernels} | {len(work)} |")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    table = "\n".join([f"| one training step, batch {batch}, one GPU | kernels | graph nodes |",
+                        "| --- | ---: | ---: |", *rows, "",
+                        f"{time.strftime('%Y-%m-%d')}, commit {commit}; `scripts/kernel_figures.py --counts "
+                        f"--update-docs` (the emulated GPU's launch log of the second step: the same on any GPU)."])
+    print(table)
+    if update_docs:
+        subprocess.run([os.path.join(ROOT, "scripts", "update_docs.py"), "kernel-counts"], input=table + "\n",
+                       text=True, check=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", default="sm_90", choices=sorted(ARCHES))
@@ -370,12 +394,20 @@ def main():
     p.add_argument("--objects", nargs="+", metavar="FILE",
                    help="read the kernels from a CUDA build's objects or its static library "
                         "(built for --arch among others) instead of compiling them")
+    p.add_argument("--counts", action="store_true",
+                   help="only the kernels and pieces of work a step of LeNet, LeNet --tf32 and ResNet-18")
+    p.add_argument("--update-docs", action="store_true",
+                   help="with --counts: write that table into docs/performance.md (scripts/update_docs.py)")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless every kernel of the step was found among the compiled ones (a test)")
     args = p.parse_args()
     globals()["WORK"] = os.path.abspath(args.work)
     if args.batch < 1:
         die(f"--batch must be a positive count (got {args.batch})")
+    if args.update_docs and not args.counts:
+        die("--update-docs writes the table of --counts: give both")
+    if args.counts:
+        return print_counts(os.path.abspath(args.emulated), args.batch, args.update_docs)
 
     tools = sass_tools()
     kernels = kernels_of_objects(args.objects, args.arch, *tools) if args.objects else compile_kernels(args.arch)

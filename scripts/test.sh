@@ -87,14 +87,21 @@ failed=0
 # The emulated GPU as README.md and docs/emulated-gpu.md set it up.
 emulated_options=-Demulated_gpu=true
 # stage LABEL COMMAND...: runs COMMAND, notes LABEL's outcome and time.
+# The time a stage spent in `meson test` (tests, below) is said apart from
+# the rest of it (building, mostly), so that the summary says where the
+# time goes.
+tested_s=0
 stage() {
-    local label=$1 t0=$SECONDS rc=0
+    local label=$1 t0=$SECONDS rc=0 split
     shift
     echo
     echo "== $label =="
+    tested_s=0
     "$@" || rc=$?
-    if [[ $rc -eq 0 ]]; then summary+=("ok    $label ($((SECONDS - t0)) s)")
-    else summary+=("FAIL  $label (exit $rc, $((SECONDS - t0)) s)"); failed=1; fi
+    split="$((SECONDS - t0)) s"
+    ((tested_s > 0)) && split+=": tests $tested_s s, the rest $((SECONDS - t0 - tested_s)) s"
+    if [[ $rc -eq 0 ]]; then summary+=("ok    $label ($split)")
+    else summary+=("FAIL  $label (exit $rc, $split)"); failed=1; fi
     return 0
 }
 # tests BUILD_DIR ARGS...: meson test there, then the report. A test named
@@ -120,12 +127,15 @@ tests() {
             fi ;;
         esac
     done
+    local t0=$SECONDS
     meson test -C "$build" --no-rebuild "$@" || rc=$?
+    tested_s=$((tested_s + SECONDS - t0))
     report "$build"
     return $rc
 }
 
 scripts/build.sh
+summary=("ok    installing what is missing, and the main build ($dir/) ($((SECONDS - started)) s)")
 if [[ ${1:-} == --quick ]]; then
     stage "every test in $dir/ but the slow suite" tests "$dir" --no-suite slow "${@:2}"
     echo

@@ -88,7 +88,7 @@ namespace DEV_NAMESPACE {
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, Workspace ws,
                             cudaStream_t stream) {
     if (trainer_kernel_takes(s)) return TRAINER(conv2d_backward_weight)(dw, db, dy, x, s, ws, stream);
-    product(dw, db, dy, x, s, ws, stream, weight_grad_splits(s), PredicatedOperands{}, DevGemm{});
+    product(dw, db, dy, x, s, ws, stream, conv2d_weight_grad_splits(s), PredicatedOperands{}, DevGemm{});
 }
 
 }  // namespace DEV_NAMESPACE

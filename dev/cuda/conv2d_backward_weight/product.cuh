@@ -1,9 +1,9 @@
 // The trainer's weight-gradient product (kernels/cuda/conv_backward_weight.cu:
 // conv2d_backward_weight where neither a small filter bank's kernel nor the
-// rows kernel takes the shape), its splits, bias kernel and finishing
-// copied (its operands and epilogue are conv.cuh's), for the versions that change how the product loads
-// its operands (conv2d_backward_weight/14) or how many splits it takes
-// (waves/02). product() runs it with the operands, the GEMM launch and the
+// rows kernel takes the shape), its bias kernel and finishing copied (its
+// operands and epilogue are conv.cuh's, its splits conv2d_weight_grad_splits),
+// for the versions that change how the product loads its operands
+// (conv2d_backward_weight/14) or how many splits it takes (waves/02). product() runs it with the operands, the GEMM launch and the
 // splits a version hands it; with the trainer's three it is the trainer's
 // path, kernel for kernel.
 #pragma once
@@ -41,15 +41,6 @@ struct TrainerOperands {
 // the bias sums the unrounded dy): no bias kernel of its own.
 inline bool bias_in_product(const ConvShape& s) {
     return s.math == Math::fp32 && s.n > 0 && s.col_rows() % 128 != 0;
-}
-
-// The splits of the weight gradient's product along k (the batch's output
-// pixels), aiming at twice target_blocks (splits of at least 128): each
-// block of LeNet's conv2 walks 41 k-steps instead of 81, and the GPU holds
-// about 4 blocks a multiprocessor to cover their loads' latency. The rows
-// kernels' slices (weight_grad_rows_kernel) are as many.
-inline int weight_grad_splits(const ConvShape& s) {
-    return tiled::splits_for(s.oc, s.col_rows(), s.n * s.col_cols(), 128, 2 * tiled::target_blocks);
 }
 
 // The bias gradient where the product does not sum it: channel o's n * pixels values split into
@@ -101,7 +92,7 @@ static __global__ void finish_weight_grad(float* dw, const float* w_partial, int
 
 // dw, db += the weight and bias gradients of s by the product of the
 // operands with_operands hands its function, launched by gemm, split
-// `splits` ways along k (at most weight_grad_splits(s): the scratch holds
+// `splits` ways along k (at most conv2d_weight_grad_splits(s): the scratch holds
 // that many).
 template <class WithOperands, class Gemm>
 void product(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, Workspace ws,

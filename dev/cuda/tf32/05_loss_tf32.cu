@@ -13,26 +13,24 @@
 //
 // Measured: not yet timed on a GPU.
 #include "dev.hpp"
-#include "tf32/loss_tf32.cuh"
 
 DEV_REPLACES(dense_loss_runs)
 DEV_REPLACES(dense_softmax_cross_entropy)
 
+#include "tf32/loss_tf32.cuh"
+
 namespace DEV_NAMESPACE {
 
 bool dense_loss_runs(int n, int in, int classes, Math math) {
-    return math == Math::tf32 ? dense_loss_fits(n, in, classes) : TRAINER(dense_loss_runs)(n, in, classes, math);
+    return dev::loss::runs_or_trainer(n, in, classes, math);
 }
 
 void dense_softmax_cross_entropy(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
                                  float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
                                  int classes, bool relu_before, Workspace ws, cudaStream_t stream,
                                  const UnfinishedDense& before, Math math) {
-    if (math != Math::tf32)
-        return TRAINER(dense_softmax_cross_entropy)(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in,
-                                                    classes, relu_before, ws, stream, before, math);
-    dev::loss::dense_loss_tf32(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before,
-                               ws, stream, before, nullptr);
+    dev::loss::loss_or_trainer(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before, ws,
+                               stream, before, math);
 }
 
 }  // namespace DEV_NAMESPACE

@@ -1,5 +1,6 @@
 // The trainer's loss kernel (kernels/cuda/dense.cu: dense_loss_wide) under
-// --tf32, for tf32/05 and tf32/10: each product's operands rounded to TF32
+// --tf32, for tf32/05 and tf32/10 (which include this after
+// DEV_REPLACES(dense_loss_runs) and DEV_REPLACES(dense_softmax_cross_entropy)): each product's operands rounded to TF32
 // as it reads them, the bias's gradient summed from dlogits as they are, on
 // the FP32 units (a product of two TF32 numbers is exact in FP32).
 #pragma once
@@ -9,6 +10,7 @@
 #include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
 #include "cuda/tiles.cuh"
+#include "dev.hpp"
 
 namespace dpt::cuda::dev::loss {
 
@@ -170,10 +172,10 @@ static __global__ void __launch_bounds__(launch::threads) dense_loss_wide_tf32(D
 
 // dense_softmax_cross_entropy under --tf32 by dense_loss_wide_tf32, and
 // (db_before, where not null) the bias gradient of the layer before.
-inline void dense_loss_tf32(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx, float* dw,
-                     float* db, const float* x, const float* w, const float* b, int n, int in, int classes,
-                     bool relu_before, Workspace ws, cudaStream_t stream, const UnfinishedDense& before,
-                     float* db_before) {
+inline void dense_loss_tf32(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
+                            float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
+                            int classes, bool relu_before, Workspace ws, cudaStream_t stream,
+                            const UnfinishedDense& before, float* db_before) {
     // (Under --tf32 the trainer's dense_forward_relu_for_loss finishes the layer before: nothing is left.)
     if (!dense_loss_fits(n, in, classes) || !ws.tickets || before.y)
         throw std::invalid_argument("dense_softmax_cross_entropy (tf32/): " + std::to_string(n) + " samples of " +
@@ -182,6 +184,23 @@ inline void dense_loss_tf32(float* logits, float* dlogits, double* loss_sum, con
     const DenseLoss d{logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before,
                       ws.scratch, ws.scratch + n, ws.tickets, db_before};
     launch::kernel("dense_loss_wide_tf32", dense_loss_wide_tf32, unsigned(n), launch::threads, stream, d);
+}
+
+// The two launchers both versions put in place of the trainer's: under
+// --tf32 the loss runs with the layer (dense_loss_tf32); in FP32, the
+// trainer's.
+inline bool runs_or_trainer(int n, int in, int classes, Math math) {
+    return math == Math::tf32 ? dense_loss_fits(n, in, classes) : TRAINER(dense_loss_runs)(n, in, classes, math);
+}
+inline void loss_or_trainer(float* logits, float* dlogits, double* loss_sum, const int32_t* labels, float* dx,
+                            float* dw, float* db, const float* x, const float* w, const float* b, int n, int in,
+                            int classes, bool relu_before, Workspace ws, cudaStream_t stream,
+                            const UnfinishedDense& before, Math math) {
+    if (math != Math::tf32)
+        return TRAINER(dense_softmax_cross_entropy)(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in,
+                                                    classes, relu_before, ws, stream, before, math);
+    dense_loss_tf32(logits, dlogits, loss_sum, labels, dx, dw, db, x, w, b, n, in, classes, relu_before, ws, stream,
+                    before, nullptr);
 }
 
 }  // namespace dpt::cuda::dev::loss

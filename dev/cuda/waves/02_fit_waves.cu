@@ -1,9 +1,9 @@
 // The weight gradient's split product (ResNet-18's convolutions) taking
 // fewer, longer splits where that runs in fewer waves of blocks a split.
 //
-// Against the trainer's (kernels/cuda/conv_backward_weight.cu:
-// weight_grad_splits, from the shape alone: enough splits for about 512
-// blocks of 64 x 64 tiles, at least 128 of k each): a launch of s splits
+// Against the trainer's (conv2d_weight_grad_splits, from the shape alone:
+// enough splits for about 512 blocks of 64 x 64 tiles, at least 128 of k
+// each): a launch of s splits
 // takes about ceil(blocks / wave) waves of blocks k / s long, so s goes to
 // the count, at most the trainer's, with the least ceil(blocks / wave) / s
 // (the tile, and with it the wave, chosen again for each count, as the
@@ -71,7 +71,7 @@ namespace DEV_NAMESPACE {
 void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, Workspace ws,
                             cudaStream_t stream) {
     if (trainer_kernel_takes(s)) return TRAINER(conv2d_backward_weight)(dw, db, dy, x, s, ws, stream);
-    const int splits = fit_waves(s.oc, s.col_rows(), weight_grad_splits(s));
+    const int splits = fit_waves(s.oc, s.col_rows(), conv2d_weight_grad_splits(s));
     product(dw, db, dy, x, s, ws, stream, splits, TrainerOperands{}, TrainerGemm{});
 }
 

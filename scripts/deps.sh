@@ -32,9 +32,10 @@ packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev nlohmann-json3
 # --with-bench adds hyperfine, which the scripts in bench/ that time whole
 # commands use (bench/trace_cost.sh).
 [[ " $* " == *" --with-bench "* ]] && packages+=(hyperfine)
-# --with-tests (scripts/test.sh): both of the above, and iproute2 for the
-# test that runs mpirun over two network namespaces as two machines.
-[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2)
+# --with-tests (scripts/test.sh): both of the above, iproute2 for the test
+# that runs mpirun over two network namespaces as two machines, and procps
+# (pkill) for the one that stops a run on a terminal.
+[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2 procps)
 
 missing=()
 for p in "${packages[@]}"; do

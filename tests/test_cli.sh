@@ -11,9 +11,9 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # params_file.py
 
 # What the checks below run besides dptrain: a missing one fails the test
-# instead of silently skipping checks (scripts/deps.sh installs python3;
-# script(1) comes with Debian's essential bsdutils).
-for tool in python3 script; do
+# instead of silently skipping checks (scripts/deps.sh installs python3 and
+# procps's pkill; script(1) comes with Debian's essential bsdutils).
+for tool in python3 script pkill; do
     command -v "$tool" >/dev/null || { echo "FAIL: test_cli.sh needs $tool"; exit 1; }
 done
 
@@ -1032,15 +1032,17 @@ for message in (b"dptrain: stopping after the steps", b"dptrain: stopped by SIGI
     last_bar = before.rfind(b"\repoch 1 [")
     assert last_bar >= 0 and b"\r\x1b[K" in before[last_bar + 1:], (message, before[-160:])
 PY
-    if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
-        # (root has no limit on its processes: another user has.)
+    # (root has no limit on its processes: another user has, where that user
+    # may run the binary: not from under /root, say.)
+    if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null &&
+        setpriv --reuid 65534 --regid 65534 --clear-groups test -x "$(readlink -f "$dptrain")"; then
         setpriv --reuid 65534 --regid 65534 --clear-groups bash -c 'ulimit -u 6 && exec "$0" "$@"' "$dptrain" "${q[@]}" --cpus 16 \
             >"$tmp/out" 2>"$tmp/err"
         rc=$?
         [[ $rc -eq 1 ]] && grep -q "cannot start another thread (Resource temporarily unavailable): this machine's limit on threads (ulimit -u)" "$tmp/err" \
             && echo "ok: out of threads -> 1: $(cat "$tmp/err")" || fail "out of threads: exit $rc: $(cat "$tmp/err")"
     else
-        echo "skip: out of threads: needs root and setpriv to run as a user with a process limit"
+        echo "skip: out of threads: needs root, setpriv and a binary that user 65534 may run, to run it as a user with a process limit"
     fi
     ls "$tmp" | grep -v '^p.params.tmp.HeLd00$' | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$tmp" | grep '\.tmp\.')"
     ;;

@@ -18,21 +18,37 @@ void dense_forward(float* y, const float* x, const float* w, const float* b,
     gemm(y, x, w, n, out, in, false, true, true);  // y (n, out) += x (n, in) . w^T (in, out)
 }
 
-void dense_backward(float* dx, float* dw, float* db, const float* dy,
-                    const float* x, const float* w, int n, int in, int out, float* scratch, Math math) {
+void dense_backward_weight(float* dw, float* db, const float* dy, const float* x, int n, int in, int out,
+                           float* scratch, Math math) {
     for (int i = 0; i < n; ++i)  // (the bias sums the unrounded dy)
         for (int o = 0; o < out; ++o) db[o] += dy[size_t(i) * out + o];
-    if (math == Math::tf32) {  // dy, x and w rounded, into scratch
+    if (math == Math::tf32) {  // dy and x rounded, into scratch
         float* rx = scratch;
-        float* rw = rx + size_t(n) * in;
-        float* rdy = rw + size_t(in) * out;
+        float* rdy = rx + size_t(n) * in + size_t(in) * out;
         round_to_tf32(rx, x, size_t(n) * in);
-        round_to_tf32(rw, w, size_t(in) * out);
         round_to_tf32(rdy, dy, size_t(n) * out);
-        x = rx, w = rw, dy = rdy;
+        x = rx, dy = rdy;
     }
     gemm(dw, dy, x, out, in, n, true, false, true);  // dw (out, in) += dy^T (out, n) . x (n, in)
-    if (dx) gemm(dx, dy, w, n, in, out, false, false, false);  // dx (n, in) = dy (n, out) . w (out, in)
+}
+
+void dense_backward_data(float* dx, const float* dy, const float* w, int n, int in, int out, float* scratch,
+                         Math math) {
+    if (!dx) return;
+    if (math == Math::tf32) {  // dy and w rounded, into scratch
+        float* rw = scratch + size_t(n) * in;
+        float* rdy = rw + size_t(in) * out;
+        round_to_tf32(rw, w, size_t(in) * out);
+        round_to_tf32(rdy, dy, size_t(n) * out);
+        w = rw, dy = rdy;
+    }
+    gemm(dx, dy, w, n, in, out, false, false, false);  // dx (n, in) = dy (n, out) . w (out, in)
+}
+
+void dense_backward(float* dx, float* dw, float* db, const float* dy,
+                    const float* x, const float* w, int n, int in, int out, float* scratch, Math math) {
+    dense_backward_weight(dw, db, dy, x, n, in, out, scratch, math);
+    dense_backward_data(dx, dy, w, n, in, out, scratch, math);
 }
 
 }  // namespace dpt::cpu

@@ -75,9 +75,14 @@ void dense_forward(float* y, const float* x, const float* w, const float* b,
                    int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32);
 // dw (out, in) += dy^T . x; db (out) += column sums of dy;
 // dx (n, in) = dy . w, overwritten; skipped when dx is null (first layer).
+// The two halves, weight then data, are also callable apart.
 void dense_backward(float* dx, float* dw, float* db, const float* dy,
                     const float* x, const float* w, int n, int in, int out, float* scratch = nullptr,
                     Math math = Math::fp32);
+void dense_backward_weight(float* dw, float* db, const float* dy, const float* x, int n, int in, int out,
+                           float* scratch = nullptr, Math math = Math::fp32);
+void dense_backward_data(float* dx, const float* dy, const float* w, int n, int in, int out,
+                         float* scratch = nullptr, Math math = Math::fp32);
 inline size_t dense_scratch_floats(int n, int in, int out, Math math = Math::fp32) {
     return math == Math::tf32 ? size_t(n) * in + size_t(in) * out + size_t(n) * out : 0;
 }
@@ -238,14 +243,18 @@ struct KernelSet {
         cpu::conv2d_backward_data(b.spare, b.dy, b.w, b.s, b.scratch);
         cpu::sum_into(b.dx, b.spare, 1, b.s.in_size());
     }
-    void backward_dense(const DenseBackward& b) const {
+    // (dense_backward_pool, dense_backward_relu or dense_backward, as two
+    // halves: weight_done() runs between them.)
+    template <class Done = void (*)()>
+    void backward_dense(const DenseBackward& b, Done&& weight_done = [] {}) const {
+        cpu::dense_backward_weight(b.dw, b.db, b.dy, b.x, b.n, b.in, b.out, b.scratch, math);
+        weight_done();
+        cpu::dense_backward_data(b.dx, b.dy, b.w, b.n, b.in, b.out, b.scratch, math);
         if (b.pool_before.grad_y)
-            cpu::dense_backward_pool(b.pool_before.grad_y, b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out,
-                                     b.pool_before.y, b.pool_before.kind, b.pool_before.shape, b.scratch, math);
+            cpu::pool2d_backward_relu(b.pool_before.grad_y, b.dx, b.pool_before.y, b.x, b.pool_before.kind,
+                                      b.pool_before.shape);
         else if (b.relu_before)
-            cpu::dense_backward_relu(b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out, b.scratch, math);
-        else
-            cpu::dense_backward(b.dx, b.dw, b.db, b.dy, b.x, b.w, b.n, b.in, b.out, b.scratch, math);
+            cpu::relu_backward(b.dx, b.dx, b.x, size_t(b.n) * b.in);
     }
     // relu_before: the pooling's input is a ReLU's output, whose mask it applies too.
     static void backward_pool(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,

@@ -184,6 +184,19 @@ double Model::forward_flops() const {
     return flops;
 }
 
+Model::LayerInfo Model::layer_info(size_t i) const {
+    const Planned& p = plan_[i];
+    std::string name;
+    if (p.weight >= 0) {  // "conv2.weight" -> "conv2"
+        name = tensors_[size_t(p.weight)].name;
+        name.resize(name.find('.'));
+    } else {
+        static constexpr const char* kinds[] = {"conv", "relu", "pool", "flatten", "dense", "batch_norm", "add"};
+        name = kinds[size_t(p.layer.kind)];
+    }
+    return {p.layer.kind, name, p.in, p.out, p.input < 0};
+}
+
 const ParamTensor& Model::tensor(const std::string& name) const {
     for (const ParamTensor& t : tensors_)
         if (t.name == name) return t;

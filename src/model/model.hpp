@@ -195,6 +195,18 @@ class Model {
     std::vector<Range> sync_ranges(BatchNormMode bn) const;
     // FLOPs of one sample's forward pass (multiply-adds count two).
     double forward_flops() const;
+    // Layer i as a per-layer profile shows it (bench/layers_cpu.cpp): its
+    // tensors' name where it has some ("conv2", "dense1", "bn3"), else its
+    // kind ("relu", "pool", "add", "flatten"); its shapes per sample; and
+    // whether its input is the model's (then it computes no input gradient).
+    struct LayerInfo {
+        LayerKind kind;
+        std::string name;
+        Dims in, out;
+        bool reads_input = false;
+    };
+    size_t layer_count() const { return plan_.size(); }
+    LayerInfo layer_info(size_t i) const;
     // The tensor called `name` (an assert when there is none).
     const ParamTensor& tensor(const std::string& name) const;
 
@@ -323,6 +335,13 @@ class Model {
     std::vector<size_t> buffer_sizes_;  // per sample, in buffer order
     size_t spare_size_ = 0;             // per sample
 };
+
+// A kernel set that times each layer (bench/layers_cpu.cpp) is told where
+// the walk is: layer i's forward, or its backward.
+template <class K>
+void mark_layer(K& k, size_t i, bool backward) {
+    if constexpr (requires { k.at_layer(i, backward); }) k.at_layer(i, backward);
+}
 
 template <class K>
 void Model::forward_layer(K& k, size_t i, const Activations& a, const float* params, PoolKind pool, int n,
@@ -479,13 +498,18 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         const Planned& p = plan_[i];
         if (p.layer.kind != LayerKind::batch_norm) {
             if (passed != stage) continue;
+            mark_layer(k, i, false);
             forward_layer(k, i, a, params, pass.pool, n, x, logits);
             continue;
         }
         const NormShape s = norm_shape(i, n);
         float* stats = tensor_at(grads, p.running);  // this part's sums, then (sync) the batch's
-        if (passed == stage) k.batch_norm_stats(stats, input_of(p, a, x), s, a.scratch);
+        if (passed == stage) {
+            mark_layer(k, i, false);
+            k.batch_norm_stats(stats, input_of(p, a, x), s, a.scratch);
+        }
         if (reached_end_of_stage()) return;
+        if (passed == stage) mark_layer(k, i, false);
         if (passed == stage)
             k.batch_norm_forward(output_of(p, a, logits), a.saved[size_t(p.norm)], input_of(p, a, x), stats,
                                  double(samples) * s.hw, tensor_at(params, p.weight), tensor_at(params, p.bias),
@@ -498,7 +522,9 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
     for (size_t i = layers; i-- > 0;) {
         const Planned& p = plan_[i];
         if (p.layer.kind != LayerKind::batch_norm) {
-            if (passed == stage) backward_layer(k, i, a, params, grads, pass.pool, n, x, done);
+            if (passed != stage) continue;
+            mark_layer(k, i, true);
+            backward_layer(k, i, a, params, grads, pass.pool, n, x, done);
             continue;
         }
         const NormShape s = norm_shape(i, n);
@@ -506,6 +532,7 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
         float* d_out = a.grad[size_t(p.buffer)];
         float* sums = grads + p.sums;  // this part's, then (sync) the batch's
         if (passed == stage) {
+            mark_layer(k, i, true);
             if (masks_relu_after(i))  // the ReLU after it: its mask on d_out first
                 k.batch_norm_backward_sums_relu(sums, tensor_at(grads, p.weight), tensor_at(grads, p.bias), d_out,
                                                 a.out[size_t(p.buffer)], in, a.saved[size_t(p.norm)], s, a.scratch);
@@ -515,6 +542,7 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
             done(tensors_[size_t(p.weight)].offset);
         }
         if (reached_end_of_stage()) return;
+        if (passed == stage) mark_layer(k, i, true);
         if (passed == stage && p.input >= 0)
             k.batch_norm_backward_data(a.grad[size_t(p.input)], d_out, in, a.saved[size_t(p.norm)], sums,
                                        double(samples) * s.hw, tensor_at(params, p.weight), s);

@@ -7,9 +7,10 @@
 using namespace dpt;
 
 TEST_CASE("gemm matches a double-precision triple loop for every transposition and edge size", "[gemm]") {
-    // Sizes: 1, odd, and past each blocking boundary (MR=6, NR=16, KC=256, MC=144).
-    const int m = GENERATE(1, 5, 6, 7, 50, 145);
-    const int n = GENERATE(1, 15, 16, 17, 81);
+    // Sizes: 1, odd, and past each blocking boundary (tiles of 1 to 12 rows
+    // by tile_rows, NR=16 or 32, KC=256, MC=144).
+    const int m = GENERATE(1, 5, 6, 7, 13, 50, 64, 145);
+    const int n = GENERATE(1, 15, 16, 17, 33, 81);
     const int k = GENERATE(1, 9, 257);
     const bool ta = GENERATE(false, true), tb = GENERATE(false, true), accumulate = GENERATE(false, true);
     CAPTURE(m, n, k, ta, tb, accumulate);

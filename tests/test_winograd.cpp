@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "cpu/conv_direct.hpp"
 #include "cpu/kernels.hpp"
@@ -160,6 +161,12 @@ TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal 
     cpu::conv2d_forward(y.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
     cpu::conv2d_backward_data(dx.data(), want.dy.data(), want.w.data(), s, scratch.data());
     cpu::conv2d_backward_weight(dw.data(), db.data(), want.dy.data(), want.x.data(), s, scratch.data());
+    // With its ReLU, applied as each output is stored: the bits of the
+    // forward followed by relu_forward.
+    std::vector<float> fused(s.out_size(), NAN), composed = y;
+    cpu::relu_forward(composed.data(), composed.data(), composed.size());
+    cpu::conv2d_forward_relu(fused.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
+    CHECK(std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0);
     // Float sums of 9 products (forward), of 9 * oc (data gradient) or
     // n * oh * ow (weights) of numbers in [-1, 1]: rounding of about 2^-24
     // (6e-8) times the terms, bounded by 2e-7 per term. A tap at the wrong

@@ -15,7 +15,9 @@ bool direct_conv_fits(const ConvShape& s);
 size_t direct_conv_scratch_floats(const ConvShape& s);
 
 // The conv2d kernels' contracts (kernels.hpp), for a shape that fits.
-void direct_conv_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s);
+// relu: y = max(y, 0) as it is stored (conv2d_forward_relu).
+void direct_conv_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                         bool relu = false);
 void direct_conv_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch);
 void direct_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s);
 

@@ -14,14 +14,17 @@
 // as much as the products where C has few columns (Winograd's GEMMs, 64 or
 // 128 of them), and the sums are the same, in the same order.
 //
-// The micro-kernel keeps a 6x16 tile of C in twelve 8-wide vector registers
-// and does 12 fused multiply-adds per step of k: the shape that fits the 16
-// AVX2 registers; where the build targets AVX-512, a 6x32 tile in twelve
-// 16-wide registers (gemm_driver.hpp: lanes), twice the work per
-// instruction. It is written with GCC/Clang vector extensions, not
-// intrinsics; built with -O3 -march=native -ffp-contract=fast it compiles to
-// vbroadcastss + vfmadd231ps.
+// The micro-kernel keeps a tile of C two vectors wide in registers and does
+// 2 x rows fused multiply-adds per step of k: with AVX2, up to 6x16 in
+// twelve 8-wide registers (of 16); where the build targets AVX-512, up to
+// 12x32 in twenty-four 16-wide ones (of 32), the shape of BLIS's Skylake-X
+// kernel (transposed: C's rows here are its columns). The rows are chosen
+// per product (gemm_driver.hpp: tile_rows) so that the last tile is not
+// mostly empty. It is written with GCC/Clang vector extensions, not
+// intrinsics; built with -O3 -march=native -ffp-contract=fast it compiles
+// to vbroadcastss + vfmadd231ps.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -52,7 +55,7 @@ inline vf splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
 // Packing buffers, one pair per thread (each CPU device runs on its own thread),
 // allocated on first use and reused: no allocation per call.
 struct PackBuffers {
-    std::unique_ptr<float[]> a{new float[MC * KC]};
+    std::unique_ptr<float[]> a{new float[MC * KC]};  // (tile_rows divides at most MC of them)
     std::unique_ptr<float[]> b{new float[KC * NC]};
 };
 PackBuffers& pack_buffers() {
@@ -62,16 +65,16 @@ PackBuffers& pack_buffers() {
 float* pack_buffer_a() { return pack_buffers().a.get(); }
 float* pack_buffer_b() { return pack_buffers().b.get(); }
 
-// Packs op(A)[i0 : i0+mc, k0 : k0+kc] = A^T[...] as consecutive MR-row
-// panels, each stored column by column (MR floats per k), rows past mc
+// Packs op(A)[i0 : i0+mc, k0 : k0+kc] = A^T[...] as consecutive mr-row
+// panels, each stored column by column (mr floats per k), rows past mc
 // zero-filled. (An untransposed A is read in place: gemm_driver.hpp.) Rows
-// of op(A) are columns of A: each k reads MR neighbours.
-void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc) {
-    for (int ip = 0; ip < mc; ip += MR, dst += MR * kc) {
-        const int rows = std::min(MR, mc - ip);
+// of op(A) are columns of A: each k reads mr neighbours.
+void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc, int mr) {
+    for (int ip = 0; ip < mc; ip += mr, dst += mr * kc) {
+        const int rows = std::min(mr, mc - ip);
         for (int kk = 0; kk < kc; ++kk) {
             const float* src = a + size_t(k0 + kk) * m + i0 + ip;
-            for (int r = 0; r < MR; ++r) dst[kk * MR + r] = r < rows ? src[r] : 0.0f;
+            for (int r = 0; r < mr; ++r) dst[kk * mr + r] = r < rows ? src[r] : 0.0f;
         }
     }
 }
@@ -103,21 +106,21 @@ void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc
 // panel and an NR-column B panel of depth kc, A packed (element (r, k) at
 // a[k * MR + r]) or in place (at row[r][k]). One function from the sums'
 // start to their store, its loops over the tile's rows unrolled, so that
-// the 12 sums stay in registers throughout: with the products in a function
+// the sums stay in registers throughout: with the products in a function
 // of their own, the sums went through memory and every call began by
-// clearing them with a call to memset (docs/performance.md).
-template <bool InPlace>
+// clearing them with a call to memset.
+template <int MR, bool InPlace>
 [[gnu::always_inline]] inline void tile_product(float* c, int ldc, const float* a, size_t lda, const float* b,
                                                 int kc, int rows, int cols, bool accumulate) {
     vf acc[MR][2] = {};
     const float* row[MR] = {};
     // In place, rows past the matrix's last repeat it: their sums are never stored.
     if constexpr (InPlace)
-#pragma GCC unroll 6
+#pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) row[r] = a + size_t(std::min(r, rows - 1)) * lda;
     for (int kk = 0; kk < kc; ++kk) {
         const vf b0 = load(b), b1 = load(b + lanes);
-#pragma GCC unroll 6
+#pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) {
             const vf ar = splat(InPlace ? row[r][kk] : a[r]);
             acc[r][0] += ar * b0;
@@ -127,7 +130,7 @@ template <bool InPlace>
         b += NR;
     }
     if (rows == MR && cols == NR) {
-#pragma GCC unroll 6
+#pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) {
             float* out = c + size_t(r) * ldc;
             if (accumulate) {
@@ -141,7 +144,7 @@ template <bool InPlace>
         return;
     }
     float tile[MR][NR];
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int r = 0; r < MR; ++r) {
         store(tile[r], acc[r][0]);
         store(tile[r] + lanes, acc[r][1]);
@@ -151,12 +154,26 @@ template <bool InPlace>
             c[size_t(r) * ldc + j] = (accumulate ? c[size_t(r) * ldc + j] : 0.0f) + tile[r][j];
 }
 
-void micro_kernel(float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
-                  bool accumulate) {
+template <int MR>
+void tile_product_any(float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
+                      bool accumulate) {
     if (lda)
-        tile_product<true>(c, ldc, a, lda, b, kc, rows, cols, accumulate);
+        tile_product<MR, true>(c, ldc, a, lda, b, kc, rows, cols, accumulate);
     else
-        tile_product<false>(c, ldc, a, 0, b, kc, rows, cols, accumulate);
+        tile_product<MR, false>(c, ldc, a, 0, b, kc, rows, cols, accumulate);
+}
+
+// The kernel for each tile height from 1 to MR_MAX.
+using TileKernel = void (*)(float*, int, const float*, size_t, const float*, int, int, int, bool);
+template <int... R>
+constexpr std::array<TileKernel, sizeof...(R)> tile_kernels(std::integer_sequence<int, R...>) {
+    return {&tile_product_any<R + 1>...};
+}
+constexpr auto kernels_by_rows = tile_kernels(std::make_integer_sequence<int, MR_MAX>{});
+
+void micro_kernel(int mr, float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
+                  bool accumulate) {
+    kernels_by_rows[size_t(mr - 1)](c, ldc, a, lda, b, kc, rows, cols, accumulate);
 }
 
 }  // namespace detail

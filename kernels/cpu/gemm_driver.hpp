@@ -16,24 +16,40 @@ constexpr int lanes = 16;
 #else
 constexpr int lanes = 8;
 #endif
-constexpr int MR = 6;          // rows of the register tile
 constexpr int NR = 2 * lanes;  // columns of the register tile (two vectors)
-constexpr int KC = 256;   // depth of a packed block: a 6x256 A panel and a 256x16 B panel fit L1
+// Rows of the register tile, at most: its 2 * MR sums, the two vectors of
+// B and a broadcast of A must fit the vector registers (32 with AVX-512,
+// 16 with AVX2).
+constexpr int MR_MAX = lanes == 16 ? 12 : 6;
+constexpr int KC = 256;   // depth of a packed block: a 12x256 A panel and a 256x32 B panel fit L1
 constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 144 KiB, fits L2)
 constexpr int NC = 2048;  // columns of a packed B block (2 MiB, meant for L3)
+
+// The tile's rows for a product of m rows: m itself when it fits; else the
+// count from two thirds of MR_MAX to MR_MAX that leaves the fewest rows of
+// the last tile empty (the larger on a tie): 50 output channels (LeNet's
+// conv2) take 5 tiles of 10 rather than 5 of 12, 10 rows computed for
+// nothing.
+constexpr int tile_rows(int m) {
+    if (m <= MR_MAX) return m;
+    int best = MR_MAX;
+    for (int mr = MR_MAX; mr >= MR_MAX * 2 / 3; --mr)
+        if ((m + mr - 1) / mr * mr - m < (m + best - 1) / best * best - m) best = mr;
+    return best;
+}
 
 // This thread's packing buffers: MC*KC floats for A, KC*NC for B.
 float* pack_buffer_a();
 float* pack_buffer_b();
 
-// Packs A^T[i0 : i0+mc, k0 : k0+kc] (A stored (k, m)) as MR-row panels,
+// Packs A^T[i0 : i0+mc, k0 : k0+kc] (A stored (k, m)) as mr-row panels,
 // zero-filled past mc.
-void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc);
+void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc, int mr);
 
-// C[0:rows, 0:cols] (row stride ldc) = or += an MR-row A panel times an
-// NR-column B panel, both of depth kc. The A panel is packed (MR floats per
+// C[0:rows, 0:cols] (row stride ldc) = or += an mr-row A panel times an
+// NR-column B panel, both of depth kc. The A panel is packed (mr floats per
 // k) when lda is 0; otherwise it is read in place, row r at a + r * lda.
-void micro_kernel(float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
+void micro_kernel(int mr, float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
                   bool accumulate);
 
 // C (m, n) = or += op(A) (m, k) . B (k, n), where pack_b(dst, k0, kc, j0, nc)
@@ -50,6 +66,7 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
         return;
     }
     const bool in_place = !trans_a;
+    const int mr = tile_rows(m), mc_max = MC / mr * mr;
     float* const packed_a = pack_buffer_a();
     float* const packed_b = pack_buffer_b();
     for (int j0 = 0; j0 < n; j0 += NC) {
@@ -59,14 +76,14 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
             // The first depth block writes C (unless accumulating); later ones add to it.
             const bool acc = accumulate || k0 > 0;
             pack_b(packed_b, k0, kc, j0, nc);
-            for (int i0 = 0; i0 < m; i0 += MC) {
-                const int mc = std::min(MC, m - i0);
-                if (!in_place) pack_a(packed_a, a, m, i0, mc, k0, kc);
+            for (int i0 = 0; i0 < m; i0 += mc_max) {
+                const int mc = std::min(mc_max, m - i0);
+                if (!in_place) pack_a(packed_a, a, m, i0, mc, k0, kc, mr);
                 for (int jp = 0; jp < nc; jp += NR)
-                    for (int ip = 0; ip < mc; ip += MR) {
+                    for (int ip = 0; ip < mc; ip += mr) {
                         const float* panel = in_place ? a + size_t(i0 + ip) * k + k0 : packed_a + size_t(ip) * kc;
-                        micro_kernel(c + size_t(i0 + ip) * n + j0 + jp, n, panel, in_place ? size_t(k) : 0,
-                                     packed_b + size_t(jp) * kc, kc, std::min(MR, mc - ip), std::min(NR, nc - jp),
+                        micro_kernel(mr, c + size_t(i0 + ip) * n + j0 + jp, n, panel, in_place ? size_t(k) : 0,
+                                     packed_b + size_t(jp) * kc, kc, std::min(mr, mc - ip), std::min(NR, nc - jp),
                                      acc);
                     }
             }

@@ -160,13 +160,12 @@ void add_relu_backward(float* dy, float* d_other, const float* y, size_t count, 
 void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t step);
 
 // Fused forms, as the CUDA backend runs them (bias+ReLU in one pass, pooling
-// backward with ReLU's mask). On the CPU they are the plain composition, which
-// is also the reference the CUDA fusions are tested against.
-inline void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b,
-                                const ConvShape& s, float* scratch) {
-    conv2d_forward(y, x, w, b, s, scratch);
-    relu_forward(y, y, s.out_size());
-}
+// backward with ReLU's mask). On the CPU they give the plain composition's
+// bits, the reference the CUDA fusions are tested against: most are that
+// composition; conv2d_forward_relu applies the ReLU as it stores where the
+// convolution runs as direct sums (conv.cpp).
+void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
+                         float* scratch);
 // conv2d_forward_relu, then pool2d_forward of its output y (ps: the pooling's shape).
 inline void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
                                      const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) {

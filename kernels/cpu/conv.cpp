@@ -193,10 +193,6 @@ struct Unfolded {
     }
 };
 
-// Packs rows [k0, k0+kc) x columns [j0, j0+nc) of the matrix whose (row q,
-// column c) element is x[row_off[q] + col_off[c]], as the GEMM driver wants:
-// NR-column panels, NR floats per row, zero-filled past nc. With rows = taps
-// and columns = pixels this is the unfolded matrix; swapped, its transpose.
 // A whole panel's row: NR floats, each from its own offset. A loop of a
 // fixed count over unaliased pointers, which the compiler turns into vector
 // gathers where the target has them (AVX2, AVX-512): the scalar copy took
@@ -207,6 +203,10 @@ struct Unfolded {
     for (int c = 0; c < detail::NR; ++c) d[c] = src[co[c]];
 }
 
+// Packs rows [k0, k0+kc) x columns [j0, j0+nc) of the matrix whose (row q,
+// column c) element is x[row_off[q] + col_off[c]], as the GEMM driver wants:
+// NR-column panels, NR floats per row, zero-filled past nc. With rows = taps
+// and columns = pixels this is the unfolded matrix; swapped, its transpose.
 void pack_gathered(float* dst, const float* x, const int* row_off, const int* col_off, int k0, int kc, int j0,
                    int nc) {
     constexpr int NR = detail::NR;

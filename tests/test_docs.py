@@ -34,7 +34,10 @@ def anchors_of(path):
             m = None if fenced else re.match(r"#+\s+(.*)", line)
             if not m:
                 continue
-            text = re.sub(r"`|\*|_(?=\w)|(?<=\w)_|\[([^]]*)\]\([^)]*\)", lambda g: g.group(1) or "", m.group(1).strip())
+            # (Markup goes: code quotes, emphasis, a link's target. An
+            # underscore inside a word, as in layers_cpu, is text.)
+            text = re.sub(r"`|\*|(?<!\w)_(?=\w)|(?<=\w)_(?!\w)|\[([^]]*)\]\([^)]*\)", lambda g: g.group(1) or "",
+                          m.group(1).strip())
             slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
             base, n = slug, 1
             while slug in found:

@@ -182,6 +182,16 @@ TEST_CASE("pool2d backward matches finite differences, avg and max, edges droppe
     cpu::pool2d_backward(dx.data(), r.data(), x.data(), y.data(), kind, s);
     const auto idx = some_indices(x.size(), 60, 3);
     check_gradient(dx, finite_difference(loss, x, idx, 0.004f), idx);
+
+    // With the ReLU before it (x its output, here half of it zero or
+    // below): the bits of pool2d_backward, then relu_backward.
+    for (size_t i = 0; i < x.size(); i += 2) x[i] = i % 4 == 0 ? 0.0f : -x[i];
+    cpu::pool2d_forward(y.data(), x.data(), kind, s);
+    std::vector<float> composed(s.in_size(), 99.0f), fused(s.in_size(), 99.0f);
+    cpu::pool2d_backward(composed.data(), r.data(), x.data(), y.data(), kind, s);
+    cpu::relu_backward(composed.data(), composed.data(), x.data(), composed.size());
+    cpu::pool2d_backward_relu(fused.data(), r.data(), x.data(), y.data(), kind, s);
+    CHECK(std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0);
 }
 
 namespace {

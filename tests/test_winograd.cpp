@@ -166,7 +166,7 @@ TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal 
     std::vector<float> fused(s.out_size(), NAN), composed = y;
     cpu::relu_forward(composed.data(), composed.data(), composed.size());
     cpu::conv2d_forward_relu(fused.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
-    CHECK(std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0);
+    CHECK((fused.empty() || std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0));
     // Float sums of 9 products (forward), of 9 * oc (data gradient) or
     // n * oh * ow (weights) of numbers in [-1, 1]: rounding of about 2^-24
     // (6e-8) times the terms, bounded by 2e-7 per term. A tap at the wrong

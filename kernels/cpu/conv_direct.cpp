@@ -160,25 +160,40 @@ void direct_conv_backward_data(float* dx, const float* dy, const float* w, const
     }
 }
 
-// Per output channel over the whole part, so that its 9 weight sums and
-// its bias sum stay in registers throughout; dy is read plane by plane.
-void direct_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s) {
+// Per Block output channels over the whole part, so that their 9 weight
+// sums and bias sum stay in registers throughout, and each shifted input
+// vector loaded serves them all; dy is read plane by plane. (Each channel's
+// sums are the same, in the same order, for any Block.)
+template <int Block>
+void weight_sums(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, int o0) {
     const int oh = s.oh(), ow = s.ow(), pixels = oh * ow;
-    for (int o = 0; o < s.oc; ++o) {
-        V acc[taps] = {}, acc_b = {};
-        for (int i = 0; i < s.n; ++i) {
-            const float* xi = x + size_t(i) * s.h * s.w;
-            const float* dyo = dy + (size_t(i) * s.oc + o) * pixels;
-            for (int oy = 0; oy < oh; ++oy)
-                for_each_vector(ow, [&](int ox, int first_new) {
-                    const V g = keep_from(load(dyo + oy * ow + ox), first_new);
-                    acc_b += g;
-                    for (int t = 0; t < taps; ++t) acc[t] += g * load(xi + (oy + t / 3) * s.w + ox + t % 3);
-                });
-        }
-        for (int t = 0; t < taps; ++t) dw[o * taps + t] += sum_lanes(acc[t]);
-        db[o] += sum_lanes(acc_b);
+    V acc[Block][taps] = {}, acc_b[Block] = {};
+    for (int i = 0; i < s.n; ++i) {
+        const float* xi = x + size_t(i) * s.h * s.w;
+        const float* dyo = dy + (size_t(i) * s.oc + o0) * pixels;
+        for (int oy = 0; oy < oh; ++oy)
+            for_each_vector(ow, [&](int ox, int first_new) {
+                V g[Block];
+                for (int b = 0; b < Block; ++b) {
+                    g[b] = keep_from(load(dyo + size_t(b) * pixels + oy * ow + ox), first_new);
+                    acc_b[b] += g[b];
+                }
+                for (int t = 0; t < taps; ++t) {
+                    const V in = load(xi + (oy + t / 3) * s.w + ox + t % 3);
+                    for (int b = 0; b < Block; ++b) acc[b][t] += g[b] * in;
+                }
+            });
     }
+    for (int b = 0; b < Block; ++b) {
+        for (int t = 0; t < taps; ++t) dw[(o0 + b) * taps + t] += sum_lanes(acc[b][t]);
+        db[o0 + b] += sum_lanes(acc_b[b]);
+    }
+}
+
+void direct_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s) {
+    int o = 0;
+    for (; o + 2 <= s.oc; o += 2) weight_sums<2>(dw, db, dy, x, s, o);
+    if (o < s.oc) weight_sums<1>(dw, db, dy, x, s, o);
 }
 
 }  // namespace dpt::cpu

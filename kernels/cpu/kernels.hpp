@@ -163,7 +163,8 @@ void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t st
 // backward with ReLU's mask). On the CPU they give the plain composition's
 // bits, the reference the CUDA fusions are tested against: most are that
 // composition; conv2d_forward_relu applies the ReLU as it stores where the
-// convolution runs as direct sums (conv.cpp).
+// convolution runs as direct sums (conv.cpp), and pool2d_backward_relu masks
+// each plane as it finishes it (pool.cpp).
 void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
                          float* scratch);
 // conv2d_forward_relu, then pool2d_forward of its output y (ps: the pooling's shape).
@@ -183,12 +184,10 @@ inline void dense_backward_relu(float* dx, float* dw, float* db, const float* dy
     dense_backward(dx, dw, db, dy, x, w, n, in, out, scratch, math);
     relu_backward(dx, dx, x, size_t(n) * in);
 }
-// x is the ReLU output that was pooled: dx = 0 where x <= 0.
-inline void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y,
-                                 PoolKind kind, const PoolShape& s) {
-    pool2d_backward(dx, dy, x, y, kind, s);
-    relu_backward(dx, dx, x, s.in_size());
-}
+// x is the ReLU output that was pooled: dx = 0 where x <= 0 (the mask put
+// on each plane as it is done: relu_backward's bits, one pass fewer).
+void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,
+                          const PoolShape& s);
 // dense_backward into dx, then pool2d_backward_relu of dx into grad_y: the
 // backward of a dense layer whose input x is the flattened pooling (shape
 // ps) of a ReLU's output y.

@@ -35,14 +35,25 @@ void forward(float* y, const float* x, const PoolShape& s) {
     }
 }
 
+// relu_x: the pooling's input is a ReLU's output, whose mask goes on dx
+// too: each plane is masked as soon as its gradient is done, while it is in
+// L1 (relu_backward's test: dx = 0 where relu_x <= 0), rather than in a
+// pass of its own over the whole of dx.
+void mask_plane(float* dxp, const float* relu_x, size_t plane, size_t count) {
+    if (!relu_x) return;
+    const float* xp = relu_x + plane * count;
+    for (size_t i = 0; i < count; ++i) dxp[i] = xp[i] > 0.0f ? dxp[i] : 0.0f;
+}
+
+// One plane at a time: cleared, added to and masked while it is in L1.
 template <int K, int S>
-void avg_backward(float* dx, const float* dy, const PoolShape& s) {
+void avg_backward(float* dx, const float* dy, const float* relu_x, const PoolShape& s) {
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
     const float inv_area = 1.0f / float(k * k);
-    std::memset(dx, 0, s.in_size() * sizeof(float));
     for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
         float* dxp = dx + plane * s.h * s.w;
         const float* dyp = dy + plane * oh * ow;
+        std::fill(dxp, dxp + s.h * s.w, 0.0f);
         for (int oy = 0; oy < oh; ++oy)
             for (int ox = 0; ox < ow; ++ox) {
                 const float g = dyp[oy * ow + ox] * inv_area;
@@ -50,6 +61,7 @@ void avg_backward(float* dx, const float* dy, const PoolShape& s) {
                 for (int i = 0; i < k; ++i)
                     for (int j = 0; j < k; ++j) dxp[base + i * s.w + j] += g;
             }
+        mask_plane(dxp, relu_x, plane, size_t(s.h) * s.w);
     }
 }
 
@@ -62,7 +74,8 @@ void avg_backward(float* dx, const float* dy, const PoolShape& s) {
 // adds in one loop after a memset of the whole dx, as ResNet-18's pool
 // input (22 MB at 128 samples) is out of cache (docs/performance.md).
 template <int K, int S>
-void max_backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
+void max_backward(float* dx, const float* dy, const float* x, const float* y, const float* relu_x,
+                  const PoolShape& s) {
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
     const int none = k * k;
     constexpr int chunk = 64;  // windows searched before their adds; on the stack, not allocated
@@ -89,13 +102,14 @@ void max_backward(float* dx, const float* dy, const float* x, const float* y, co
                 for (int i = 0; i < count; ++i)
                     if (winner[i] != none) dst[(winner[i] / k) * s.w + i * stride + winner[i] % k] += g[i];
             }
+        mask_plane(dxp, relu_x, plane, size_t(s.h) * s.w);
     }
 }
 
 template <PoolKind kind, int K, int S>
-void backward(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
-    if constexpr (kind == PoolKind::max) max_backward<K, S>(dx, dy, x, y, s);
-    else avg_backward<K, S>(dx, dy, s);
+void backward(float* dx, const float* dy, const float* x, const float* y, const float* relu_x, const PoolShape& s) {
+    if constexpr (kind == PoolKind::max) max_backward<K, S>(dx, dy, x, y, relu_x, s);
+    else avg_backward<K, S>(dx, dy, relu_x, s);
 }
 
 template <PoolKind kind>
@@ -106,10 +120,11 @@ void forward_any(float* y, const float* x, const PoolShape& s) {
 }
 
 template <PoolKind kind>
-void backward_any(float* dx, const float* dy, const float* x, const float* y, const PoolShape& s) {
-    if (s.k == 2 && s.stride == 2) backward<kind, 2, 2>(dx, dy, x, y, s);
-    else if (s.k == 3 && s.stride == 2) backward<kind, 3, 2>(dx, dy, x, y, s);
-    else backward<kind, 0, 0>(dx, dy, x, y, s);
+void backward_any(float* dx, const float* dy, const float* x, const float* y, const float* relu_x,
+                  const PoolShape& s) {
+    if (s.k == 2 && s.stride == 2) backward<kind, 2, 2>(dx, dy, x, y, relu_x, s);
+    else if (s.k == 3 && s.stride == 2) backward<kind, 3, 2>(dx, dy, x, y, relu_x, s);
+    else backward<kind, 0, 0>(dx, dy, x, y, relu_x, s);
 }
 
 }  // namespace
@@ -121,8 +136,14 @@ void pool2d_forward(float* y, const float* x, PoolKind kind, const PoolShape& s)
 
 void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
                      PoolKind kind, const PoolShape& s) {
-    if (kind == PoolKind::avg) backward_any<PoolKind::avg>(dx, dy, x, y, s);
-    else backward_any<PoolKind::max>(dx, dy, x, y, s);
+    if (kind == PoolKind::avg) backward_any<PoolKind::avg>(dx, dy, x, y, nullptr, s);
+    else backward_any<PoolKind::max>(dx, dy, x, y, nullptr, s);
+}
+
+void pool2d_backward_relu(float* dx, const float* dy, const float* x, const float* y, PoolKind kind,
+                          const PoolShape& s) {
+    if (kind == PoolKind::avg) backward_any<PoolKind::avg>(dx, dy, x, y, x, s);
+    else backward_any<PoolKind::max>(dx, dy, x, y, x, s);
 }
 
 }  // namespace dpt::cpu

@@ -335,24 +335,31 @@ struct Tf32Operands {
 };
 }  // namespace
 
-void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
+namespace {
+// conv2d_forward, and with relu its ReLU: applied as each output is stored
+// where the convolution runs as direct sums, else in a pass after it.
+void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
+             bool relu) {
     if (s.math == Math::tf32) {
         const Tf32Operands r(s, scratch);
         round_to_tf32(r.x, x, s.in_size());
         round_to_tf32(r.w, w, s.weight_size());
-        return conv2d_forward(y, r.x, r.w, b, r.fp32, scratch);
+        return forward(y, r.x, r.w, b, r.fp32, scratch, relu);
     }
-    if (const int tile = winograd_tile(s)) return winograd_forward(y, x, w, b, s, scratch, tile);
-    if (direct_conv_fits(s)) return direct_conv_forward(y, x, w, b, s);
-    conv2d_forward_gemm(y, x, w, b, s, scratch);
+    if (const int tile = winograd_tile(s)) winograd_forward(y, x, w, b, s, scratch, tile);
+    else if (direct_conv_fits(s)) return direct_conv_forward(y, x, w, b, s, relu);
+    else conv2d_forward_gemm(y, x, w, b, s, scratch);
+    if (relu) relu_forward(y, y, s.out_size());
+}
+}  // namespace
+
+void conv2d_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
+    forward(y, x, w, b, s, scratch, false);
 }
 
 void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
                          float* scratch) {
-    if (s.math == Math::fp32 && !winograd_tile(s) && direct_conv_fits(s))
-        return direct_conv_forward(y, x, w, b, s, true);  // the ReLU as each output is stored
-    conv2d_forward(y, x, w, b, s, scratch);
-    relu_forward(y, y, s.out_size());
+    forward(y, x, w, b, s, scratch, true);
 }
 
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {

@@ -52,13 +52,13 @@ float sum_lanes(V v) {
     return s;
 }
 
-// The starts of a row's vectors: 0, 8, ..., and ow - 8 last (overlapping
-// when 8 does not divide ow); body(ox, first_new_lane).
-template <class Body>
+// The starts of a row's vectors of Lanes: 0, Lanes, ..., and ow - Lanes
+// last (overlapping when Lanes does not divide ow); body(ox, first_new_lane).
+template <int Lanes = lanes, class Body>
 void for_each_vector(int ow, Body body) {
     int ox = 0;
-    for (; ox + lanes <= ow; ox += lanes) body(ox, 0);
-    if (ox < ow) body(ow - lanes, ox - (ow - lanes));
+    for (; ox + Lanes <= ow; ox += Lanes) body(ox, 0);
+    if (ox < ow) body(ow - Lanes, ox - (ow - Lanes));
 }
 
 constexpr int taps = 9;  // 3x3
@@ -74,6 +74,7 @@ bool direct_conv_fits(const ConvShape& s) {
 // multiply-adds alone (the weights are broadcast from L1). Vectors as wide as
 // the build's (16 lanes with AVX-512) where the row is that wide; the
 // optional ReLU is applied as each output is stored, not in a pass of its own.
+// (splat for a vector of any width: the helpers above are for V alone.)
 template <class W, size_t... Lane>
 W splat_as(float x, std::index_sequence<Lane...>) {
     return W{((void)Lane, x)...};
@@ -93,10 +94,8 @@ void direct_forward_rows(float* y, const float* x, const float* w, const float* 
     for (int i = 0; i < s.n; ++i) {
         const float* xi = x + size_t(i) * s.h * s.w;
         float* yi = y + size_t(i) * s.oc * pixels;
-        for (int oy = 0; oy < oh; ++oy) {
-            // The row's vectors start at 0, Lanes, ..., and ow - Lanes last
-            // (overlapping: the same sums again).
-            for (int ox = 0;; ox = std::min(ox + Lanes, ow - Lanes)) {
+        for (int oy = 0; oy < oh; ++oy)
+            for_each_vector<Lanes>(ow, [&](int ox, int) {  // (an overlapping last vector: the same sums again)
                 W in[taps];
                 for (int t = 0; t < taps; ++t) in[t] = load_w(xi + (oy + t / 3) * s.w + ox + t % 3);
                 for (int o = 0; o < s.oc; ++o) {
@@ -105,9 +104,7 @@ void direct_forward_rows(float* y, const float* x, const float* w, const float* 
                     if (relu) acc = acc > zero ? acc : zero;  // relu_forward's test: NaN gives 0
                     std::memcpy(yi + size_t(o) * pixels + oy * ow + ox, &acc, sizeof acc);
                 }
-                if (ox == ow - Lanes) break;
-            }
-        }
+            });
     }
 }
 

@@ -509,11 +509,12 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
             k.batch_norm_stats(stats, input_of(p, a, x), s, a.scratch);
         }
         if (reached_end_of_stage()) return;
-        if (passed == stage) mark_layer(k, i, false);
-        if (passed == stage)
+        if (passed == stage) {
+            mark_layer(k, i, false);
             k.batch_norm_forward(output_of(p, a, logits), a.saved[size_t(p.norm)], input_of(p, a, x), stats,
                                  double(samples) * s.hw, tensor_at(params, p.weight), tensor_at(params, p.bias),
                                  batch_norm_eps, s, p.relu_after);
+        }
     }
     if (passed == stage) {
         loss(last ? &*last : nullptr);
@@ -542,8 +543,9 @@ void Model::train(K& k, const Activations& a, const float* params, float* grads,
             done(tensors_[size_t(p.weight)].offset);
         }
         if (reached_end_of_stage()) return;
-        if (passed == stage) mark_layer(k, i, true);
-        if (passed == stage && p.input >= 0)
+        if (passed != stage) continue;
+        mark_layer(k, i, true);
+        if (p.input >= 0)
             k.batch_norm_backward_data(a.grad[size_t(p.input)], d_out, in, a.saved[size_t(p.norm)], sums,
                                        double(samples) * s.hw, tensor_at(params, p.weight), s);
     }

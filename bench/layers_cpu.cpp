@@ -44,7 +44,7 @@ constexpr const char* part_names[parts] = {"forward", "weight grad", "data grad"
 // to (layer, part); the loss is the row after the last layer.
 class TimedKernels : public cpu::KernelSet {
    public:
-    TimedKernels(size_t layers) : seconds_(layers + 1) {}
+    explicit TimedKernels(size_t layers) : seconds_(layers + 1) {}
 
     void at_layer(size_t layer, bool backward) { switch_to(layer, backward ? data : forward); }
     void at_loss() { switch_to(seconds_.size() - 1, forward); }

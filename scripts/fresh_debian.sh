@@ -48,26 +48,24 @@ fi
 
 label=$command$([[ $cuda == yes ]] && echo -cuda || true)
 dir=$store/$label
-mounts=()
 cleanup() {
-    # What this script mounted, and what the run mounted inside (ip netns's
-    # /run/netns), deepest first.
+    # Every mount inside the chroot, deepest first: this script's and what
+    # the run mounted itself (ip netns's /run/netns).
     local m
-    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
     while read -r m; do umount -l "$m" 2>/dev/null || true; done < <(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r)
     if [[ ${DPTRAIN_KEEP:-0} != 1 ]]; then rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-bind() { mkdir -p "$dir$2"; mount "${@:3}" --bind "$1" "$dir$2"; mounts+=("$dir$2"); }
+bind() { mkdir -p "$dir$2"; mount "${@:3}" --bind "$1" "$dir$2"; }
 
 rm -rf "$dir"
 mkdir -p "$dir"
 tar -C "$dir" -xf "$base"
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
 git clone -q "$PWD" "$dir/root/dptrain"
-mount -t proc proc "$dir/proc" && mounts+=("$dir/proc")
+mount -t proc proc "$dir/proc"
 bind /sys /sys
 bind /dev /dev
 bind /dev/pts /dev/pts

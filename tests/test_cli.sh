@@ -1035,7 +1035,7 @@ PY
     # (root has no limit on its processes: another user has, where that user
     # may run the binary: not from under /root, say.)
     if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null &&
-        setpriv --reuid 65534 --regid 65534 --clear-groups test -x "$(readlink -f "$dptrain")"; then
+        setpriv --reuid 65534 --regid 65534 --clear-groups test -x "$dptrain"; then
         setpriv --reuid 65534 --regid 65534 --clear-groups bash -c 'ulimit -u 6 && exec "$0" "$@"' "$dptrain" "${q[@]}" --cpus 16 \
             >"$tmp/out" 2>"$tmp/err"
         rc=$?

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures (once) and builds dptrain in build/ (or $DPTRAIN_BUILD_DIR).
 # Extra arguments go to `meson setup` (or `meson configure` once set up),
-# e.g. -Dcuda=disabled.
+# e.g. -Dcuda=disabled. DPTRAIN_TARGETS, where set, names the targets to
+# build as `meson compile` takes them (default: all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # -Dcuda=auto builds the GPU backend when it finds nvcc: on PATH, or in the
@@ -24,4 +25,5 @@ else
     if [[ $# -gt 0 ]]; then meson configure "$dir" "$@"; fi
 fi
 # A build with nothing to do says nothing (test.sh builds three times).
-meson compile -C "$dir" | { grep -v '^ninja: no work to do\.$' || true; }
+# shellcheck disable=SC2086  # a list of targets
+meson compile -C "$dir" ${DPTRAIN_TARGETS:-} | { grep -v '^ninja: no work to do\.$' || true; }

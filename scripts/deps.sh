@@ -33,9 +33,10 @@ packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev nlohmann-json3
 # commands use (bench/trace_cost.sh).
 [[ " $* " == *" --with-bench "* ]] && packages+=(hyperfine)
 # --with-tests (scripts/test.sh): both of the above, iproute2 for the test
-# that runs mpirun over two network namespaces as two machines, and procps
-# (pkill) for the one that stops a run on a terminal.
-[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2 procps)
+# that runs mpirun over two network namespaces as two machines, procps
+# (pkill) for the one that stops a run on a terminal, and ccache, through
+# which the emulated build takes the objects it shares with the main build.
+[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2 procps ccache)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -301,6 +301,10 @@ def main():
     acc.set_xlabel("epoch")
     acc.set_ylabel("test accuracy")
     acc.set_ylim(0, 1)
+    # Half an epoch of margin each side: a one-epoch result is one point at
+    # epoch 1, around which matplotlib's own limits would be 0.96 to 1.04.
+    last = max(e["epoch"] for c in configs for e in c["epochs"])
+    acc.set_xlim(0.5, last + 0.5)
     acc.xaxis.get_major_locator().set_params(integer=True)
     acc.grid(alpha=0.3)
     acc.legend(loc="best", fontsize="small")

@@ -38,6 +38,25 @@ rm -f "$tmp/compare.png"
 "$python" "$plot" "$tmp" >/dev/null 2>&1 && [[ -s $tmp/compare.png ]] \
     && echo "ok: given compare's --out directory, it reads compare.json there" || fail "a directory is not accepted"
 
+# One epoch: the accuracy's epoch axis still spans whole epochs (matplotlib
+# alone would draw 0.96 to 1.04 around the one point), and the times' axis
+# starts at zero.
+"$python" - "$plot" "$fixture" "$tmp" <<'PY' && echo "ok: a one-epoch result's axes: epochs 0.5 to 1.5, seconds from 0" || fail "a one-epoch result's axes"
+import json, runpy, sys
+plot, fixture, tmp = sys.argv[1:]
+result = json.load(open(fixture))
+for c in result["configs"]:
+    c["epochs"] = c["epochs"][:1]
+json.dump(result, open(f"{tmp}/one-epoch.json", "w"))
+functions = runpy.run_path(plot)  # its functions, without running main()
+sys.argv = [plot, f"{tmp}/one-epoch.json", "-o", f"{tmp}/one-epoch.png"]
+functions["main"]()
+import matplotlib.pyplot as plt
+accuracy, seconds = plt.gcf().axes[:2]
+print(f"   epoch axis {accuracy.get_xlim()}, seconds axis {seconds.get_ylim()}")
+assert accuracy.get_xlim() == (0.5, 1.5) and seconds.get_ylim()[0] == 0
+PY
+
 for bad in '{}' '{"configs": []}' 'not json' '{"configs": [{"devices": 1}]}'; do
     printf '%s' "$bad" >"$tmp/bad.json"
     "$python" "$plot" "$tmp/bad.json" -o "$tmp/bad.png" >"$tmp/log" 2>&1

@@ -102,7 +102,28 @@ errors)
     expect_error "$tmp/bad/train-images-idx3-ubyte.gz" --data "$tmp/bad"
     printf 'dptrain-params 1\nconv1.weight 3 3\n' >"$tmp/other.params"
     expect_error "do not match lenet's" --load "$tmp/other.params" "${quick[@]}"
-    "$dptrain" --help >"$tmp/out" 2>&1 && grep -q -- "--cpus N" "$tmp/out" || fail "--help does not describe --cpus"
+    # Every --help in one layout: usage, examples, the options (training's
+    # first-run ones within its first 25 lines, in that order), then the
+    # exit status with its 2, and last where the docs are.
+    for command in "" compare inspect demo devices drift bench-allreduce simulate; do
+        # shellcheck disable=SC2086  # no word for training itself
+        "$dptrain" $command --help >"$tmp/help" 2>&1 || fail "dptrain${command:+ $command} --help exited $?"
+        python3 - "$tmp/help" "$command" <<'PY' && echo "ok: dptrain${command:+ $command} --help: usage, examples, options, exit status, docs" || fail "dptrain${command:+ $command} --help is out of order: $(cat "$tmp/help")"
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+def at(text, within=None):
+    found = [i for i, l in enumerate(lines[:within]) if text in l]
+    assert found, f"no '{text}'" + (f" in the first {within} lines" if within else "")
+    return found[0]
+order = [at("Usage:"), at("Examples:"), at("Exit status:"), at("Docs:")]
+assert order == sorted(order), order
+assert any(l.startswith("  2 ") for l in lines[at("Exit status:"):]), "no exit status 2"
+assert len(lines) - at("Docs:") <= 2, "the docs are not last"
+if not sys.argv[2]:  # training: what a first run needs, in the first screen
+    first = [at("  " + option, 25) for option in ("--gpus N", "--cpus N", "--batch B", "--lr LR", "--epochs E")]
+    assert at("Examples:") < first[0] and first == sorted(first), first
+PY
+    done
     # Neither --cpus nor --gpus, and no GPU: 1 CPU device, and the run says why.
     CUDA_VISIBLE_DEVICES= "$dptrain" "${quick[@]}" --epochs 0 >"$tmp/out" 2>&1 || fail "no-GPU fallback run failed: $(cat "$tmp/out")"
     grep -E "^devices: 1 CPU device.*(no CUDA GPU is usable|built without CUDA).*so 1 CPU device" "$tmp/out" \

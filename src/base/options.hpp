@@ -16,8 +16,11 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/errors.hpp"
 #include "base/numbers.hpp"
@@ -47,6 +50,46 @@ inline std::optional<cxxopts::ParseResult> parse_options(cxxopts::Options& optio
         if (kv.value().empty())
             throw InputError("--" + kv.key() + ": an empty value (see " + command + " --help)");
     return r;
+}
+
+// Every --help has one layout: what the command does, its usage, a few
+// examples, its options (those a first run needs first), and last what its
+// exit status says and where the docs are. These write the parts that the
+// commands share.
+
+// "Examples:" and each command beside what it shows (under it, where a
+// command is too long for both to fit a line), then a blank line.
+inline std::string help_examples(const std::vector<std::pair<std::string, std::string>>& examples) {
+    size_t width = 0;
+    for (const auto& [command, shows] : examples) width = std::max(width, command.size());
+    std::string text = "Examples:\n";
+    for (const auto& [command, shows] : examples) {
+        text.append("  ").append(command);
+        if (width <= 44) text.append(width + 3 - command.size(), ' ');
+        else text.append("\n").append(8, ' ');
+        text.append(shows).append("\n");
+    }
+    return text.append("\n");
+}
+
+// cxxopts' text of the option groups, in this order (without its usage line).
+inline std::string help_options(cxxopts::Options& options, const std::vector<std::string>& groups) {
+    options.custom_help("");  // (else cxxopts writes "[OPTION...]" where its usage line was)
+    options.set_width(92);
+    std::string text = options.help(groups, false);
+    return text.substr(text.find_first_not_of('\n'));
+}
+
+// The exit status and the docs. `failure`: what status 1 means for the
+// command; `stops`: whether Ctrl-C and SIGTERM stop it with a status of its own.
+inline std::string help_end(const std::string& failure, bool stops) {
+    std::string text = "\nExit status:\n"
+                       "  0         done (and after --help)\n"
+                       "  1         " + failure + "\n"
+                       "  2         bad input: an option, a value or a file, named in the message\n";
+    if (stops) text += "  130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM\n";
+    return text + "\nDocs: README.md and docs/ in the source tree; once installed, man dptrain and\n"
+                  "PREFIX/share/doc/dptrain/.\n";
 }
 
 // The value given for `name`, or "" when it was not given.

@@ -38,10 +38,13 @@ std::string help() {
         "4 KB to 64 MB and the model's gradient buffer (516 KB): the median of 5 timings, each of\n"
         "a run of back-to-back allreduces after a warm-up, divided by their number; algbw is\n"
         "bytes / time and busbw = algbw * 2(N-1)/N (the nccl-tests convention). Every algorithm's\n"
-        "sum is checked once per size before it is timed.\n\n"
+        "sum is checked once per size before it is timed.\n\n" +
+        help_examples({{"dptrain bench-allreduce", "every algorithm on 2 CPU devices"},
+                       {"dptrain bench-allreduce --gpus 2 --allreduce ring,nccl --out bench", "two on 2 GPUs; bench/ to plot"}}) +
         "  --allreduce LIST  e.g. naive,ring (default: each algorithm that can run on the devices)\n"
         "  --sizes LIST      message sizes in bytes, K and M allowed (default 4K,16K,...,64M and 516272)\n"
-        "  --out DIR         also write DIR/bench-allreduce.csv (scripts/plot.py draws busbw against size)\n";
+        "  --out DIR         also write DIR/bench-allreduce.csv (scripts/plot.py draws busbw against size)\n" +
+        help_end("an allreduce's sum was wrong, or the output was not written", false);
 }
 
 // "4K", "1M", "516272": bytes, a whole number of floats from 4 bytes to 1 GiB.

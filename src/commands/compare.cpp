@@ -14,6 +14,7 @@
 #include "devices/kinds.hpp"
 #include "parallel/device_factory.hpp"
 #include "base/errors.hpp"
+#include "base/options.hpp"
 #include "base/files.hpp"
 #include "base/json.hpp"
 #include "base/numbers.hpp"
@@ -125,6 +126,7 @@ void print_help() {
         "Trains once per device count (e.g. --cpus 1,2 or --gpus 1,2,4) and prints one table: global\n"
         "batch, lr, epoch time (median of the epochs after the first), samples/s, speedup, scaling\n"
         "efficiency, final test accuracy and where each epoch's time went, then a verdict.\n\n"
+        "%s"
         "  --batch B         the per-device batch: N devices train with batch N*B (as the tutorial\n"
         "                    goes from 256 on 1 GPU to 512 on 2); with --global-batch, the batch\n"
         "                    that every configuration splits\n"
@@ -137,8 +139,14 @@ void print_help() {
         "  --split even,auto each device count with each split: the waiting for the slowest device\n"
         "                    before and after (try it with --slowdown cpu:1=3 on --cpus 2); a single\n"
         "                    split (even, auto or weights such as 3,1) applies to every run\n"
-        "  --epochs E        default 3 here; every other training option applies to every run\n",
-        count_options("LIST").c_str());
+        "  --epochs E        default 3 here; every other training option applies to every run\n"
+        "%s",
+        count_options("LIST").c_str(),
+        help_examples({{"dptrain compare --cpus 1,2", "1 and 2 CPU devices: batch 256 and 512, lr 0.3 and 0.6"},
+                       {"dptrain compare --gpus 1,2 --epochs 5", "the tutorial's two runs, side by side"},
+                       {"dptrain compare --cpus 2 --slowdown cpu:1=3 --split even,auto", "a slow device's waiting, then --split auto's"}})
+            .c_str(),
+        help_end("a run failed: a device's error, a loss that diverged, an output not written", true).c_str());
 }
 
 std::string format(const char* fmt, double value) {

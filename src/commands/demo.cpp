@@ -36,11 +36,15 @@ std::string help() {
     const std::string counts = "[" + count_options("N") + "]";
     return "Usage: dptrain demo allreduce " + counts + " [--size K] [--allreduce NAME]\n"
            "       dptrain demo split " + counts + " [--rows R] [--cols C] [--split even|W,W,...]\n\n"
+           "The two steps of data parallelism on small tensors, each device's part printed.\n\n" +
+           help_examples({{"dptrain demo allreduce --cpus 4", "4 devices' tensors summed, on every device"},
+                          {"dptrain demo split --split 3,1", "a batch cut unevenly, as --split 3,1 cuts it"}}) +
         "  allreduce  device i holds a tensor of K values, all i+1; after the allreduce every\n"
         "             device holds their sum (1 + 2 + ... + N). Default N 2, K 2.\n"
         "  split      a batch of R rows of C values 0, 1, 2, ... is cut into N parts, one per\n"
         "             device, as split_and_load cuts each training batch. Default N 2, R 6, C 4;\n"
-        "             --split 3,1 cuts it in proportion to the weights, as training's --split does.\n";
+        "             --split 3,1 cuts it in proportion to the weights, as training's --split does.\n" +
+        help_end("a demo's check failed", false);
 }
 
 std::optional<DemoOptions> parse(const std::string& which, int argc, const char* const* argv) {

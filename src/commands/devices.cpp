@@ -14,6 +14,7 @@
 
 #include "devices/device.hpp"
 #include "base/errors.hpp"
+#include "base/options.hpp"
 #include "devices/gpu.hpp"
 #include "model/models.hpp"
 #include "commands/subcommands.hpp"
@@ -73,8 +74,12 @@ int run_devices(int argc, const char* const* argv) {
                 "What this machine offers data parallelism: CPU cores, each GPU's name, memory, compute\n"
                 "capability and multiprocessors, which GPU pairs can copy directly (peer access), and the\n"
                 "copy speed between every pair, measured for one gradient buffer (what each of the\n"
-                "allreduce's copies moves: lenet's %.0f KB, resnet18's %.1f MB) and for 64 MiB.\n",
-                double(gradient_bytes(ModelKind::lenet)) / 1e3, double(gradient_bytes(ModelKind::resnet18)) / 1e6);
+                "allreduce's copies moves: lenet's %.0f KB, resnet18's %.1f MB) and for 64 MiB.\n\n%s%s",
+                double(gradient_bytes(ModelKind::lenet)) / 1e3, double(gradient_bytes(ModelKind::resnet18)) / 1e6,
+                help_examples({{"dptrain devices", "this machine"},
+                               {"DPTRAIN_EMULATED_GPUS=2 dptrain devices", "2 emulated GPUs (an emulated build)"}})
+                    .c_str(),
+                help_end("an error while probing the devices", false).c_str() + 1);  // (one blank line, not two)
             return 0;
         }
         throw InputError(std::string("dptrain devices takes no arguments (got '") + argv[i] + "')");

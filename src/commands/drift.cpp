@@ -58,14 +58,17 @@ std::string help() {
     "same global batch and data order, and prints after steps 0, 1, 2, 3, 5, 7, 10, 20, ... how far\n"
     "the N-device weights are from the 1-device ones: the largest difference relative to the\n"
     "largest weight, and the mean difference relative to the mean weight. Then both test\n"
-    "accuracies.\n\n"
+    "accuracies.\n\n" +
+    help_examples({{"dptrain drift", "1 CPU device against 2, one epoch"},
+                   {"dptrain drift --cpus 1,2 --seeds 3 --out drift", "and 3 other seeds' spread; drift/ to plot"}}) +
     "  " + count_options("1,N") + "   the two runs (default --cpus 1,2)\n"
     "  --epochs E                how long (default 1)\n"
     "  --seeds K                 also train K other seeds on 1 device, to show the spread of\n"
     "                            accuracies that N devices' result sits in (default 0)\n"
     "  --out DIR                 also write DIR/drift.csv and DIR/drift.json (scripts/plot.py DIR\n"
     "                            draws the growth)\n"
-    "  --batch, --lr, --seed, --init, --pool, --data, --limit-train, --limit-test as for training\n";
+    "  --batch, --lr, --seed, --init, --pool, --data, --limit-train, --limit-test as for training\n" +
+    help_end("a run failed: a device's error, a loss that diverged, an output not written", false);
 }
 
 // What --out DIR holds (checked before the runs, prepare_out_dir).

@@ -120,11 +120,7 @@ struct InspectOptions {
 };
 
 std::optional<InspectOptions> parse(int argc, const char* const* argv) {
-    cxxopts::Options options("dptrain inspect",
-                             "One data-parallel training step on the first few training samples, stopped at every\n"
-                             "stage: what each device holds, with each of the algorithm's promises checked.\n"
-                             "Exit status 1 when a check fails.\n");
-    options.custom_help("[" + count_options("N") + "] [--batch B] [options]");
+    cxxopts::Options options("dptrain inspect");
     add_count_options(options, "", "N", "");  // default: 2 CPU devices
     options.add_options()
         ("batch", "the batch: the first B training samples (default 2 per device)", cxxopts::value<std::string>(), "B")
@@ -139,7 +135,14 @@ std::optional<InspectOptions> parse(int argc, const char* const* argv) {
         ("perturb", "nudge one weight of device D's replica by 0.01 after the replicas are made equal, to see the "
                     "checks catch replicas that have drifted apart", cxxopts::value<std::string>(), "D")
         ("h,help", "show this help");
-    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain inspect", options.help());
+    const std::string help = "Usage: dptrain inspect [" + count_options("N") + "] [--batch B] [options]\n\n"
+        "One data-parallel training step on the first few training samples, stopped at every\n"
+        "stage: what each device holds, with each of the algorithm's promises checked.\n\n" +
+        help_examples({{"dptrain inspect --cpus 2", "one step on 2 CPU devices, every check"},
+                       {"dptrain inspect --cpus 2 --perturb 1", "a replica nudged: the checks that catch it"},
+                       {"dptrain inspect --model resnet18", "ResNet-18's step, batch norm included"}}) +
+        help_options(options, {""}) + help_end("a check failed", false);
+    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain inspect", help);
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     InspectOptions o;

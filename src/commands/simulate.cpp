@@ -112,7 +112,10 @@ std::string help() {
     "each allreduce (" + simulated_names() + "), without and with --overlap, from an alpha-beta model of the\n"
     "link (a transfer costs the latency plus its bytes over the bandwidth) and the compute time\n"
     "of one device for each part size: measured here by a few steps on one device of the kind\n"
-    "(a CPU device when no GPU is usable), or --sample-us per sample. Prints the formulas it used.\n\n"
+    "(a CPU device when no GPU is usable), or --sample-us per sample. Prints the formulas it used.\n\n" +
+    help_examples({{"dptrain simulate", "1 to 8 GPUs over PCIe"},
+                   {"dptrain simulate --gpus 4 --link nvlink", "1 to 4 GPUs over NVLink"},
+                   {"dptrain simulate --cpus 2", "1 and 2 CPU devices, the link measured here"}}) +
     "  --link NAME       pcie (25 GB/s, 10 us), nvlink (360 GB/s, 5 us), custom (give --bandwidth\n"
     "                    and --latency) or measured (fitted to allreduces timed here on 2 devices);\n"
     "                    default pcie for GPUs, measured for CPU devices\n"
@@ -122,7 +125,8 @@ std::string help() {
     "                    devices, none for GPUs; 1 for replicas sharing one GPU); 0: no limit\n"
     "  --bucket-kb KB    --overlap's buckets (default " + std::to_string(default_bucket_kb) + ")\n"
     "  --model NAME      lenet (default) or resnet18: its gradients and its compute\n"
-    "  --out DIR         also write DIR/simulate.csv\n";
+    "  --out DIR         also write DIR/simulate.csv\n" +
+    help_end("the measurement failed, or the output was not written", false);
 }
 
 // What --out DIR holds (checked before the runs, prepare_out_dir).

@@ -143,18 +143,17 @@ InitKind parse_init(const std::string& text) {
 }
 
 std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv, int processes) {
-    cxxopts::Options options("dptrain",
-                             "Trains LeNet or ResNet-18 on Fashion-MNIST with data parallelism over N\n"
-                             "devices: each batch is split across the devices, their gradients are\n"
-                             "summed (allreduce) and every replica applies the same SGD update.\n\n"
-                             "Also: dptrain compare (1, 2, ... devices side by side), dptrain inspect\n"
-                             "(one step, each stage checked), dptrain demo allreduce|split, dptrain\n"
-                             "drift (why 1 and N devices end apart), dptrain devices, dptrain\n"
-                             "bench-allreduce (each allreduce by message size), dptrain simulate\n"
-                             "(1..N devices predicted from a link model); each takes --help.\n");
-    options.custom_help("[" + count_options("N", "] [") + "] [--devices LIST] [--batch B] [--lr LR] [--epochs E] [options]");
+    cxxopts::Options options("dptrain");
     // Numbers are taken as text and checked here, so a message can name the option.
-    add_count_options(options, "Devices", "N", "train on ");
+    // The options a first run needs come first in the help; the rest by group.
+    const std::string first = "First run";
+    add_count_options(options, first, "N", "train on ");
+    options.add_options(first)
+        ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
+        ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
+        ("epochs", "passes over the training set (0: only evaluate)", cxxopts::value<std::string>()->default_value("5"), "E")
+        ("model", "the network: lenet (the tutorial's from scratch) or resnet18 (the gluon tutorials' ResNet-18 for 28x28 images, with batch norm)", cxxopts::value<std::string>()->default_value("lenet"), "NAME")
+        ("h,help", "show this help");
     options.add_options("Devices")
         ("devices", "the devices one by one, e.g. gpu:0,cpu:0,cpu:1 (gpu:I is CUDA device I, also written cuda:I; cpu:0, cpu:1, ... are CPU devices); the GPUs go first, as they do when --gpus and --cpus are given together (a mixed run)", cxxopts::value<std::string>(), "LIST")
         ("no-graphs", "GPU: queue every kernel of every step instead of replaying a recorded CUDA graph (to compare)")
@@ -167,13 +166,9 @@ std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv
         ("across", "how the processes sum their gradients, after each process has summed its devices': mpi (MPI_Allreduce, the MPI library's algorithm, through host memory), ring (dptrain's ring over MPI send and receive), nccl (one NCCL communicator of the processes' GPUs) or auto (the default: nccl for GPU replicas where every process has NCCL and a GPU of its own, else mpi)", cxxopts::value<std::string>(), "auto|mpi|ring|nccl")
         ("collective-timeout", "a rank that waits this long for the others (one died, hangs, or is far behind) ends the whole job with a message naming itself and the step (default " + std::to_string(int(default_collective_timeout)) + ")", cxxopts::value<std::string>(), "SECONDS");
     options.add_options("Training")
-        ("model", "the network: lenet (the tutorial's from scratch) or resnet18 (the gluon tutorials' ResNet-18 for 28x28 images, with batch norm)", cxxopts::value<std::string>()->default_value("lenet"), "NAME")
         ("bn", "resnet18's batch norm on N devices: local (each device normalises over its own part, as gluon and the tutorial) or sync (over the whole batch: per-channel sums allreduced in forward and backward, so N devices follow 1 device)", cxxopts::value<std::string>()->default_value("local"), "local|sync")
         ("tf32", "the convolutions' and dense layers' products with TF32 operands (10 bits of fraction, rounded to nearest) and FP32 sums: on a GPU's tensor cores (compute capability 8.0 or later), as PyTorch's allow_tf32; CPU devices round the same operands and compute in FP32, so every device does the same arithmetic (default: FP32 throughout)")
-        ("batch", "global batch size B, split across the devices", cxxopts::value<std::string>()->default_value("256"), "B")
-        ("lr", "learning rate; each step applies lr * (sum of gradients) / B", cxxopts::value<std::string>()->default_value("0.3"), "LR")
         ("warmup", "raise the rate linearly from lr/W to lr over the first E epochs (W steps; fractions allowed), as the linear scaling rule's gradual warm-up; default 0: constant", cxxopts::value<std::string>()->default_value("0"), "E")
-        ("epochs", "passes over the training set (0: only evaluate)", cxxopts::value<std::string>()->default_value("5"), "E")
         ("seed", "seed for the initial weights and the data order", cxxopts::value<std::string>()->default_value("0"), "S")
         ("pool", "LeNet's pooling: avg (the tutorial's) or max (the gluon version's)", cxxopts::value<std::string>()->default_value("avg"), "avg|max")
         ("init", "weights: xavier (uniform) or normal (std 0.01, the tutorial's)", cxxopts::value<std::string>()->default_value("xavier"), "xavier|normal")
@@ -187,16 +182,28 @@ std::optional<TrainRequest> parse_command_line(int argc, const char* const* argv
         ("trace-steps", "with --trace: only steps A to B, counted from 1 over the whole run (e.g. 1-50), so that a long run's file stays small", cxxopts::value<std::string>(), "A-B")
         ("save", "write the trained parameters to FILE", cxxopts::value<std::string>(), "FILE")
         ("load", "start from the parameters in FILE instead of --init", cxxopts::value<std::string>(), "FILE")
-        ("h,help", "show this help")
         ("version", "print the version and what this build has (CUDA, MPI, the CPU kernels' target), then exit");
     options.add_options("Checkpoints")
         ("checkpoint", "write a checkpoint to FILE every K epochs, at the end, and when stopped by Ctrl-C (SIGINT) or SIGTERM", cxxopts::value<std::string>(), "FILE")
         ("checkpoint-every", "epochs between checkpoints (default 1)", cxxopts::value<std::string>(), "K")
         ("resume", "go on from the checkpoint in FILE with its settings and data order, as if never stopped; --epochs may raise the total; checkpoints keep going to FILE unless --checkpoint says otherwise", cxxopts::value<std::string>(), "FILE");
 
-    const std::optional<cxxopts::ParseResult> parsed =
-        parse_options(options, argc, argv, "dptrain", options.help({"Devices", "Several processes (mpirun -np P dptrain ...: each process has the devices above)",
-                                                                  "Training", "Data and files", "Checkpoints"}));
+    const std::string help =
+        "dptrain: data-parallel training of LeNet or ResNet-18 on Fashion-MNIST. Each batch is\n"
+        "split across the devices, their gradients are summed (allreduce), and every replica\n"
+        "applies the same SGD update.\n\n"
+        "Usage:\n"
+        "  dptrain [" + count_options("N", "] [") + "] [--batch B] [--lr LR] [--epochs E] [options]\n"
+        "  dptrain COMMAND [options]   COMMAND: compare, inspect, demo, drift, devices,\n"
+        "                              bench-allreduce or simulate (each takes --help)\n\n" +
+        help_examples({{"dptrain --gpus 1 --batch 256 --lr 0.3", "the tutorial's run on one GPU"},
+                       {"dptrain --gpus 2 --batch 512 --lr 0.6", "on two: twice the batch, twice the rate"},
+                       {"dptrain --cpus 2 --epochs 1", "two CPU devices, no GPU needed"},
+                       {"dptrain compare --cpus 1,2", "1 and 2 devices side by side"}}) +
+        help_options(options, {first, "Devices", "Training", "Data and files", "Checkpoints",
+                               "Several processes (mpirun -np P dptrain ...: each process has the devices above)"}) +
+        help_end("the run failed: a device's error, a loss that diverged, an output not written", true);
+    const std::optional<cxxopts::ParseResult> parsed = parse_options(options, argc, argv, "dptrain", help);
     if (!parsed) return std::nullopt;
     const cxxopts::ParseResult& r = *parsed;
     if (r.count("version")) {

@@ -3,7 +3,7 @@
 # reader (tests/fuzz/fuzz_idx.cpp) and the checkpoint reader
 # (tests/fuzz/fuzz_checkpoint.cpp), under AddressSanitizer and
 # UndefinedBehaviorSanitizer, side by side. Usage: scripts/fuzz.sh [SECONDS per
-# target, default 60]; scripts/fuzz.sh --build builds them and stops.
+# target, default 60]
 #
 # Builds with clang in build-fuzz/. Each target starts from its seed corpus in
 # tests/fuzz/corpus/ (plus a full-size valid checkpoint made here, too big for
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-[[ $seconds =~ ^([1-9][0-9]*|--build)$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS per target | --build]" >&2; exit 2; }
+[[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS per target]" >&2; exit 2; }
 scripts/deps.sh --with-fuzz
 dir=build-fuzz
 if [[ ! -f $dir/build.ninja ]]; then
@@ -26,7 +26,6 @@ if [[ ! -f $dir/build.ninja ]]; then
         -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all"
 fi
 ninja -C "$dir" tests/fuzz/fuzz_idx tests/fuzz/fuzz_checkpoint tests/fuzz/make_checkpoint_seed
-[[ $seconds == --build ]] && exit 0
 
 # fuzz TARGET: one target for $seconds s; its report in $dir/fuzz_TARGET.report.
 fuzz() {

@@ -46,21 +46,14 @@ scripts/deps.sh --with-tests
 dir=${DPTRAIN_BUILD_DIR:-build}
 
 # Whatever happens from here on (a failure, Ctrl-C), take back what this
-# script put in the tree (a bundle/ left behind would stand in for the
-# system's packages in every later build here), and stop what it runs in
-# the background.
+# script put in the tree: a bundle/ left behind would stand in for the
+# system's packages in every later build here.
 made_bundle=no made_data_link=no
 restore_tree() {
     if [[ $made_bundle == yes ]]; then rm -rf bundle bundle.tmp; fi
     if [[ $made_data_link == yes && -L data/fashion-mnist ]]; then rm -f data/fashion-mnist; fi
 }
-declare -A background=()  # what runs in the background: its pid by name (below)
-on_exit() {
-    local pid
-    restore_tree
-    for pid in "${background[@]}"; do kill_tree "$pid"; done
-}
-trap on_exit EXIT
+trap restore_tree EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -166,63 +159,6 @@ if [[ $# -gt 0 ]]; then
     exit
 fi
 
-# The builds README.md and docs/ show (scripts/doc_builds.sh), each built
-# whole as a user would type it; one that a stage above builds is not built
-# again. (doc-builds, a test of the cpu suite, checks that no command in
-# the docs escapes the list.)
-doc_builds() {
-    local -x CCACHE_DISABLE=1
-    local options n=0 rc=0
-    while IFS= read -r options; do
-        n=$((n + 1))
-        if [[ -z $options ]]; then echo "(defaults): the build of $dir/"; continue; fi
-        if [[ $options == "$emulated_options" && ${DPTRAIN_EMULATED:-1} != 0 ]]; then
-            echo "$options: the build of $dir-emulated/"
-            continue
-        fi
-        echo "$options: $dir-doc-$n/"
-        if [[ ! -f $dir-doc-$n/build.ninja ]]; then
-            rm -rf "$dir-doc-$n"
-            # shellcheck disable=SC2086  # the options as the docs write them
-            meson setup "$dir-doc-$n" $options >"$dir-doc-$n.log" 2>&1 || { cat "$dir-doc-$n.log"; rc=1; continue; }
-        fi
-        meson compile -C "$dir-doc-$n" | { grep -v '^ninja: no work to do\.$' || true; }
-        [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
-    done < <(scripts/doc_builds.sh)
-    return $rc
-}
-# Builds that no test waits for soon (the docs' builds, the fuzzers') run in
-# the background from the main build's tests on, at the lowest priority:
-# the tests keep about one and a half of the 2 cores here busy, and the
-# builds take what they leave idle. Their stages then wait for what is left
-# of them, and print what they printed.
-# in_background NAME COMMAND...: COMMAND at the lowest priority, its output in $dir-NAME.log.
-in_background() {
-    local name=$1
-    shift
-    ( renice -n 19 -p $BASHPID >/dev/null && "$@" ) >"$dir-$name.log" 2>&1 &
-    background[$name]=$!
-}
-# finish NAME: waits for it, prints its output, and returns its status.
-finish() {
-    local rc=0
-    wait "${background[$1]}" || rc=$?
-    unset "background[$1]"
-    cat "$dir-$1.log"
-    return $rc
-}
-# kill_tree PID: PID and every process under it (on Ctrl-C or a failure of
-# this script, what runs in the background stops with it).
-kill_tree() {
-    local children child
-    children=$(pgrep -P "$1" || true)
-    kill "$1" 2>/dev/null || true
-    for child in $children; do kill_tree "$child"; done
-}
-fuzz_seconds=${DPTRAIN_FUZZ:-30}
-in_background doc-builds doc_builds
-[[ $fuzz_seconds == 0 ]] || in_background fuzz-build env CCACHE_DISABLE=1 scripts/fuzz.sh --build
-
 stage "every test in $dir/ but the slow suite" tests "$dir" --no-suite slow
 # The sanitized build below is a build without CUDA and MPI too, and runs
 # every CPU test: where it runs, a plain one would repeat it.
@@ -281,7 +217,32 @@ if [[ ${DPTRAIN_EMULATED:-1} != 0 ]]; then
     }
     stage "streams, --overlap and mixed runs under ThreadSanitizer on emulated GPUs ($dir-tsan/)" tsan
 fi
-stage "the other builds README.md and docs/ show, whole ($dir-doc-N/, built in the background)" finish doc-builds
+# The builds README.md and docs/ show (scripts/doc_builds.sh), each built
+# whole as a user would type it; one that a stage above builds is not built
+# again. (doc-builds, a test of the cpu suite, checks that no command in
+# the docs escapes the list.)
+doc_builds() {
+    local -x CCACHE_DISABLE=1
+    local options n=0 rc=0
+    while IFS= read -r options; do
+        n=$((n + 1))
+        if [[ -z $options ]]; then echo "(defaults): the build of $dir/"; continue; fi
+        if [[ $options == "$emulated_options" && ${DPTRAIN_EMULATED:-1} != 0 ]]; then
+            echo "$options: the build of $dir-emulated/"
+            continue
+        fi
+        echo "$options: $dir-doc-$n/"
+        if [[ ! -f $dir-doc-$n/build.ninja ]]; then
+            rm -rf "$dir-doc-$n"
+            # shellcheck disable=SC2086  # the options as the docs write them
+            meson setup "$dir-doc-$n" $options >"$dir-doc-$n.log" 2>&1 || { cat "$dir-doc-$n.log"; rc=1; continue; }
+        fi
+        meson compile -C "$dir-doc-$n" | { grep -v '^ninja: no work to do\.$' || true; }
+        [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+    done < <(scripts/doc_builds.sh)
+    return $rc
+}
+stage "the other builds README.md and docs/ show, whole ($dir-doc-N/)" doc_builds
 
 if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
     # A GPU node without internet has no Debian packages: it builds from
@@ -309,9 +270,9 @@ if [[ ${DPTRAIN_BUNDLE_CHECK:-1} != 0 ]]; then
     }
     stage "the offline build from bundle/ ($dir-bundle/)" offline
 fi
-if [[ $fuzz_seconds != 0 ]]; then
-    fuzzing() { finish fuzz-build && scripts/fuzz.sh "$fuzz_seconds"; }
-    stage "the IDX and checkpoint readers under libFuzzer, $fuzz_seconds s each (build-fuzz/)" fuzzing
+if [[ ${DPTRAIN_FUZZ:-30} != 0 ]]; then
+    stage "the IDX and checkpoint readers under libFuzzer, ${DPTRAIN_FUZZ:-30} s each (build-fuzz/)" \
+        env CCACHE_DISABLE=1 scripts/fuzz.sh "${DPTRAIN_FUZZ:-30}"
 fi
 
 echo

@@ -199,12 +199,12 @@ quick)
     # 0 writes the checkpoint within mpirun's grace second, and the resumed
     # run ends where an uninterrupted one does. The signal goes as soon as
     # rank 0 has written epoch 1 to its metrics file (what it prints reaches
-    # $tmp/out through mpirun, later and by a varying delay); the ranks stop
-    # about 1.1-1.3 s after it, which epochs of 128 steps (about 2.7 s) keep
-    # well inside epoch 2. (With epochs of 64 steps and a wait on the printed
-    # line, 4 tries in 6 stopped at the end of epoch 2 instead, once LeNet's
-    # steps got 5% faster.)
-    long=(--cpus 1 --batch 128 --lr 0.3 --limit-train 16384 --limit-test 256 --seed 6 --epochs 3)
+    # $tmp/out through mpirun, later and by a varying delay); the ranks then
+    # stop 2.3 to 2.6 s into epoch 2 here, which epochs of 192 steps (about
+    # 4 s) keep well inside it. (Epochs of 128 steps took 2.7 s once the CPU
+    # kernels got faster: the stops came at steps 111 to 126, and one try in
+    # six at the end of the epoch instead.)
+    long=(--cpus 1 --batch 128 --lr 0.3 --limit-train 24576 --limit-test 256 --seed 6 --epochs 3)
     "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --save "$tmp/long.params" >/dev/null 2>&1 || fail "3 epochs failed"
     rm -f "$tmp/int.jsonl"
     "${mpi[@]}" -np 2 "$dptrain" "${long[@]}" --checkpoint "$tmp/int.ck" --metrics "$tmp/int.jsonl" >"$tmp/out" 2>"$tmp/err" &
@@ -266,34 +266,47 @@ quick)
     fi
 
     # Bad input on one rank: exit 2 on every rank, one message naming it.
+    # The jobs are independent and spend most of their time in mpirun's
+    # abort (a second or two each, idle), so they run side by side; their
+    # checks follow. refused NAME ARGS...: mpirun ARGS, its output and exit
+    # status in $tmp/NAME.out, .err and .rc.
     quick=(--cpus 1 --epochs 1 --limit-train 512 --limit-test 128 --batch 64)
-    "${mpi[@]}" -np 1 "$dptrain" "${quick[@]}" : -np 1 "$dptrain" "${quick[@]}" --data "$tmp/nowhere" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [[ $rc -eq 2 && $(grep -c "^dptrain: rank 1: --data $tmp/nowhere" "$tmp/err") -eq 1 && ! -s $tmp/out ]] \
-        && echo "ok: a missing --data on rank 1 -> exit 2: $(grep '^dptrain' "$tmp/err")" \
-        || fail "bad input on rank 1: exit $rc, $(cat "$tmp/err")"
-    "${mpi[@]}" -np 1 "$dptrain" "${quick[@]}" : -np 1 "$dptrain" "${quick[@]}" --lr 0.5 >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [[ $rc -eq 2 ]] && grep -q "^dptrain: rank 1: its --lr 0.5 differs from rank 0's --lr 0.3" "$tmp/err" \
-        && echo "ok: other options on rank 1 -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "other options: exit $rc, $(cat "$tmp/err")"
-    for bad in "--split auto" "--split 3,1" "--slowdown cpu:0=2"; do
-        # shellcheck disable=SC2086
-        "${mpi[@]}" -np 2 "$dptrain" "${quick[@]}" $bad >"$tmp/out" 2>"$tmp/err"
-        rc=$?
-        [[ $rc -eq 2 ]] && grep -q "^dptrain: ${bad%% *} .*one process" "$tmp/err" \
-            && echo "ok: $bad under mpirun -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "$bad: exit $rc, $(cat "$tmp/err")"
-    done
-    "${mpi[@]}" -np 2 "$dptrain" inspect >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [[ $rc -eq 2 ]] && grep -q "runs as one process" "$tmp/err" && echo "ok: dptrain inspect under mpirun -> exit 2" \
-        || fail "inspect under mpirun: exit $rc, $(cat "$tmp/err")"
+    refused() {
+        local name=$1
+        shift
+        "${mpi[@]}" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+        echo $? >"$tmp/$name.rc"
+    }
+    refused data -np 1 "$dptrain" "${quick[@]}" : -np 1 "$dptrain" "${quick[@]}" --data "$tmp/nowhere" &
+    refused lr -np 1 "$dptrain" "${quick[@]}" : -np 1 "$dptrain" "${quick[@]}" --lr 0.5 &
+    one_process=("--split auto" "--split 3,1" "--slowdown cpu:0=2")
     # --across: nccl is for GPU replicas; a name it does not know exits 2.
-    for bad in "--across nccl" "--across gloo"; do
+    across=("--across nccl" "--across gloo")
+    for bad in "${one_process[@]}" "${across[@]}"; do
         # shellcheck disable=SC2086
-        "${mpi[@]}" -np 2 "$dptrain" "${quick[@]}" $bad >"$tmp/out" 2>"$tmp/err"
-        rc=$?
-        [[ $rc -eq 2 && $(grep -c "^dptrain: --across" "$tmp/err") -eq 1 ]] \
-            && echo "ok: $bad with CPU devices under mpirun -> exit 2: $(grep '^dptrain' "$tmp/err")" || fail "$bad: exit $rc, $(cat "$tmp/err")"
+        refused "${bad// /-}" -np 2 "$dptrain" "${quick[@]}" $bad &
+    done
+    refused inspect -np 2 "$dptrain" inspect &
+    wait
+    rc=$(cat "$tmp/data.rc")
+    [[ $rc -eq 2 && $(grep -c "^dptrain: rank 1: --data $tmp/nowhere" "$tmp/data.err") -eq 1 && ! -s $tmp/data.out ]] \
+        && echo "ok: a missing --data on rank 1 -> exit 2: $(grep '^dptrain' "$tmp/data.err")" \
+        || fail "bad input on rank 1: exit $rc, $(cat "$tmp/data.err")"
+    rc=$(cat "$tmp/lr.rc")
+    [[ $rc -eq 2 ]] && grep -q "^dptrain: rank 1: its --lr 0.5 differs from rank 0's --lr 0.3" "$tmp/lr.err" \
+        && echo "ok: other options on rank 1 -> exit 2: $(grep '^dptrain' "$tmp/lr.err")" || fail "other options: exit $rc, $(cat "$tmp/lr.err")"
+    for bad in "${one_process[@]}"; do
+        rc=$(cat "$tmp/${bad// /-}.rc") err=$tmp/${bad// /-}.err
+        [[ $rc -eq 2 ]] && grep -q "^dptrain: ${bad%% *} .*one process" "$err" \
+            && echo "ok: $bad under mpirun -> exit 2: $(grep '^dptrain' "$err")" || fail "$bad: exit $rc, $(cat "$err")"
+    done
+    rc=$(cat "$tmp/inspect.rc")
+    [[ $rc -eq 2 ]] && grep -q "runs as one process" "$tmp/inspect.err" && echo "ok: dptrain inspect under mpirun -> exit 2" \
+        || fail "inspect under mpirun: exit $rc, $(cat "$tmp/inspect.err")"
+    for bad in "${across[@]}"; do
+        rc=$(cat "$tmp/${bad// /-}.rc") err=$tmp/${bad// /-}.err
+        [[ $rc -eq 2 && $(grep -c "^dptrain: --across" "$err") -eq 1 ]] \
+            && echo "ok: $bad with CPU devices under mpirun -> exit 2: $(grep '^dptrain' "$err")" || fail "$bad: exit $rc, $(cat "$err")"
     done
     "$dptrain" --cpus 1 --across ring >"$tmp/out" 2>"$tmp/err"
     rc=$?

@@ -24,8 +24,9 @@
 #                     graphs and the binary on GPU replicas; the dev suite,
 #                     every version of dev/cuda/ checked and one trained with
 #   build-tsan/       the GPU tests' programs under ThreadSanitizer, on the
-#                     runs where streams meet (replicas, --overlap, mixed): a missing wait between
-#                     streams is a reported race (DPTRAIN_EMULATED=0 skips both)
+#                     runs where streams meet (replicas, --overlap, mixed): a
+#                     missing wait between streams is a reported race
+#                     (DPTRAIN_EMULATED=0 skips both)
 #   build-doc-N/      every other build README.md and docs/ tell a user to
 #                     type (scripts/doc_builds.sh lists them), built whole
 #   build-bundle/     the offline build of a GPU node without internet:

@@ -59,7 +59,7 @@ WORK = os.path.join(ROOT, "build-sass")  # --work: cubins, the launch log, PyPI'
 
 # Per multiprocessor, from CUDA's occupancy tables (compute capability 8.0
 # and 9.0): registers, threads, resident blocks, shared memory (bytes; each
-# block also takes 1 KiB the system reserves), and the GPU's count.
+# block also takes the 1,024 bytes the system reserves), and the GPU's count.
 ARCHES = {
     "sm_90": dict(name="H100 SXM", sms=132, regs=65536, threads=2048, blocks=32, smem=233472),
     "sm_80": dict(name="A100", sms=108, regs=65536, threads=2048, blocks=32, smem=167936),
@@ -204,7 +204,7 @@ def kernels_of_objects(paths, arch, cuobjdump, env):
                 current = kernels.setdefault(m.group(1), {"file": stem + ".cu", "cubin": path})
             elif current is not None and (m := re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+)", line)):
                 # (Its shared memory, on the architectures of ARCHES, counts
-                # the 1 KiB the system reserves a block that uses any; ptxas's
+                # the 1,024 bytes the system reserves a block that uses any; ptxas's
                 # figure, to which occupancy() adds it, does not.)
                 shared = int(m.group(3))
                 current.update(regs=int(m.group(1)), spills=int(m.group(2)), smem=max(shared - 1024, 0))

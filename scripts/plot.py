@@ -36,7 +36,7 @@ import sys
 PHASES = [  # (key in phases_s, legend label, colour)
     ("load", "split_and_load", "#9ecae1"),
     ("compute", "forward+backward", "#3182bd"),
-    ("wait", "waiting for the slowest device", "#fdae6b"),
+    ("wait", "waiting for peers", "#fdae6b"),
     ("allreduce", "allreduce", "#e6550d"),
     ("update", "SGD update", "#a1d99b"),
 ]
@@ -92,10 +92,10 @@ def load(path):
 
 
 TRACE_COLOURS = {  # a --trace span's name -> colour (compare's, and greys for the waits of --overlap)
-    "split_and_load": "#9ecae1", "forward": "#3182bd", "backward": "#08519c", "wait for peers": "#fdae6b",
+    "split_and_load": "#9ecae1", "forward": "#3182bd", "backward": "#08519c", "waiting for peers": "#fdae6b",
     "forward+backward": "#3182bd",  # (traces written before forward and backward were apart)
-    "allreduce": "#e6550d", "copy between devices": "#a63603", "update": "#a1d99b", "wait for the allreduce": "#fd8d3c",
-    "wait for a bucket": "#d9d9d9",
+    "allreduce": "#e6550d", "copy between devices": "#a63603", "SGD update": "#a1d99b",
+    "waiting for the allreduce": "#fd8d3c", "waiting for a bucket": "#d9d9d9",
 }
 
 
@@ -239,7 +239,7 @@ def draw_bench(args):
     for name, points in series.items():
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
-    ax.axvline(129068 * 4, color="grey", linestyle=":", label="LeNet's gradients (516 KB)")
+    ax.axvline(129068 * 4, color="grey", linestyle=":", label="LeNet's gradients (516.3 KB)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("message size (bytes)")

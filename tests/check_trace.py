@@ -29,7 +29,7 @@ import json
 import sys
 
 
-ALLREDUCE = ("allreduce", "copy between devices", "wait for peers")  # the allreduce's spans
+ALLREDUCE = ("allreduce", "copy between devices", "waiting for peers")  # the allreduce's spans
 
 
 def fail(message):

@@ -354,14 +354,30 @@ breakdown)
     for devices in 1 2; do
         "$dptrain" --cpus "$devices" --epochs 2 --limit-train "$(sized 4096 2048)" --limit-test 256 --batch 128 --breakdown \
             --metrics "$tmp/m$devices.jsonl" >"$tmp/out" || fail "--breakdown run failed"
-        grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+        grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* SGD update .* sum .* of the epoch's" "$tmp/out" \
             && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line: $(cat "$tmp/out")"
         phases_add_up "$tmp/m$devices.jsonl" "$devices CPU device(s)"
     done
+    # Several devices: a row of phases each (the trace's names), each adding
+    # up to the epoch's time (within 5% and the rows' rounding to 0.01 s).
+    python3 - "$tmp/out" <<'PY' && echo "ok: --breakdown has a row per device, each adding up to the epoch" || fail "--breakdown's rows: $(cat "$tmp/out")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+epochs = [i for i, l in enumerate(lines) if re.match(r"epoch \d+  time", l)]
+assert len(epochs) == 2, lines
+for i in epochs:
+    seconds = float(lines[i].split()[3])
+    assert re.fullmatch(r"  seconds +split_and_load +forward\+backward +waiting for peers +allreduce +SGD update", lines[i + 2]), lines[i + 2]
+    for k, device in enumerate(("cpu:0", "cpu:1")):
+        row = lines[i + 3 + k].split()
+        assert row[0] == device and len(row) == 6, row
+        total = sum(map(float, row[1:]))
+        assert abs(total - seconds) <= 0.05 * seconds + 0.026, (row, seconds)
+PY
     # With --overlap: the main stream's phases, then the allreduce stream's and what was hidden.
     "$dptrain" --cpus 2 --overlap --epochs 2 --limit-train "$(sized 4096 2048)" --limit-test 256 --batch 128 --breakdown \
         --metrics "$tmp/mo.jsonl" >"$tmp/out" || fail "--overlap --breakdown run failed"
-    grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for the allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+    grep -qE "^  phases on cpu:0: split_and_load .* forward\+backward .* waiting for the allreduce .* SGD update .* sum .* of the epoch's" "$tmp/out" \
         && grep -qE "^  allreduce stream on cpu:0 \(--overlap\): waiting for peers .* allreduce .* were hidden behind forward\+backward" "$tmp/out" \
         && echo "ok: $(grep -m1 '^  allreduce stream' "$tmp/out")" || fail "--overlap --breakdown lines: $(cat "$tmp/out")"
     phases_add_up "$tmp/mo.jsonl" "2 CPU devices with --overlap"
@@ -589,7 +605,7 @@ demo)
     expect_error "--size is for dptrain demo allreduce" demo split --size 3
     expect_error "at most 256" demo split --rows 20 --cols 16
     "$dptrain" devices >"$tmp/out" 2>&1 || fail "devices failed: $(cat "$tmp/out")"
-    grep -qE "^  [0-9]+ usable cores? " "$tmp/out" && grep -qE "host memory copies: +[0-9.]+ GB/s at 64 MiB" "$tmp/out" \
+    grep -qE "^  [0-9]+ usable cores? " "$tmp/out" && grep -qE "host memory copies: +[0-9.]+ GB/s at 64 MB" "$tmp/out" \
         && grep -qE "^GPUs: " "$tmp/out" && echo "ok: devices: $(grep -E 'usable|GPUs' "$tmp/out" | tr '\n' ' ')" \
         || fail "devices: $(cat "$tmp/out")"
     expect_error "takes no arguments" devices --all
@@ -600,10 +616,10 @@ demo)
         || fail "bench-allreduce failed: $(cat "$tmp/out")"
     grep -q "^note: --allreduce nccl skipped: NCCL sums GPU replicas only" "$tmp/out" \
         && grep -q "^check ok: every algorithm left N(N+1)/2 = 6" "$tmp/out" \
-        && grep -qE "^ +504.2 KB +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+   \(LeNet's gradients\)$" "$tmp/out" \
+        && grep -qE "^ +516.3 KB +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+   \(LeNet's gradients\)$" "$tmp/out" \
         && echo "ok: bench-allreduce: $(grep -E "LeNet's gradients" "$tmp/out" | tr -s ' ')" || fail "bench-allreduce: $(cat "$tmp/out")"
     [[ $(head -1 "$tmp/bench/bench-allreduce.csv") == device_kind,devices,algorithm,bytes,time_us,algbw_gbps,busbw_gbps ]] \
-        && [[ $(grep -cE "^cpu,3,(naive|ring),(12|4096|516272)," "$tmp/bench/bench-allreduce.csv") -eq 6 ]] \
+        && [[ $(grep -cE "^cpu,3,(naive|ring),(12|4000|516272)," "$tmp/bench/bench-allreduce.csv") -eq 6 ]] \
         && echo "ok: bench-allreduce.csv has 6 rows" || fail "bench-allreduce.csv: $(cat "$tmp/bench/bench-allreduce.csv")"
     expect_error "--sizes: 6 is not a whole number of floats" bench-allreduce --sizes 6
     expect_error "--sizes must be a list of sizes in bytes" bench-allreduce --sizes 4X
@@ -685,7 +701,7 @@ gpu)
     fi
     "$dptrain" --gpus 2 --epochs 2 "${timed[@]}" --limit-test 256 --breakdown \
         --metrics "$tmp/gb.jsonl" >"$tmp/out" 2>&1 || fail "--gpus 2 --breakdown failed: $(cat "$tmp/out")"
-    grep -qE "^  phases on gpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* sgd update .* sum .* of the epoch's" "$tmp/out" \
+    grep -qE "^  phases on gpu:0: split_and_load .* forward\+backward .* waiting for peers .* allreduce .* SGD update .* sum .* of the epoch's" "$tmp/out" \
         && echo "ok: $(grep -m1 '^  phases' "$tmp/out")" || fail "no phases line on GPU replicas: $(cat "$tmp/out")"
     grep -q "^CUDA graph: the epoch's" "$tmp/out" || fail "--breakdown did not replay a CUDA graph: $(cat "$tmp/out")"
     phases_add_up "$tmp/gb.jsonl" "2 GPU replicas, their phase marks inside the CUDA graph"

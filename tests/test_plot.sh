@@ -20,7 +20,7 @@ fi
 
 "$python" "$plot" "$fixture" -o "$tmp/out.png" --title "fixture" >"$tmp/log" 2>&1 || fail "plot.py failed: $(cat "$tmp/log")"
 size=$(stat -c %s "$tmp/out.png" 2>/dev/null || echo 0)
-# A PNG starts with these 8 bytes; two panels with lines and bars are well over 10 kB.
+# A PNG starts with these 8 bytes; two panels with lines and bars are well over 10 KB.
 if [[ $(head -c 8 "$tmp/out.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $size -gt 10000 ]]; then
     echo "ok: plot.py wrote a $size-byte PNG"
 else

@@ -22,8 +22,8 @@ constexpr int NR = 2 * lanes;  // columns of the register tile (two vectors)
 // 16 with AVX2).
 constexpr int MR_MAX = lanes == 16 ? 12 : 6;
 constexpr int KC = 256;   // depth of a packed block: a 12x256 A panel and a 256x32 B panel fit L1
-constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 144 KiB, fits L2)
-constexpr int NC = 2048;  // columns of a packed B block (2 MiB, meant for L3)
+constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 147.5 KB, fits L2)
+constexpr int NC = 2048;  // columns of a packed B block (2.1 MB, meant for L3)
 
 // The tile's rows for a product of m rows: m itself when it fits; else the
 // count from two thirds of MR_MAX to MR_MAX that leaves the fewest rows of

@@ -185,8 +185,8 @@ int group_size(const ConvShape& s) {
 }
 
 // The distance between two of the n^2 planes of a transformed tensor, for
-// planes of `floats`: a multiple of 4 KiB plus 256 bytes. The transforms
-// read or write all planes at once, and planes 4 KiB apart would all fall
+// planes of `floats`: a multiple of 4,096 bytes plus 256. The transforms
+// read or write all planes at once, and planes 4,096 bytes apart would all fall
 // in the same L1 cache set (8 ways) and evict each other.
 size_t plane_stride(size_t floats) { return (floats + 1023) / 1024 * 1024 + 64; }
 

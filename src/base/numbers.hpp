@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -56,6 +57,19 @@ inline std::vector<std::string> items_of(const std::string& text, char separator
 
 // A comma-separated list typed for an option.
 inline std::vector<std::string> comma_list(const std::string& text) { return items_of(text, ','); }
+
+// Sizes, in one system everywhere: decimal, as bandwidths in GB/s are
+// (1 KB = 1,000 bytes, 1 MB = 1e6, 1 GB = 1e9). --bucket-kb counts KB.
+inline constexpr size_t bytes_per_kb = 1000;
+// "100 B", "4 KB", "516.3 KB", "11.17 MB", "1 GB": four significant digits.
+inline std::string size_text(double bytes) {
+    char text[32];
+    if (bytes >= 1e9) std::snprintf(text, sizeof text, "%.4g GB", bytes / 1e9);
+    else if (bytes >= 1e6) std::snprintf(text, sizeof text, "%.4g MB", bytes / 1e6);
+    else if (bytes >= 1e3) std::snprintf(text, sizeof text, "%.4g KB", bytes / 1e3);
+    else std::snprintf(text, sizeof text, "%.0f B", bytes);
+    return text;
+}
 
 // The median of timings (0 for none): one disturbed timing does not move it.
 inline double median(std::vector<double> v) {

@@ -35,27 +35,30 @@ struct BenchOptions {
 std::string help() {
     return "Usage: dptrain bench-allreduce [" + count_options("N") + "] [--allreduce LIST] [--sizes LIST] [--out DIR]\n\n"
         "Times each allreduce algorithm on N devices (default: 2 CPU devices) for messages of\n"
-        "4 KB to 64 MB and the model's gradient buffer (516 KB): the median of 5 timings, each of\n"
+        "4 KB to 64 MB and the model's gradient buffer (516.3 KB): the median of 5 timings, each of\n"
         "a run of back-to-back allreduces after a warm-up, divided by their number; algbw is\n"
         "bytes / time and busbw = algbw * 2(N-1)/N (the nccl-tests convention). Every algorithm's\n"
         "sum is checked once per size before it is timed.\n\n" +
         help_examples({{"dptrain bench-allreduce", "every algorithm on 2 CPU devices"},
                        {"dptrain bench-allreduce --gpus 2 --allreduce ring,nccl --out bench", "two on 2 GPUs; bench/ to plot"}}) +
         "  --allreduce LIST  e.g. naive,ring (default: each algorithm that can run on the devices)\n"
-        "  --sizes LIST      message sizes in bytes, K and M allowed (default 4K,16K,...,64M and 516272)\n"
+        "  --sizes LIST      message sizes in bytes, K (1,000) and M (1,000,000) allowed (default\n"
+        "                    4K,16K,64K,256K,1M,4M,16M,64M and the two models' gradients)\n"
         "  --out DIR         also write DIR/bench-allreduce.csv (scripts/plot.py draws busbw against size)\n" +
         help_end("an allreduce's sum was wrong, or the output was not written", false);
 }
 
-// "4K", "1M", "516272": bytes, a whole number of floats from 4 bytes to 1 GiB.
+// "4K", "1M", "516272": bytes (K: 1,000, M: 1,000,000), a whole number of
+// floats from 4 bytes to 1 GB.
 size_t parse_size(const std::string& text) {
+    constexpr size_t most = 1000 * 1000 * 1000;
     const char unit = text.empty() ? '\0' : text.back();
-    const size_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+    const size_t scale = unit == 'K' ? 1000 : unit == 'M' ? 1000 * 1000 : 1;
     const std::string digits = scale == 1 ? text : text.substr(0, text.size() - 1);
-    const size_t bytes = parse_number<size_t>("sizes", digits, 1, size_t(1) << 30,
-                                              "a list of sizes in bytes such as 4K,1M,516272") * scale;
-    if (bytes % sizeof(float) != 0 || bytes > (size_t(1) << 30))
-        throw InputError("--sizes: " + text + " is not a whole number of floats up to 1 GiB");
+    const size_t bytes = parse_number<size_t>("sizes", digits, 1, most,
+                                              "a list of sizes in bytes such as 4K,1M,516272 (K = 1,000, M = 1,000,000)") * scale;
+    if (bytes % sizeof(float) != 0 || bytes > most)
+        throw InputError("--sizes: " + text + " is not a whole number of floats up to 1 GB");
     return bytes;
 }
 
@@ -82,7 +85,8 @@ std::optional<BenchOptions> parse(int argc, const char* const* argv) {
     if (r.count("sizes"))
         for (const std::string& size : comma_list(given(r, "sizes"))) o.sizes.push_back(parse_size(size));
     else {
-        for (size_t bytes = 4096; bytes <= (size_t(64) << 20); bytes *= 4) o.sizes.push_back(bytes);
+        for (size_t bytes : {4'000, 16'000, 64'000, 256'000, 1'000'000, 4'000'000, 16'000'000, 64'000'000})
+            o.sizes.push_back(bytes);
         o.sizes.push_back(gradient_bytes(ModelKind::lenet));
         o.sizes.push_back(gradient_bytes(ModelKind::resnet18));
         std::sort(o.sizes.begin(), o.sizes.end());
@@ -98,14 +102,6 @@ struct Result {
     double seconds = 0, algbw = 0, busbw = 0;
     bool correct = false;
 };
-
-std::string size_text(size_t bytes) {
-    char text[32];  // 1 KB = 1024 bytes, as message sizes are usually given
-    if (bytes >= (1 << 20)) std::snprintf(text, sizeof text, "%.4g MB", double(bytes) / (1 << 20));
-    else if (bytes >= 1024) std::snprintf(text, sizeof text, "%.4g KB", double(bytes) / 1024);
-    else std::snprintf(text, sizeof text, "%zu B", bytes);
-    return text;
-}
 
 // One algorithm at one size on `devices`: the sum checked once (device i
 // holds i+1 everywhere; every device must end with N(N+1)/2), then zeros (so

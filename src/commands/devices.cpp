@@ -2,7 +2,7 @@
 // (each CPU device is one worker thread), each GPU's properties, which GPU
 // pairs copy directly, and the copy speed between every pair, measured at
 // two sizes: one gradient buffer (what each of the allreduce's copies moves,
-// where latency counts) and 64 MiB (the link's bandwidth).
+// where latency counts) and 64 MB (the link's bandwidth).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,7 +22,7 @@
 namespace dpt {
 namespace {
 
-constexpr size_t large_bytes = size_t(64) << 20;
+constexpr size_t large_bytes = 64'000'000;
 
 std::string cpu_model() {
     std::ifstream in("/proc/cpuinfo");
@@ -51,13 +51,13 @@ double host_copy_bandwidth(size_t bytes) {
     return double(bytes) / std::max(seconds[seconds.size() / 2], 1e-9) / 1e9;
 }
 
-// "  8.1 GB/s at 64 MiB; a gradient buffer: LeNet's   25.1 us ( 20.6 GB/s), resnet18's ..."
+// "  8.1 GB/s at 64 MB; a gradient buffer: LeNet's   25.1 us ( 20.6 GB/s), resnet18's ..."
 // from a function measuring GB/s at a size.
 template <class Measure>
 std::string speeds(Measure&& gbps_at) {
     const double lenet = gbps_at(gradient_bytes(ModelKind::lenet)), resnet = gbps_at(gradient_bytes(ModelKind::resnet18));
     char buf[192];
-    std::snprintf(buf, sizeof buf, "%6.1f GB/s at 64 MiB; a gradient buffer: lenet's %7.1f us (%5.1f GB/s), "
+    std::snprintf(buf, sizeof buf, "%6.1f GB/s at 64 MB; a gradient buffer: lenet's %7.1f us (%5.1f GB/s), "
                   "resnet18's %7.1f us (%5.1f GB/s)", gbps_at(large_bytes),
                   double(gradient_bytes(ModelKind::lenet)) / lenet / 1e3, lenet,
                   double(gradient_bytes(ModelKind::resnet18)) / resnet / 1e3, resnet);
@@ -74,7 +74,7 @@ int run_devices(int argc, const char* const* argv) {
                 "What this machine offers data parallelism: CPU cores, each GPU's name, memory, compute\n"
                 "capability and multiprocessors, which GPU pairs can copy directly (peer access), and the\n"
                 "copy speed between every pair, measured for one gradient buffer (what each of the\n"
-                "allreduce's copies moves: lenet's %.0f KB, resnet18's %.1f MB) and for 64 MiB.\n\n%s%s",
+                "allreduce's copies moves: lenet's %.0f KB, resnet18's %.1f MB) and for 64 MB.\n\n%s%s",
                 double(gradient_bytes(ModelKind::lenet)) / 1e3, double(gradient_bytes(ModelKind::resnet18)) / 1e6,
                 help_examples({{"dptrain devices", "this machine"},
                                {"DPTRAIN_EMULATED_GPUS=2 dptrain devices", "2 emulated GPUs (an emulated build)"}})

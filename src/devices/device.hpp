@@ -64,6 +64,25 @@ inline Phase timed_as(Phase phase) {
 }
 using PhaseTimes = std::array<double, phase_count>;  // seconds, indexed by Phase
 
+// Each phase's name, the one spelling that --breakdown, the trace, compare
+// and scripts/plot.py use (tests/test_vocabulary.py holds them to it). A
+// trace names compute "forward": there backward is a span of its own.
+inline const char* phase_name(Phase phase) {
+    switch (phase) {
+        case Phase::load: return "split_and_load";
+        case Phase::compute: return "forward+backward";
+        case Phase::wait: return "waiting for peers";
+        case Phase::allreduce: return "allreduce";
+        case Phase::update: return "SGD update";
+        case Phase::idle: return "idle";
+        case Phase::exposed: return "waiting for the allreduce";
+        case Phase::standby: return "waiting for a bucket";
+        case Phase::backward: return "backward";
+        case Phase::copy: return "copy between devices";
+    }
+    return "?";
+}
+
 // The phases of the allreduce's stream; the others are the main stream's.
 // Without --overlap the two are one stream.
 inline bool on_allreduce_stream(Phase phase) {

@@ -18,9 +18,9 @@ namespace {
 
 constexpr uint8_t type_ubyte = 0x08;
 constexpr int max_rank = 4;
-// Fashion-MNIST's largest file holds 47 MB; anything past 1 GiB is damage
+// Fashion-MNIST's largest file holds 47 MB; anything past 1 GB is damage
 // (or a gzip bomb), refused before it is read into memory.
-constexpr uint64_t max_data_bytes = uint64_t(1) << 30;
+constexpr uint64_t max_data_bytes = 1'000'000'000;
 
 uint32_t be32(const uint8_t* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
@@ -57,7 +57,7 @@ IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& name) {
     for (int i = 0; i < rank; ++i) {
         out.dims.push_back(be32(&bytes[4 + 4 * i]));
         expected *= out.dims.back();
-        if (expected > max_data_bytes) fail("dimensions are implausibly large (over 1 GiB of data)");
+        if (expected > max_data_bytes) fail("dimensions are implausibly large (over 1 GB of data)");
     }
     const uint64_t actual = bytes.size() - header;
     if (actual < expected)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "base/numbers.hpp"
+
 namespace dpt {
 
 Part part_of(int batch, int devices, int i) {
@@ -23,7 +25,7 @@ void split_and_load(std::span<Device* const> devices, size_t first, std::span<co
 }
 
 std::vector<Range> overlap_buckets(const Model& model, int bucket_kb, BatchNormMode bn) {
-    const size_t least = size_t(bucket_kb) * 1024 / sizeof(float);
+    const size_t least = size_t(bucket_kb) * bytes_per_kb / sizeof(float);
     std::vector<Range> buckets;
     // Batch norm's statistics (--bn local) are final after forward: first.
     const size_t floats = model.allreduced_floats(bn), trained = model.trained_count();

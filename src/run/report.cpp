@@ -1,6 +1,7 @@
 #include "run/report.hpp"
 
 #include "base/json.hpp"
+#include "base/numbers.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -116,7 +117,7 @@ void print_banner(const TrainConfig& c, const RunStart& start, const std::string
         std::string sizes;
         for (const Range& b : plan.buckets) {
             char kb[32];
-            std::snprintf(kb, sizeof kb, "%s%.1f", sizes.empty() ? "" : " + ", double(b.count) * sizeof(float) / 1024);
+            std::snprintf(kb, sizeof kb, "%s%.1f", sizes.empty() ? "" : " + ", double(b.count * sizeof(float)) / bytes_per_kb);
             sizes += kb;
         }
         sizes += " KB, the last layers' first";
@@ -162,12 +163,15 @@ void ProgressBar::clear() {
 }
 
 // --breakdown: device 0's timeline (the step's critical path: it waits for
-// every peer, sums, and sends the sum back), plus every device's compute time.
+// every peer, sums, and sends the sum back), every device's phases, and
+// their compute times' mean and slowest.
 void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<const PhaseTimes> earlier) {
+    r.device_phases.resize(devices.size());
     for (size_t i = 0; i < devices.size(); ++i) {
         PhaseTimes t = devices[i]->take_phase_times();
         if (i < earlier.size())
             for (int p = 0; p < phase_count; ++p) t[size_t(p)] += earlier[i][size_t(p)];
+        r.device_phases[i] = t;
         if (i == 0) r.phases = t;
         const double compute = t[size_t(Phase::compute)];
         r.compute_mean_s += compute / double(devices.size());
@@ -177,37 +181,60 @@ void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<
 
 namespace {
 
+// "split_and_load 0.02 s (0%)": a phase of device 0's epoch.
+std::string phase_part(const EpochReport& r, Phase p) {
+    const double seconds = r.phases[size_t(p)];
+    char text[96];
+    std::snprintf(text, sizeof text, "%s %.2f s (%.0f%%)", phase_name(p), seconds, 100.0 * seconds / r.train_time_s);
+    return text;
+}
+
+// Several devices: a row each, so that every device's waiting and allreduce
+// show (device 0's line above is the critical path; a trace shows the same).
+void print_device_rows(const EpochReport& r, std::span<Device* const> devices, std::span<const Phase> columns) {
+    std::printf("  %-8s", "seconds");
+    for (Phase p : columns) std::printf("  %*s", int(std::max<size_t>(std::strlen(phase_name(p)), 6)), phase_name(p));
+    std::printf("\n");
+    for (size_t i = 0; i < devices.size() && i < r.device_phases.size(); ++i) {
+        std::printf("  %-8s", devices[i]->name().c_str());
+        for (Phase p : columns)
+            std::printf("  %*.2f", int(std::max<size_t>(std::strlen(phase_name(p)), 6)), r.device_phases[i][size_t(p)]);
+        std::printf("\n");
+    }
+}
+
 void print_breakdown(const EpochReport& r, std::span<Device* const> devices, bool overlap) {
-    const double epoch_s = r.train_time_s;
     const auto part = [&](Phase p) { return r.phases[size_t(p)]; };
-    const auto share = [&](Phase p) { return 100.0 * part(p) / epoch_s; };
-    std::printf("  phases on %s: split_and_load %.2f s (%.0f%%), forward+backward %.2f s (%.0f%%", devices[0]->name().c_str(),
-                part(Phase::load), share(Phase::load), part(Phase::compute), share(Phase::compute));
+    std::printf("  phases on %s: %s, %s %.2f s (%.0f%%", devices[0]->name().c_str(), phase_part(r, Phase::load).c_str(),
+                phase_name(Phase::compute), part(Phase::compute), 100.0 * part(Phase::compute) / r.train_time_s);
     if (devices.size() > 1)
         std::printf("; mean of the devices %.2f s, slowest %s %.2f s", r.compute_mean_s,
                     devices[size_t(r.slowest_device)]->name().c_str(), r.compute_slowest_s);
-    if (!overlap) {
-        std::printf("), waiting for peers %.2f s (%.0f%%), allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); "
-                    "sum %.2f s of the epoch's %.2f s\n",
-                    part(Phase::wait), share(Phase::wait), part(Phase::allreduce), share(Phase::allreduce),
-                    part(Phase::update), share(Phase::update),
-                    part(Phase::load) + part(Phase::compute) + part(Phase::wait) + part(Phase::allreduce) +
-                        part(Phase::update),
-                    epoch_s);
-        return;
+    // Without --overlap every phase is the main stream's; with it, the
+    // allreduce's own stream ran alongside backward, and only the time the
+    // update waited for it (exposed) is the epoch's.
+    const std::vector<Phase> main_stream = overlap ? std::vector{Phase::load, Phase::compute, Phase::exposed, Phase::update}
+                                                   : std::vector{Phase::load, Phase::compute, Phase::wait, Phase::allreduce,
+                                                                 Phase::update};
+    double sum = 0;
+    for (Phase p : main_stream) sum += part(p);
+    std::printf(")");
+    for (size_t k = 2; k < main_stream.size(); ++k) std::printf(", %s", phase_part(r, main_stream[k]).c_str());
+    std::printf("; sum %.2f s of the epoch's %.2f s\n", sum, r.train_time_s);
+    if (overlap) {
+        const double busy = part(Phase::wait) + part(Phase::allreduce);
+        const double hidden = std::max(0.0, busy - part(Phase::exposed));
+        std::printf("  allreduce stream on %s (--overlap): %s %.2f s, %s %.2f s; of those %.2f s, "
+                    "%.2f s (%.0f%%) were hidden behind %s\n",
+                    devices[0]->name().c_str(), phase_name(Phase::wait), part(Phase::wait), phase_name(Phase::allreduce),
+                    part(Phase::allreduce), busy, hidden, busy > 0 ? 100.0 * hidden / busy : 100.0,
+                    phase_name(Phase::compute));
     }
-    // --overlap: the allreduce's own stream ran alongside backward; only the
-    // time the update waited for it is the epoch's.
-    const double busy = part(Phase::wait) + part(Phase::allreduce);
-    const double hidden = std::max(0.0, busy - part(Phase::exposed));
-    std::printf("), waiting for the allreduce %.2f s (%.0f%%), sgd update %.2f s (%.0f%%); sum %.2f s of the epoch's "
-                "%.2f s\n",
-                part(Phase::exposed), share(Phase::exposed), part(Phase::update), share(Phase::update),
-                part(Phase::load) + part(Phase::compute) + part(Phase::exposed) + part(Phase::update), epoch_s);
-    std::printf("  allreduce stream on %s (--overlap): waiting for peers %.2f s, allreduce %.2f s; of those %.2f s, "
-                "%.2f s (%.0f%%) were hidden behind forward+backward\n",
-                devices[0]->name().c_str(), part(Phase::wait), part(Phase::allreduce), busy, hidden,
-                busy > 0 ? 100.0 * hidden / busy : 100.0);
+    if (devices.size() > 1) {
+        std::vector<Phase> columns = main_stream;
+        if (overlap) columns.insert(columns.end(), {Phase::wait, Phase::allreduce});
+        print_device_rows(r, devices, columns);
+    }
 }
 
 }  // namespace

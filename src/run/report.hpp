@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/files.hpp"
 #include "parallel/allreduce.hpp"
@@ -24,6 +25,7 @@ struct EpochReport {
     // --breakdown: device 0's phases (seconds, indexed by Phase) and every
     // device's forward+backward time.
     PhaseTimes phases{};
+    std::vector<PhaseTimes> device_phases{};  // --breakdown: every device's, device 0's first
     double compute_mean_s = 0, compute_slowest_s = 0;
     int slowest_device = 0;
     // CPU devices: the smallest share of a core a device's forward+backward

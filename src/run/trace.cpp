@@ -27,21 +27,7 @@ StepRange parse_step_range(const std::string& text) {
     return r;
 }
 
-const char* trace_name(Phase phase) {
-    switch (phase) {
-        case Phase::load: return "split_and_load";
-        case Phase::compute: return "forward";
-        case Phase::backward: return "backward";
-        case Phase::wait: return "wait for peers";
-        case Phase::allreduce: return "allreduce";
-        case Phase::update: return "update";
-        case Phase::idle: return "idle";
-        case Phase::exposed: return "wait for the allreduce";
-        case Phase::standby: return "wait for a bucket";
-        case Phase::copy: return "copy between devices";
-    }
-    return "?";
-}
+const char* trace_name(Phase phase) { return phase == Phase::compute ? "forward" : phase_name(phase); }
 
 namespace {
 

@@ -57,7 +57,7 @@ void test_thread_stacks() {
     }).join();
     const size_t tls = cuda_emulation::static_tls_bytes();
     report(stack >= tls + (size_t(4) << 20), "a new thread has 4 MB of stack or more besides the kernels' shared memory",
-           "stack " + std::to_string(stack >> 10) + " KiB, thread-local storage " + std::to_string(tls >> 10) + " KiB");
+           "stack " + std::to_string(stack) + " bytes, thread-local storage " + std::to_string(tls) + " bytes");
 }
 #endif
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Draws a `dptrain compare --out DIR`, `dptrain drift --out DIR` or
-`dptrain bench-allreduce --out DIR` result, or a `dptrain --trace FILE`
-timeline, as one PNG.
+"""Draws a `dptrain compare --out DIR`, `dptrain drift --out DIR`,
+`dptrain simulate --out DIR` or `dptrain bench-allreduce --out DIR` result,
+or a `dptrain --trace FILE` timeline, as one PNG.
 
 trace: a few steps of the timeline, a row per device and stream, a bar per
 phase, coloured as in compare's panel (--steps A-B: which; default the
@@ -16,13 +16,20 @@ algorithm, the model's gradient buffer marked.
 drift: how far the N-device weights are from the 1-device ones after each
 sampled step, on log scales, with the test accuracies in the legend.
 
+simulate: the predicted time of a step and speed-up against the device
+count, a line per allreduce, the oversubscribed counts shaded; where a
+compare.json lies beside simulate.json (`compare --global-batch --out` into
+the same DIR) with the same kind of device and batch, its runs as measured
+points.
+
 
 Left: test accuracy after each epoch, one line per configuration. Right: where
 an epoch's time went (the mean over the epochs after the first), one stacked
 bar per configuration, with the measured epoch time marked beside each bar.
 
     scripts/plot.py DIR [-o DIR/compare.png] [--title TEXT]
-        (DIR/compare.json, DIR/drift.json or DIR/bench-allreduce.csv, or the file itself)
+        (DIR/simulate.json, DIR/compare.json, DIR/drift.json or DIR/bench-allreduce.csv,
+         or the file itself)
     scripts/plot.py TRACE.json [MORE.json ...] [-o TRACE.png] [--steps A-B] [--title TEXT]
 
 Needs Debian's python3-matplotlib (scripts/deps.sh --with-plot), hence
@@ -221,6 +228,89 @@ def draw_drift(args):
     save(fig, args.output or (args.result.rsplit(".json", 1)[0] + ".png"))
 
 
+def is_simulate(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return "simulate" in json.load(f)
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def measured_beside(path, sim):
+    """compare.json beside simulate.json, as (devices, step ms, speed-up)
+    points comparable with the prediction: the same kind of device and the
+    same global batch (compare --global-batch); [] otherwise, said why."""
+    compare = os.path.join(os.path.dirname(path) or ".", "compare.json")
+    if not os.path.exists(compare):
+        return []
+    try:
+        with open(compare, encoding="utf-8") as f:
+            result = json.load(f)
+        configs = result["configs"]
+        if result.get("batch_mode") != "global":
+            print(f"plot.py: {compare} left out: its runs grow the batch with the devices, the prediction keeps it "
+                  f"(compare --global-batch --batch {sim['batch']})")
+            return []
+        points = [(int(c["devices"]), 1e3 * int(c["batch"]) / float(c["samples_per_s"]), float(c["speedup"]))
+                  for c in configs
+                  if c["device_kind"] == sim["device_kind"] and int(c["batch"]) == int(sim["batch"])
+                  and c.get("split", "even") == "even"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"plot.py: {compare} left out: not a compare result ({e!r})")
+        return []
+    if not points:
+        print(f"plot.py: {compare} left out: none of its runs has {sim['device_kind']} devices and the global batch "
+              f"{sim['batch']} (compare --global-batch --batch {sim['batch']})")
+    return points
+
+
+def draw_simulate(args):
+    with open(args.result, encoding="utf-8") as f:
+        sim = json.load(f)["simulate"]
+    try:
+        series = {}
+        for r in sim["runs"]:
+            name = "1 device" if r["devices"] == 1 else f"{r['algorithm']}{', --overlap' if r['overlap'] else ''}"
+            series.setdefault(name, []).append((int(r["devices"]), float(r["step_ms"]), float(r["speedup"])))
+        one = [p for p in series.pop("1 device")]
+        most = max(int(r["devices"]) for r in sim["runs"])
+        cores = int(sim.get("cores", 0))
+    except (KeyError, TypeError, ValueError) as e:
+        fail(f"{args.result} is not a dptrain simulate result (missing or bad {e!r})")
+    measured = measured_beside(args.result, sim)
+    plt = pyplot()
+    fig, (steps, speedups) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, points in series.items():
+        points = one + sorted(points)
+        steps.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=f"predicted: {name}")
+        speedups.plot([p[0] for p in points], [p[2] for p in points], marker=".", label=f"predicted: {name}")
+    speedups.plot([1, most], [1, most], color="grey", linestyle=":", label="ideal")
+    if measured:
+        steps.scatter([p[0] for p in measured], [p[1] for p in measured], color="black", marker="x", s=60, zorder=3,
+                      label="measured (compare)")
+        speedups.scatter([p[0] for p in measured], [p[2] for p in measured], color="black", marker="x", s=60,
+                         zorder=3, label="measured (compare)")
+    for ax in (steps, speedups):
+        if 0 < cores < most:
+            ax.axvspan(cores + 0.5, most + 0.5, color="#f0f0f0", label=f"oversubscribed (> {cores} cores)")
+        ax.set_xlabel(f"{sim['device_kind']} devices")
+        ax.set_xlim(0.5, most + 0.5)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize="small")
+    steps.set_ylim(bottom=0)
+    steps.set_ylabel("time of a step (ms)")
+    steps.set_title(f"{sim['model']}, global batch {sim['batch']}", fontsize="small")
+    speedups.set_ylim(bottom=0)
+    speedups.set_ylabel("speed-up over 1 device")
+    link = sim["link"]
+    speedups.set_title(f"link: {link['name']}, {link['bandwidth_gbps']:.3g} GB/s, {link['latency_us']:.3g} us",
+                       fontsize="small")
+    if args.title:
+        fig.suptitle(args.title)
+    save(fig, args.output or (args.result.rsplit(".json", 1)[0] + ".png"))
+
+
 def draw_bench(args):
     import csv
     try:
@@ -267,13 +357,17 @@ def main():
         drift = os.path.join(args.result, "drift.json")
         bench = os.path.join(args.result, "bench-allreduce.csv")
         compare = os.path.join(args.result, "compare.json")
-        args.result = (compare if os.path.exists(compare) else drift if os.path.exists(drift)
-                       else bench if os.path.exists(bench) else compare)
+        simulate = os.path.join(args.result, "simulate.json")  # drawn with a compare.json beside it
+        args.result = (simulate if os.path.exists(simulate) else compare if os.path.exists(compare)
+                       else drift if os.path.exists(drift) else bench if os.path.exists(bench) else compare)
     if args.result.endswith(".csv"):
         draw_bench(args)
         return
     if is_drift(args.result):
         draw_drift(args)
+        return
+    if is_simulate(args.result):
+        draw_simulate(args)
         return
     trace = read_trace(args.result)
     if trace is not None:

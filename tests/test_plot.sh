@@ -89,6 +89,24 @@ printf '{"drift": {"steps": [0, 1]}}' >"$tmp/bad-drift.json"
 "$python" "$plot" "$tmp/bad-drift.json" >"$tmp/log" 2>&1
 [[ $? -eq 2 ]] && grep -q "not a dptrain drift result" "$tmp/log" && echo "ok: a malformed drift result -> 2" || fail "bad drift: $(cat "$tmp/log")"
 
+# A simulate result (tests/fixtures/simulate.json, from a real `dptrain
+# simulate --samples 12800` on 2 CPU devices), by its directory; then with
+# compare.json beside it: the measured points of a compare --global-batch
+# run of the same batch (tests/fixtures/compare-global-batch.json), and a
+# word on a compare.json whose batch grows with the devices (the compare fixture) instead.
+draws_from_dir simulate.json
+grep -q "left out" "$tmp/log" && fail "simulate alone: $(cat "$tmp/log")"
+cp "$(dirname "$fixture")/compare-global-batch.json" "$tmp/simulate/compare.json"
+"$python" "$plot" "$tmp/simulate" >"$tmp/log" 2>&1 && grep -q "wrote $tmp/simulate/simulate.png" "$tmp/log" && ! grep -q "left out" "$tmp/log" \
+    && echo "ok: simulate.json drawn with the measured runs of compare.json beside it" || fail "simulate with compare: $(cat "$tmp/log")"
+cp "$fixture" "$tmp/simulate/compare.json"
+"$python" "$plot" "$tmp/simulate" >"$tmp/log" 2>&1 \
+    && grep -q "compare.json left out: its runs grow the batch with the devices" "$tmp/log" \
+    && echo "ok: a compare.json whose batch grows with the devices is left out, and plot.py says why" || fail "simulate beside another batch: $(cat "$tmp/log")"
+printf '{"simulate": {"runs": [{"devices": 1}]}}' >"$tmp/bad-sim.json"
+"$python" "$plot" "$tmp/bad-sim.json" >"$tmp/log" 2>&1
+[[ $? -eq 2 ]] && grep -q "not a dptrain simulate result" "$tmp/log" && echo "ok: a malformed simulate result -> 2" || fail "bad simulate: $(cat "$tmp/log")"
+
 # A bench-allreduce result (tests/fixtures/bench-allreduce.csv, from a real
 # `dptrain bench-allreduce --cpus 2` run), by its directory.
 draws_from_dir bench-allreduce.csv

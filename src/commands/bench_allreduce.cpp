@@ -21,6 +21,7 @@
 #include "base/files.hpp"
 #include "base/options.hpp"
 #include "commands/subcommands.hpp"
+#include "run/report.hpp"
 
 namespace dpt {
 namespace {
@@ -166,6 +167,8 @@ int run_bench_allreduce(int argc, const char* const* argv) {
     const Dataset blank = blank_dataset();  // only the gradient buffers matter here
     std::vector<Result> results;
     std::string names;
+    TaskProgress progress("bench-allreduce: sizes", algorithms.size() * o.sizes.size());
+    progress.update(0);
     for (const Allreduce* algorithm : algorithms) {
         const auto owned = make_devices(o.devices, {&blank, &blank, 1, PoolKind::avg, buffer_floats}, *algorithm);
         const std::vector<Device*> devices = pointers(owned);
@@ -174,9 +177,11 @@ int run_bench_allreduce(int argc, const char* const* argv) {
         for (size_t bytes : o.sizes) {
             results.push_back(time_one(*algorithm, devices, bytes, buffer_floats));
             const Result& r = results.back();
+            progress.clear();
             std::printf("%-6s %8s  %10.1f us  algbw %7.2f GB/s  busbw %7.2f GB/s%s\n", r.algorithm.c_str(),
                         size_text(bytes).c_str(), r.seconds * 1e6, r.algbw, r.busbw, r.correct ? "" : "  WRONG SUM");
             std::fflush(stdout);
+            progress.update(results.size());
         }
     }
 

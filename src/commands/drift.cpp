@@ -57,14 +57,16 @@ std::string help() {
     "Trains the same model from the same seed on 1 device and on N devices, side by side, with the\n"
     "same global batch and data order, and prints after steps 0, 1, 2, 3, 5, 7, 10, 20, ... how far\n"
     "the N-device weights are from the 1-device ones: the largest difference relative to the\n"
-    "largest weight, and the mean difference relative to the mean weight. Then both test\n"
-    "accuracies.\n\n" +
-    help_examples({{"dptrain drift", "1 CPU device against 2, one epoch"},
-                   {"dptrain drift --cpus 1,2 --seeds 3 --out drift", "and 3 other seeds' spread; drift/ to plot"}}) +
+    "largest weight, and the mean difference relative to the mean weight. Then what it measured\n"
+    "(that distance, both test accuracies, the accuracies of other seeds on 1 device) and a\n"
+    "verdict drawn from those figures alone.\n\n" +
+    help_examples({{"dptrain drift", "1 CPU device against 2, one epoch, 2 other seeds"},
+                   {"dptrain drift --cpus 1,2 --seeds 5 --out drift", "5 other seeds; drift/ to plot"}}) +
     "  " + count_options("1,N") + "   the two runs (default --cpus 1,2)\n"
     "  --epochs E                how long (default 1)\n"
-    "  --seeds K                 also train K other seeds on 1 device, to show the spread of\n"
-    "                            accuracies that N devices' result sits in (default 0)\n"
+    "  --seeds K                 also train K other seeds on 1 device: the spread of accuracies\n"
+    "                            that the verdict judges N devices' result against (default 2;\n"
+    "                            0: no spread, a faster run)\n"
     "  --out DIR                 also write DIR/drift.csv and DIR/drift.json (scripts/plot.py DIR\n"
     "                            draws the growth)\n"
     "  --batch, --lr, --seed, --init, --pool, --data, --limit-train, --limit-test as for training\n" +
@@ -79,7 +81,7 @@ std::optional<DriftOptions> parse(int argc, const char* const* argv) {
     add_count_options(options, "", "1,N");
     options.add_options()
         ("epochs", "", cxxopts::value<std::string>()->default_value("1"), "E")
-        ("seeds", "", cxxopts::value<std::string>()->default_value("0"), "K")
+        ("seeds", "", cxxopts::value<std::string>()->default_value("2"), "K")
         ("out", "", cxxopts::value<std::string>(), "DIR")
         ("batch", "", cxxopts::value<std::string>()->default_value("256"), "B")
         ("lr", "", cxxopts::value<std::string>()->default_value("0.3"), "LR")
@@ -173,6 +175,8 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
     Drift drift;
     std::vector<float> w_one(initial.size()), w_many(initial.size());
     size_t done = 0;
+    // The pair's steps, then each other seed's.
+    TaskProgress progress("drift: steps", total * size_t(1 + o.seeds));
     for (int epoch = 1; epoch <= c.epochs; ++epoch) {
         const std::vector<uint32_t> order = epoch_order(count, c.seed, epoch);
         for (Device* d : one.devices) d->set_order(order.data(), order.size());
@@ -188,7 +192,7 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
             queue_step(c, many.devices, allreduce, many.plan, many.parts, count, epoch, step, false);
             for (Device* d : one.devices) d->throttle(2);
             for (Device* d : many.devices) d->throttle(2);
-            ++done;
+            progress.update(++done);
         }
         for (Device* d : one.devices) d->synchronize();  // `order` may go
         for (Device* d : many.devices) d->synchronize();
@@ -208,15 +212,68 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
             for (size_t step = 0; step < steps; ++step) {
                 queue_step(other, r.devices, allreduce, r.plan, r.parts, count, epoch, step, false);
                 r.devices[0]->throttle(2);
+                progress.update(total * size_t(k) + size_t(epoch - 1) * steps + step + 1);
             }
             r.devices[0]->synchronize();
         }
         drift.acc_seeds.push_back(test_accuracy(*r.devices[0], data.test.count, r.capacity));
+        progress.clear();
         std::printf("  seed %llu on 1 device: test accuracy %.4f\n", (unsigned long long)other.seed,
                     drift.acc_seeds.back());
         std::fflush(stdout);
     }
     return drift;
+}
+
+// Below this mean relative distance the weights still differ by little more
+// than float rounding (one step leaves ~1e-9); at and above the second, the
+// two runs are different networks (two seeds' weights differ by ~1).
+constexpr double close_distance = 1e-4, apart_distance = 0.05;
+
+// The three figures drift measured, then what they say, and only that.
+void print_verdict(const DriftOptions& o, const Drift& d) {
+    const Sample& last = d.samples.back();
+    const auto first_step = std::find_if(d.samples.begin(), d.samples.end(), [](const Sample& s) { return s.step > 0; });
+    const double one_step = first_step != d.samples.end() ? first_step->mean_rel : 0.0;
+    const double apart = std::abs(d.acc_many - d.acc_one);
+    std::printf("\nmeasured:\n");
+    std::printf("  distance after step %zu: largest |diff| / |w| %.3g, mean |diff| / mean |w| %.3g (after step 1: %.3g)\n",
+                last.step, last.max_rel, last.mean_rel, one_step);
+    std::printf("  test accuracy: 1 device %.4f, %d devices %.4f, %.4f apart\n", d.acc_one, o.devices, d.acc_many, apart);
+    std::vector<double> seeds = d.acc_seeds;
+    seeds.push_back(d.acc_one);
+    const auto [lo, hi] = std::minmax_element(seeds.begin(), seeds.end());
+    if (d.acc_seeds.empty())
+        std::printf("  seed-to-seed spread: not measured (--seeds K trains K other seeds on 1 device)\n");
+    else
+        std::printf("  seed-to-seed spread: 1 device over %zu seeds, %.4f to %.4f (%.4f wide)\n", seeds.size(), *lo, *hi,
+                    *hi - *lo);
+
+    std::printf("\nverdict:\n");
+    if (last.mean_rel < close_distance)
+        std::printf("- the weights are still about as close as float rounding left them: %d devices follow 1 device's "
+                    "run so far (a longer run, --epochs, lets the difference grow).\n", o.devices);
+    else
+        std::printf("- the difference grew from %.3g after one step to %.3g: SGD amplified the rounding of another "
+                    "summation order%s.\n", one_step, last.mean_rel,
+                    last.mean_rel >= apart_distance ? ", until the two runs are different networks" : "");
+    if (!d.acc_seeds.empty()) {
+        const double outside = d.acc_many < *lo ? *lo - d.acc_many : d.acc_many > *hi ? d.acc_many - *hi : 0.0;
+        if (outside == 0.0)
+            std::printf("- the %d-device accuracy lies inside the seeds' spread: it differs from 1 device's no more than "
+                        "another seed's does.\n", o.devices);
+        else
+            std::printf("- the %d-device accuracy lies outside the seeds' spread by %.4f: from %zu seeds this cannot tell "
+                        "a cost of %d devices from chance (more --seeds widen the spread, or show it).\n",
+                        o.devices, outside, seeds.size(), o.devices);
+    } else if (apart < 0.0005) {
+        std::printf("- the accuracies agree to the 4th digit.\n");
+    } else {
+        std::printf("- the accuracies differ by %.4f; without other seeds drift cannot say whether that is more than "
+                    "chance (--seeds K).\n", apart);
+    }
+    std::printf("(N devices add up each batch's gradient in another order, so the first step differs by float "
+                "rounding; docs/lesson.md, \"Why 1 and N devices end apart\".)\n");
 }
 
 void write_results(const std::string& dir, const DriftOptions& o, const Drift& d) {
@@ -261,27 +318,13 @@ int run_drift(int argc, const char* const* argv) {
     std::printf("dptrain drift: 1 %s against %d, the same seed (%llu), batch %d, lr %g, %d epoch%s of %zu samples\n",
                 kind, o.devices, (unsigned long long)c.seed, c.batch, double(c.lr), c.epochs,
                 c.epochs == 1 ? "" : "s", data.train.count);
-    std::printf("training both%s...\n", o.seeds > 0 ? (", then " + std::to_string(o.seeds) + " other seeds on 1 device").c_str() : "");
+    std::printf("training both%s\n", o.seeds > 0 ? (", then " + std::to_string(o.seeds) + " other seed" +
+                                                       (o.seeds == 1 ? "" : "s") + " on 1 device").c_str() : "");
     std::fflush(stdout);
     const Drift d = run(o, data);
     std::printf("\n%8s  %22s  %22s\n", "step", "largest |diff| / |w|", "mean |diff| / mean |w|");
     for (const Sample& s : d.samples) std::printf("%8zu  %22.3g  %22.3g\n", s.step, s.max_rel, s.mean_rel);
-    std::printf("\ntest accuracy: 1 device %.4f, %d devices %.4f\n", d.acc_one, o.devices, d.acc_many);
-    if (!d.acc_seeds.empty()) {
-        std::vector<double> all = d.acc_seeds;
-        all.push_back(d.acc_one);
-        const auto [lo, hi] = std::minmax_element(all.begin(), all.end());
-        const double outside = d.acc_many < *lo ? *lo - d.acc_many : d.acc_many > *hi ? d.acc_many - *hi : 0.0;
-        std::printf("1 device over %zu seeds: %.4f to %.4f; the %d-device result is %s\n", all.size(), *lo, *hi,
-                    o.devices,
-                    outside == 0.0 ? "inside that spread"
-                                   : ("outside that spread by " + std::to_string(outside).substr(0, 6) +
-                                      " (more seeds widen it)").c_str());
-    }
-    std::printf("\nwhy: N devices add up each batch's gradient in another order, so after one step the weights differ\n"
-                "by float rounding. SGD amplifies small differences step after step (it is chaotic: the same\n"
-                "happens in PyTorch from a 1e-7 nudge), until the two runs are as far apart as two seeds. Neither\n"
-                "is wrong: compare a run on N devices with the spread of 1-device runs, not with one of them.\n");
+    print_verdict(o, d);
     if (!o.out_dir.empty()) write_results(o.out_dir, o, d);
     return 0;
 }

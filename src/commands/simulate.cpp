@@ -19,6 +19,7 @@
 #include "devices/kinds.hpp"
 #include "model/models.hpp"
 #include "base/files.hpp"
+#include "base/json.hpp"
 #include "base/options.hpp"
 #include "parallel/parallel.hpp"
 #include "run/report.hpp"
@@ -85,8 +86,8 @@ std::vector<SimulatedRun> simulate(const SimulationInput& in) {
 namespace {
 
 struct SimulateOptions {
-    DeviceKind kind = DeviceKind::gpu;
-    int max_devices = 8;
+    DeviceKind kind = DeviceKind::gpu;  // without --gpus or --cpus: GPUs where one is usable, else CPU devices
+    int max_devices = 8;                // without a count: 8 GPUs, or a CPU device per usable core (2 to 8)
     std::string link = "";  // "": pcie for a kind of hardware (GPUs), measured for devices made on demand (CPU devices)
     double bandwidth_gbps = 0, latency_us = 0;
     int batch = 256;
@@ -96,6 +97,7 @@ struct SimulateOptions {
     int bucket_kb = default_bucket_kb;
     ModelKind model = ModelKind::lenet;
     std::string out_dir;
+    std::string why_cpu;  // without --gpus or --cpus and no GPU here: why not
 };
 
 std::string simulated_names() {
@@ -108,12 +110,13 @@ std::string help() {
     return "Usage: dptrain simulate [" + count_options("N") + "] [--link pcie|nvlink|custom|measured] [--bandwidth GB/s]\n"
     "                        [--latency US] [--batch B] [--samples S] [--sample-us US] [--cores K]\n"
     "                        [--bucket-kb KB] [--model NAME] [--out DIR]\n\n"
-    "Predicts the epoch time, speed-up and efficiency of 1..N devices (default: 8 GPUs) with\n"
+    "Predicts the epoch time, speed-up and efficiency of 1..N devices (default: 8 GPUs, or on a\n"
+    "machine without a usable GPU a CPU device per usable core, 2 to 8) with\n"
     "each allreduce (" + simulated_names() + "), without and with --overlap, from an alpha-beta model of the\n"
     "link (a transfer costs the latency plus its bytes over the bandwidth) and the compute time\n"
     "of one device for each part size: measured here by a few steps on one device of the kind\n"
     "(a CPU device when no GPU is usable), or --sample-us per sample. Prints the formulas it used.\n\n" +
-    help_examples({{"dptrain simulate", "1 to 8 GPUs over PCIe"},
+    help_examples({{"dptrain simulate", "1 to 8 GPUs over PCIe, or without GPUs the CPU devices here"},
                    {"dptrain simulate --gpus 4 --link nvlink", "1 to 4 GPUs over NVLink"},
                    {"dptrain simulate --cpus 2", "1 and 2 CPU devices, the link measured here"}}) +
     "  --link NAME       pcie (25 GB/s, 10 us), nvlink (360 GB/s, 5 us), custom (give --bandwidth\n"
@@ -125,12 +128,13 @@ std::string help() {
     "                    devices, none for GPUs; 1 for replicas sharing one GPU); 0: no limit\n"
     "  --bucket-kb KB    --overlap's buckets (default " + std::to_string(default_bucket_kb) + ")\n"
     "  --model NAME      lenet (default) or resnet18: its gradients and its compute\n"
-    "  --out DIR         also write DIR/simulate.csv\n" +
+    "  --out DIR         also write DIR/simulate.csv and DIR/simulate.json (scripts/plot.py DIR\n"
+    "                    draws them, with compare --global-batch --out DIR's measurements)\n" +
     help_end("the measurement failed, or the output was not written", false);
 }
 
 // What --out DIR holds (checked before the runs, prepare_out_dir).
-constexpr const char* out_files[] = {"simulate.csv"};
+constexpr const char* out_files[] = {"simulate.csv", "simulate.json"};
 
 std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     cxxopts::Options options("dptrain simulate");
@@ -154,6 +158,12 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     if (const std::optional<KindGiven> counted = one_kind_given(counts_in(r), "simulate")) {
         o.kind = counted->kind;
         o.max_devices = parse_device_count(counted->option, counted->text);
+    } else if (const Presence gpus = kind_info(DeviceKind::gpu).probe(); gpus.count == 0) {
+        // No GPU here: the devices this machine has, one per core it lets
+        // this process use (at least 2, to have a speed-up; at most 8).
+        o.kind = DeviceKind::cpu;
+        o.max_devices = std::clamp(usable_cores(), 2, 8);
+        o.why_cpu = gpus.why_none;
     }
     // Devices the host makes (CPU devices) link through its memory: measured; hardware (GPUs): a preset.
     o.link = r.count("link") ? given(r, "link") : kind_info(o.kind).probe().unlimited() ? "measured" : "pcie";
@@ -183,9 +193,14 @@ std::optional<SimulateOptions> parse(int argc, const char* const* argv) {
     return o;
 }
 
-// Seconds of `work` (queued on `device`), the median of 5 after a warm-up.
+// Seconds of `work` (queued on `device`) timed 5 times after a warm-up:
+// the median, and the fastest and slowest.
+struct Timing {
+    double median = 0, fastest = 0, slowest = 0;
+};
+
 template <class F>
-double time_on(Device& device, F&& work) {
+Timing time_on(Device& device, F&& work) {
     std::vector<double> timings;
     for (int k = 0; k < 6; ++k) {
         const auto start = std::chrono::steady_clock::now();
@@ -193,12 +208,25 @@ double time_on(Device& device, F&& work) {
         device.synchronize();
         if (k > 0) timings.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    return median(timings);
+    const auto [fastest, slowest] = std::minmax_element(timings.begin(), timings.end());
+    return {median(timings), *fastest, *slowest};
 }
 
+// ±half the range of a size's timings, relative to their median.
+double spread(const Timing& t) { return t.median > 0 ? 0.5 * (t.slowest - t.fastest) / t.median : 0.0; }
+
+// Timings of an idle machine stay within this of their median.
+constexpr double max_quiet_spread = 0.15;
+
+// What the measurement saw besides the times.
+struct Measured {
+    std::vector<Timing> compute;  // per n = 1..max: load + forward + backward of ceil(batch / n)
+    double core_share = -1;       // CPU devices: the share of a core the forward+backward got (-1: not known)
+};
+
 // One device of `kind`: load + forward + backward of each part size
-// ceil(batch / n), n = 1..max, and one update.
-void measure_compute(DeviceKind kind, const Model& model, SimulationInput& in) {
+// ceil(batch / n), n = 1..max, and one update; `progress` counts the timings.
+Measured measure_compute(DeviceKind kind, const Model& model, SimulationInput& in, TaskProgress& progress) {
     // A batch of blank samples: a device's order holds at most the data
     // set's count, and the batch is loaded through it.
     const Dataset blank = blank_dataset(size_t(in.batch));
@@ -209,24 +237,31 @@ void measure_compute(DeviceKind kind, const Model& model, SimulationInput& in) {
     std::vector<uint32_t> order(size_t(in.batch));
     std::iota(order.begin(), order.end(), 0u);
     d.set_order(order.data(), order.size());
+    d.take_core_share();  // from here
+    Measured seen;
     for (int n = 1; n <= in.max_devices; ++n) {
         const int part = (in.batch + n - 1) / n;
-        in.compute_s.push_back(time_on(d, [&] {
+        seen.compute.push_back(time_on(d, [&] {
             d.load_train(0, part);
             d.forward_backward(0, part);
         }));
+        in.compute_s.push_back(seen.compute.back().median);
+        progress.update(size_t(n));
     }
+    seen.core_share = d.take_core_share();
     constexpr int updates = 20;
     in.update_s = time_on(d, [&] {
         for (int k = 0; k < updates; ++k) d.sgd_update(0.0f, in.batch);  // scale 0: the parameters stay
-    }) / updates;
+    }).median / updates;
+    progress.update(size_t(in.max_devices) + 1);
+    return seen;
 }
 
 // --link measured: the naive allreduce on 2 devices of `kind` at two sizes,
 // T = 2 (alpha + S / beta) solved for alpha and beta.
 Link measure_link(DeviceKind kind, double gradient_bytes) {
     const Dataset blank = blank_dataset();
-    const size_t small = 1024, large = size_t(gradient_bytes / sizeof(float));
+    const size_t small = 1000, large = size_t(gradient_bytes / sizeof(float));  // 4 KB and the gradients
     const Allreduce& naive = allreduce_named("naive");
     const auto owned = make_devices(DeviceChoice::of(kind, 2), {&blank, &blank, 1, PoolKind::avg, large}, naive);
     const std::vector<Device*> devices = pointers(owned);
@@ -235,7 +270,7 @@ Link measure_link(DeviceKind kind, double gradient_bytes) {
         return time_on(*devices[0], [&] {
             for (int k = 0; k < runs; ++k) naive.run(devices, floats, false);
             devices[1]->synchronize();
-        }) / runs;
+        }).median / runs;
     };
     const double t_small = allreduce_s(small), t_large = allreduce_s(large);
     const double bytes_small = double(small) * sizeof(float), bytes_large = double(large) * sizeof(float);
@@ -244,18 +279,76 @@ Link measure_link(DeviceKind kind, double gradient_bytes) {
     return {"measured", beta / 1e9, alpha * 1e6};
 }
 
-void write_csv(const std::string& dir, const std::vector<SimulatedRun>& runs) {
-    const std::string path = dir + "/simulate.csv";
-    std::string csv = "devices,algorithm,overlap,compute_ms,allreduce_ms,exposed_ms,step_ms,epoch_s,speedup,efficiency\n";
+std::string format(const char* fmt, double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, fmt, value);
+    return text;
+}
+
+// What the timings say of the machine: a device that did not get its core,
+// or timings that spread, measure another program's load, not the model's
+// inputs (compare warns the same way).
+void warn_if_measurement_busy(const Measured& seen, const DeviceKindInfo& measured_on) {
+    if (seen.core_share >= 0 && seen.core_share < busy_core_share)
+        std::printf("\ncareful: the %s measured got only %.0f%% of a core for its forward+backward: another program is "
+                    "using this machine, so the compute times and the prediction are not this machine's (run simulate "
+                    "on an idle machine)\n",
+                    measured_on.one, 100.0 * seen.core_share);
+    double widest = 0;
+    for (const Timing& t : seen.compute) widest = std::max(widest, spread(t));
+    if (widest > max_quiet_spread)
+        std::printf("\ncareful: a part size's 5 timings spread by ±%.0f%% around their median (more than ±%.0f%%): the "
+                    "machine's speed changed while it was measured, so the compute times are uncertain by as much\n",
+                    100.0 * widest, 100.0 * max_quiet_spread);
+}
+
+// More devices than the cores they share: each computes n / cores times slower.
+bool oversubscribed(const SimulationInput& in, int n) { return in.cores > 0 && n > in.cores; }
+
+
+void write_results(const std::string& dir, const SimulationInput& in, const Measured& seen, const std::string& model,
+                   DeviceKind kind, const std::vector<SimulatedRun>& runs) {
+    const std::string csv_path = dir + "/simulate.csv", json_path = dir + "/simulate.json";
+    std::string csv = "devices,algorithm,overlap,compute_ms,allreduce_ms,exposed_ms,step_ms,epoch_s,speedup,efficiency,"
+                      "oversubscribed\n";
+    Json rows = Json::array();
     for (const SimulatedRun& r : runs) {
         char line[256];
-        std::snprintf(line, sizeof line, "%d,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", r.devices, r.algorithm.c_str(),
+        std::snprintf(line, sizeof line, "%d,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", r.devices, r.algorithm.c_str(),
                       r.overlap ? 1 : 0, r.compute_s * 1e3, r.allreduce_s * 1e3, r.exposed_s * 1e3, r.step_s * 1e3,
-                      r.epoch_s, r.speedup, r.efficiency);
+                      r.epoch_s, r.speedup, r.efficiency, oversubscribed(in, r.devices) ? 1 : 0);
         csv += line;
+        Json row = {{"devices", r.devices},
+                    {"algorithm", r.algorithm},
+                    {"overlap", r.overlap},
+                    {"compute_ms", decimals(r.compute_s * 1e3, 4)},
+                    {"allreduce_ms", decimals(r.allreduce_s * 1e3, 4)},
+                    {"exposed_ms", decimals(r.exposed_s * 1e3, 4)},
+                    {"step_ms", decimals(r.step_s * 1e3, 4)},
+                    {"epoch_s", decimals(r.epoch_s, 4)},
+                    {"speedup", decimals(r.speedup, 4)},
+                    {"efficiency", decimals(r.efficiency, 4)},
+                    {"oversubscribed", oversubscribed(in, r.devices)}};
+        if (size_t(r.devices) <= seen.compute.size()) {
+            const Timing& t = seen.compute[size_t(r.devices - 1)];
+            row["compute_timed_ms"] = {decimals(t.fastest * 1e3, 4), decimals(t.slowest * 1e3, 4)};
+        }
+        rows.push_back(row);
     }
-    write_text_file(path, csv, "--out");
-    std::printf("wrote %s\n", path.c_str());
+    Json result = {{"model", model},
+                   {"device_kind", to_string(kind)},
+                   {"batch", in.batch},
+                   {"samples", in.samples},
+                   {"cores", in.cores},
+                   {"link", {{"name", in.link.name},
+                             {"bandwidth_gbps", significant(in.link.bandwidth_gbps)},
+                             {"latency_us", significant(in.link.latency_us)}}},
+                   {"update_ms", decimals(in.update_s * 1e3, 4)},
+                   {"runs", rows}};
+    if (seen.core_share >= 0) result["core_share"] = decimals(seen.core_share, 3);
+    write_text_file(csv_path, csv, "--out");
+    write_text_file(json_path, Json{{"simulate", result}}.dump(2) + "\n", "--out");
+    std::printf("\nwrote %s and %s\n", csv_path.c_str(), json_path.c_str());
 }
 
 }  // namespace
@@ -285,29 +378,37 @@ int run_simulate(int argc, const char* const* argv) {
     const int present_here = present.unlimited() ? 2 : present.count;
     const DeviceKindInfo& measured_on = present_here > 0 ? row : kind_made_on_demand();
     std::string source;
-    if (o.sample_us > 0) {
-        for (int n = 1; n <= o.max_devices; ++n) in.compute_s.push_back(o.sample_us * 1e-6 * ((o.batch + n - 1) / n));
-        source = "given: " + std::to_string(o.sample_us) + " us a sample (--sample-us), no update time";
-    } else {
-        measure_compute(measured_on.kind, model, in);
-        source = std::string("measured here on one ") + measured_on.one + ", the median of 5 steps at each part size";
-        if (measured_on.kind != o.kind)
-            source += std::string(" (no usable ") + kind_name + " here, so a " + measured_on.one +
-                      " stands in: give --sample-us for a " + kind_name + "'s)";
-    }
-    if (o.link == "measured") {
-        if (present_here == 0)
-            throw InputError(std::string("--link measured times 2 ") + row.many + ", and no " + kind_name +
-                             " is usable here (give --link pcie, nvlink or custom)");
-        in.link = measure_link(o.kind, in.gradient_bytes);
-    } else {
-        in.link = o.link == "custom" ? Link{"custom", o.bandwidth_gbps, o.latency_us} : link_preset(o.link);
+    Measured seen;
+    {
+        TaskProgress progress("simulate: timings", size_t(o.max_devices) + 2);
+        if (o.sample_us > 0) {
+            for (int n = 1; n <= o.max_devices; ++n) in.compute_s.push_back(o.sample_us * 1e-6 * ((o.batch + n - 1) / n));
+            source = "given: " + std::to_string(o.sample_us) + " us a sample (--sample-us), no update time";
+        } else {
+            seen = measure_compute(measured_on.kind, model, in, progress);
+            source = std::string("measured here on one ") + measured_on.one + ", the median of 5 steps at each part size";
+            if (measured_on.kind != o.kind)
+                source += std::string(" (no usable ") + kind_name + " here, so a " + measured_on.one +
+                          " stands in: give --sample-us for a " + kind_name + "'s)";
+        }
+        if (o.link == "measured") {
+            if (present_here == 0)
+                throw InputError(std::string("--link measured times 2 ") + row.many + ", and no " + kind_name +
+                                 " is usable here (give --link pcie, nvlink or custom)");
+            in.link = measure_link(o.kind, in.gradient_bytes);
+        } else {
+            in.link = o.link == "custom" ? Link{"custom", o.bandwidth_gbps, o.latency_us} : link_preset(o.link);
+        }
+        progress.update(size_t(o.max_devices) + 2);
     }
     const std::vector<SimulatedRun> runs = simulate(in);
 
     const double steps = std::ceil(double(o.samples) / double(o.batch));
     std::printf("simulate: %s, batch %d, %s samples an epoch (%.0f steps), 1 to %d %s%s\n", model.name().c_str(), o.batch,
                 with_commas(double(o.samples)).c_str(), steps, o.max_devices, kind_name.c_str(), o.max_devices == 1 ? "" : "s");
+    if (!o.why_cpu.empty())
+        std::printf("devices: no GPU here (%s), so the CPU devices this machine runs, one per usable core (%d here); "
+                    "--gpus N simulates GPUs\n", o.why_cpu.c_str(), usable_cores());
     // Where a measured link's figures come from: 2 units of hardware, or 2 devices sharing one.
     const std::string fitted =
         in.link.name != "measured" ? ""
@@ -333,13 +434,24 @@ int run_simulate(int argc, const char* const* argv) {
                 "  speedup  epoch(1) / epoch(n); efficiency = speedup / n\n\n",
                 in.cores > 0 ? ", x max(1, n / cores)" : "", backward_share,
                 in.pass_samples > 0 ? ("min(part, " + std::to_string(in.pass_samples) + ")").c_str() : "part");
-    std::printf("%7s  %-9s %-7s %11s %12s %11s %9s %9s %8s %10s\n", "devices", "allreduce", "overlap", "compute ms",
-                "allreduce ms", "exposed ms", "step ms", "epoch s", "speedup", "efficiency");
-    for (const SimulatedRun& r : runs)
-        std::printf("%7d  %-9s %-7s %11.3f %12.3f %11.3f %9.3f %9.2f %7.2fx %9.0f%%\n", r.devices, r.algorithm.c_str(),
-                    r.devices == 1 ? "-" : r.overlap ? "yes" : "no", r.compute_s * 1e3, r.allreduce_s * 1e3,
-                    r.exposed_s * 1e3, r.step_s * 1e3, r.epoch_s, r.speedup, 100 * r.efficiency);
-    if (!o.out_dir.empty()) write_csv(o.out_dir, runs);
+    // The compute column's spread: the 5 timings of one device at that part
+    // size, as ±half their range around the median ("-" when given).
+    std::printf("%7s  %-9s %-7s %11s %7s %12s %11s %9s %9s %8s %10s\n", "devices", "allreduce", "overlap", "compute ms",
+                "spread", "allreduce ms", "exposed ms", "step ms", "epoch s", "speedup", "efficiency");
+    for (const SimulatedRun& r : runs) {
+        const std::string devices = std::to_string(r.devices) + (oversubscribed(in, r.devices) ? "*" : "");
+        const std::string spread_text =
+            size_t(r.devices) <= seen.compute.size() ? format("±%.0f%%", 100 * spread(seen.compute[size_t(r.devices - 1)])) : "-";
+        std::printf("%7s  %-9s %-7s %11.3f %7s %12.3f %11.3f %9.3f %9.2f %7.2fx %9.0f%%\n", devices.c_str(),
+                    r.algorithm.c_str(), r.devices == 1 ? "-" : r.overlap ? "yes" : "no", r.compute_s * 1e3,
+                    spread_text.c_str(), r.allreduce_s * 1e3, r.exposed_s * 1e3, r.step_s * 1e3, r.epoch_s, r.speedup,
+                    100 * r.efficiency);
+    }
+    if (in.cores > 0 && o.max_devices > in.cores)
+        std::printf("\n*: oversubscribed, more %s than the %d core%s they share: each computes n / %d times slower, "
+                    "so the speed-up stops growing\n", row.many, in.cores, in.cores == 1 ? "" : "s", in.cores);
+    warn_if_measurement_busy(seen, measured_on);
+    if (!o.out_dir.empty()) write_results(o.out_dir, in, seen, model.name(), o.kind, runs);
     return 0;
 }
 

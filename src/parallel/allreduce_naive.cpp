@@ -16,7 +16,7 @@ class Naive final : public Allreduce {
             "naive",
             "device 0 gathers every gradient buffer, sums them and sends the sum back",
             "device 0 waiting for a peer's gradients",
-            "waiting for the slowest device (load imbalance)",
+            "waiting for peers (the slowest device: load imbalance)",
         };
         return info;
     }

@@ -49,7 +49,7 @@ class Ring final : public Allreduce {
             "ring",
             "the buffer cut into N chunks passed round a ring of devices: N-1 steps adding, N-1 passing sums on",
             "a device waiting for its left neighbour's chunk",
-            "waiting for the slowest neighbour in the ring",
+            "waiting for peers (the slowest neighbour in the ring)",
         };
         return info;
     }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 #include "base/errors.hpp"
 #include "devices/gpu.hpp"
@@ -136,6 +137,30 @@ void print_banner(const TrainConfig& c, const RunStart& start, const std::string
     std::fflush(stdout);
 }
 
+namespace {
+
+// "[#########.....................]": `done` of `total` in 30 characters.
+std::string bar(size_t done, size_t total) {
+    constexpr size_t width = 30;
+    const size_t filled = width * std::min(done, total) / std::max<size_t>(total, 1);
+    std::string text(width + 2, '.');
+    text.front() = '[', text.back() = ']';
+    std::fill_n(text.begin() + 1, filled, '#');
+    return text;
+}
+
+// Wipes a drawn bar's line. Flushed: a message on stderr next (a stop, an
+// error) must not land on the bar's line.
+void wipe(bool& drawn) {
+    if (drawn) {
+        std::printf("\r\033[K");
+        std::fflush(stdout);
+    }
+    drawn = false;
+}
+
+}  // namespace
+
 void ProgressBar::update(size_t done, size_t samples) {
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
@@ -144,23 +169,34 @@ void ProgressBar::update(size_t done, size_t samples) {
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     const double rate = double(samples) / elapsed;
     const double eta = done > first_ ? elapsed * double(total_ - done) / double(done - first_) : 0.0;
-    constexpr int width = 30;
-    const int filled = int(width * done / std::max<size_t>(total_, 1));
-    std::printf("\repoch %d [%s%s] %zu/%zu batches  %s samples/s  ETA %.0f s\033[K", epoch_,
-                std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(), done,
+    std::printf("\repoch %d %s %zu/%zu batches  %s samples/s  ETA %.0f s\033[K", epoch_, bar(done, total_).c_str(), done,
                 total_, with_commas(rate).c_str(), eta);
     std::fflush(stdout);
     drawn_ = true;
 }
 
-void ProgressBar::clear() {
-    // Flushed: a message on stderr next (a stop, an error) must not land on the bar's line.
-    if (drawn_) {
-        std::printf("\r\033[K");
-        std::fflush(stdout);
-    }
-    drawn_ = false;
+void ProgressBar::clear() { wipe(drawn_); }
+
+TaskProgress::TaskProgress(std::string what, size_t total)
+    : enabled_(isatty(STDOUT_FILENO) == 1), what_(std::move(what)), total_(std::max<size_t>(total, 1)) {
+    start_ = std::chrono::steady_clock::now();
+    last_draw_ = start_ - std::chrono::seconds(1);  // the first update draws
 }
+
+void TaskProgress::update(size_t done) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(200) && done < total_) return;
+    last_draw_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    std::printf("\r%s %s %zu/%zu", what_.c_str(), bar(done, total_).c_str(), done, total_);
+    if (done > 0 && done < total_) std::printf("  ETA %.0f s", elapsed * double(total_ - done) / double(done));
+    std::printf("\033[K");
+    std::fflush(stdout);
+    drawn_ = true;
+}
+
+void TaskProgress::clear() { wipe(drawn_); }
 
 // --breakdown: device 0's timeline (the step's critical path: it waits for
 // every peer, sums, and sends the sum back), every device's phases, and

@@ -73,6 +73,27 @@ class ProgressBar {
     std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
+// The same bar for a command's own work (drift's steps, simulate's
+// timings, bench-allreduce's sizes): "what [###...] done/total  ETA", on a
+// terminal only, redrawn at most 5 times a second. clear() before printing
+// a line; the destructor clears it too.
+class TaskProgress {
+   public:
+    TaskProgress(std::string what, size_t total);
+    ~TaskProgress() { clear(); }
+    TaskProgress(const TaskProgress&) = delete;
+    TaskProgress& operator=(const TaskProgress&) = delete;
+    void update(size_t done);
+    void clear();
+
+   private:
+    const bool enabled_;
+    bool drawn_ = false;
+    std::string what_;
+    size_t total_;
+    std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
 // --breakdown: each device's phase times since the last take, plus what was
 // taken `earlier` in the epoch (one per device, or none), into `r`.
 void take_breakdown(std::span<Device* const> devices, EpochReport& r, std::span<const PhaseTimes> earlier = {});

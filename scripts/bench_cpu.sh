@@ -19,6 +19,11 @@
 #          MODEL=resnet18 LIMIT=12800 scripts/bench_cpu.sh
 #                                          (ResNet-18 at lr 0.1; LIMIT: the first N training
 #                                          samples, an "epoch" of N, for both sides)
+#          CPU_ARCH=haswell scripts/bench_cpu.sh [--update-docs]
+#                                          (dptrain built with -Dcpu_arch=haswell in
+#                                          build-haswell/: the AVX2+FMA path forced on a
+#                                          machine with AVX-512; --update-docs writes
+#                                          between <!-- cpu-MODEL-haswell --> markers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 update_docs=no
@@ -35,8 +40,14 @@ lr=$([[ $model == lenet ]] && echo 0.3 || echo 0.1)
 samples=$([[ $limit -gt 0 ]] && echo "$limit" || echo 60000)
 limit_args=()
 [[ $limit -gt 0 ]] && limit_args=(--limit-train "$limit")
+arch=${CPU_ARCH:-}
 scripts/deps.sh
-scripts/build.sh >/dev/null
+if [[ -n $arch ]]; then
+    export DPTRAIN_BUILD_DIR=${DPTRAIN_BUILD_DIR:-build-$arch}
+    scripts/build.sh -Dcpu_arch="$arch" >/dev/null
+else
+    scripts/build.sh >/dev/null
+fi
 dir=${DPTRAIN_BUILD_DIR:-build}
 tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
 
@@ -61,10 +72,11 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 # (README: LeNet 4.45 MFLOP forward, ResNet-18 119).
 flops=$([[ $model == lenet ]] && echo 13.3e6 || echo 357e6)
 # The FP32 peak of one core: fused multiply-adds in registers, one copy per
-# core at once (both cores run during a 2-device epoch). Not fatal: a
+# core at once (both cores run during a 2-device epoch), built for the
+# same -march as dptrain (CPU_ARCH=haswell: the AVX2 peak). Not fatal: a
 # machine without a C++ compiler gets the table without the last column.
 peak=""
-if ${CXX:-g++} -O2 -march=native -ffp-contract=fast bench/fma_peak.cpp -o "$tmp/fma_peak" 2>/dev/null; then
+if ${CXX:-g++} -O2 -march="${arch:-native}" -ffp-contract=fast bench/fma_peak.cpp -o "$tmp/fma_peak" 2>/dev/null; then
     for ((i = 0; i < $(nproc); ++i)); do "$tmp/fma_peak" 2 >"$tmp/peak$i" & done
     wait
     peak=$(cat "$tmp"/peak* | awk '{ s += $2; n++ } END { printf "%.1f", s / n }')
@@ -131,6 +143,6 @@ if [[ $update_docs == yes ]]; then
             [[ -n $b ]] && echo "| $label, 2 threads | $(printf %.2f "$b") | $(awk -v t="$b" -v n="$samples" 'BEGIN{printf "%.0f", n/t}') | $(ratio "$a" "$b") | | $(rate "$b" 2) |"
         done
         echo
-        echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), CPU kernels for ${isa:-unknown}; FP32 peak ${peak:-not measured} GFLOP/s a core; $(date +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); \`scripts/bench_cpu.sh --update-docs\`$([[ $model != lenet ]] && echo " with MODEL=$model LIMIT=$limit"). The last of $epochs epochs each.$([[ -n $pt1 ]] && echo " PyTorch's best: $(faster "$pe1" "$pc1") on 1 thread, $(faster "$pe2" "$pc2") on 2; compiled: $compiled." || echo " PyTorch: not installed on that machine.")"
-    } | scripts/update_docs.py "cpu-$model"
+        echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), CPU kernels for ${isa:-unknown}; FP32 peak ${peak:-not measured} GFLOP/s a core; $(date +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); \`$([[ -n $arch ]] && echo "CPU_ARCH=$arch ")scripts/bench_cpu.sh --update-docs\`$([[ $model != lenet ]] && echo " with MODEL=$model LIMIT=$limit"). The last of $epochs epochs each.$([[ -n $pt1 ]] && echo " PyTorch's best: $(faster "$pe1" "$pc1") on 1 thread, $(faster "$pe2" "$pc2") on 2; compiled: $compiled." || echo " PyTorch: not installed on that machine.")"
+    } | scripts/update_docs.py "cpu-$model${arch:+-$arch}"
 fi

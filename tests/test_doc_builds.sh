@@ -47,9 +47,9 @@ grep -q 'done < <(scripts/doc_builds.sh)' "$root/scripts/test.sh" && echo "ok: t
 # Made-up docs: a new command is listed; one wrapped across lines is caught.
 mkdir -p "$tmp/docs" && cp "$root/scripts/doc_builds.sh" "$tmp/" && mkdir "$tmp/scripts" && mv "$tmp/doc_builds.sh" "$tmp/scripts/"
 printf 'Build it: `meson setup b -Demulated_gpu=true`.\n' >"$tmp/README.md"
-printf '```sh\nmeson setup b2 -Dcuda=disabled -Dnative=false && ninja -C b2\n```\nThe `summary` of `meson setup` says.\n' >"$tmp/docs/a.md"
+printf '```sh\nmeson setup b2 -Dcuda=disabled -Dcpu_arch=x86-64 && ninja -C b2\n```\nThe `summary` of `meson setup` says.\n' >"$tmp/docs/a.md"
 got=$("$tmp/scripts/doc_builds.sh" "$tmp")
-[[ $got == $'-Demulated_gpu=true\n-Dcuda=disabled -Dnative=false' ]] && echo "ok: a new command in a doc is listed" \
+[[ $got == $'-Demulated_gpu=true\n-Dcuda=disabled -Dcpu_arch=x86-64' ]] && echo "ok: a new command in a doc is listed" \
     || fail "made-up docs listed '$got'"
 printf 'Build it: `meson setup b\n-Dfuzz=true`.\n' >"$tmp/README.md"
 [[ -n $(unreadable "$tmp") ]] && echo "ok: a command wrapped across lines is caught: $(unreadable "$tmp")" \

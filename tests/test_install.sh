@@ -15,7 +15,8 @@ bin=$root/bin/dptrain
 if [[ -x $bin ]]; then
     "$bin" --version >"$tmp/version" 2>&1 || fail "the installed dptrain --version failed: $(cat "$tmp/version")"
     grep -qE '^dptrain [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/version" && grep -q '^GPUs: ' "$tmp/version" \
-        && grep -q '^several processes: ' "$tmp/version" && grep -q '^CPU kernels: ' "$tmp/version" \
+        && grep -q '^several processes: ' "$tmp/version" \
+        && grep -qE '^CPU kernels: .* \(([A-Z0-9 +-]+|baseline)\): the (AVX-512|AVX2\+FMA|baseline) path: ' "$tmp/version" \
         && echo "ok: $bin --version: $(paste -sd';' "$tmp/version")" || fail "--version printed: $(cat "$tmp/version")"
 else
     fail "no executable at $bin: $(cd "$tmp" && find . -type f | head)"

@@ -22,10 +22,18 @@ std::string version_text() {
     isa += " AArch64";
 #endif
     if (isa.empty()) isa = " baseline";
+    // The path the kernels take follows from those (kernels/cpu/gemm_driver.hpp).
+#if defined(__AVX512F__)
+    const char* path = "the AVX-512 path: 16 floats a vector, GEMM register tiles up to 12x32";
+#elif defined(__AVX2__) && defined(__FMA__)
+    const char* path = "the AVX2+FMA path: 8 floats a vector, GEMM register tiles up to 6x16";
+#else
+    const char* path = "the baseline path: 8-float vectors the compiler splits for this target, GEMM tiles up to 6x16";
+#endif
     return std::string("dptrain ") + DPTRAIN_VERSION + "\n" +
            "GPUs: " + DPTRAIN_CUDA + "\n" +
            "several processes: " + DPTRAIN_MPI + "\n" +
-           "CPU kernels: " + DPTRAIN_COMPILER + " " + DPTRAIN_KERNEL_FLAGS + " (" + isa.substr(1) + ")\n";
+           "CPU kernels: " + DPTRAIN_COMPILER + " " + DPTRAIN_KERNEL_FLAGS + " (" + isa.substr(1) + "): " + path + "\n";
 }
 
 }  // namespace dpt

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/conv_direct.hpp"
+#include "fastest.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/winograd.hpp"
 
@@ -22,22 +23,11 @@ using namespace dpt;
 
 namespace {
 
-std::vector<float> values(size_t n, unsigned seed) {
-    std::vector<float> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = float(((i * 2654435761u + seed * 40503u) >> 8) % 2001) / 1000.0f - 1.0f;
-    return v;
-}
+using bench::values;
 
 template <class Run>
 double fastest_ms(Run run) {
-    run();  // warm-up: first touch of the scratch and the outputs
-    double best = 1e30;
-    for (int i = 0; i < 15; ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        run();
-        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    return best;
+    return bench::fastest_ms(run, 15);
 }
 
 double largest_difference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -272,7 +272,7 @@ def draw_simulate(args):
         for r in sim["runs"]:
             name = "1 device" if r["devices"] == 1 else f"{r['algorithm']}{', --overlap' if r['overlap'] else ''}"
             series.setdefault(name, []).append((int(r["devices"]), float(r["step_ms"]), float(r["speedup"])))
-        one = [p for p in series.pop("1 device")]
+        one = series.pop("1 device")
         most = max(int(r["devices"]) for r in sim["runs"])
         cores = int(sim.get("cores", 0))
     except (KeyError, TypeError, ValueError) as e:

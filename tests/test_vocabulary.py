@@ -107,8 +107,6 @@ def catches(root):
             if os.path.exists(os.path.join(root, path)):
                 os.makedirs(os.path.join(copy, os.path.dirname(path)), exist_ok=True)
                 shutil.copy(os.path.join(root, path), os.path.join(copy, path))
-        os.makedirs(os.path.join(copy, "src/devices"), exist_ok=True)
-        shutil.copy(os.path.join(root, "src/devices/device.hpp"), os.path.join(copy, "src/devices/device.hpp"))
         strays = {  # file: (text, its stray, a word of the report on it)
             "scripts/plot.py": ('"SGD update"', '"sgd update"', "sgd update"),
             "docs/usage.md": ("`SGD update`", "`wait for peers`", "wait for peers"),

@@ -58,6 +58,13 @@ inline std::vector<std::string> items_of(const std::string& text, char separator
 // A comma-separated list typed for an option.
 inline std::vector<std::string> comma_list(const std::string& text) { return items_of(text, ','); }
 
+// One number as `fmt` (a printf format taking one double) writes it: "12%".
+inline std::string format(const char* fmt, double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, fmt, value);
+    return text;
+}
+
 // Sizes, in one system everywhere: decimal, as bandwidths in GB/s are
 // (1 KB = 1,000 bytes, 1 MB = 1e6, 1 GB = 1e9). --bucket-kb counts KB.
 inline constexpr size_t bytes_per_kb = 1000;

@@ -149,12 +149,6 @@ void print_help() {
         help_end("a run failed: a device's error, a loss that diverged, an output not written", true).c_str());
 }
 
-std::string format(const char* fmt, double value) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, value);
-    return buf;
-}
-
 Row summarise(const TrainConfig& config, const std::vector<EpochReport>& epochs) {
     Row row;
     row.config = config;

@@ -212,7 +212,7 @@ Drift run(const DriftOptions& o, const FashionMnist& data) {
             for (size_t step = 0; step < steps; ++step) {
                 queue_step(other, r.devices, allreduce, r.plan, r.parts, count, epoch, step, false);
                 r.devices[0]->throttle(2);
-                progress.update(total * size_t(k) + size_t(epoch - 1) * steps + step + 1);
+                progress.update(++done);
             }
             r.devices[0]->synchronize();
         }

@@ -279,12 +279,6 @@ Link measure_link(DeviceKind kind, double gradient_bytes) {
     return {"measured", beta / 1e9, alpha * 1e6};
 }
 
-std::string format(const char* fmt, double value) {
-    char text[64];
-    std::snprintf(text, sizeof text, fmt, value);
-    return text;
-}
-
 // What the timings say of the machine: a device that did not get its core,
 // or timings that spread, measure another program's load, not the model's
 // inputs (compare warns the same way).

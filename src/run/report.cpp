@@ -228,13 +228,13 @@ std::string phase_part(const EpochReport& r, Phase p) {
 // Several devices: a row each, so that every device's waiting and allreduce
 // show (device 0's line above is the critical path; a trace shows the same).
 void print_device_rows(const EpochReport& r, std::span<Device* const> devices, std::span<const Phase> columns) {
+    const auto width = [](Phase p) { return int(std::max<size_t>(std::strlen(phase_name(p)), 6)); };  // the name's
     std::printf("  %-8s", "seconds");
-    for (Phase p : columns) std::printf("  %*s", int(std::max<size_t>(std::strlen(phase_name(p)), 6)), phase_name(p));
+    for (Phase p : columns) std::printf("  %*s", width(p), phase_name(p));
     std::printf("\n");
     for (size_t i = 0; i < devices.size() && i < r.device_phases.size(); ++i) {
         std::printf("  %-8s", devices[i]->name().c_str());
-        for (Phase p : columns)
-            std::printf("  %*.2f", int(std::max<size_t>(std::strlen(phase_name(p)), 6)), r.device_phases[i][size_t(p)]);
+        for (Phase p : columns) std::printf("  %*.2f", width(p), r.device_phases[i][size_t(p)]);
         std::printf("\n");
     }
 }

@@ -338,7 +338,11 @@ TEST_CASE("queuing training steps on CPU devices allocates nothing", "[parallel]
 }
 
 TEST_CASE("N devices follow the 1-device trajectory for the same global batch", "[parallel][equivalence]") {
-    const int batch = 50, steps = 20;  // 50 over 3 devices: parts of 17, 17, 16
+    // 50 over 3 devices: parts of 17, 17, 16. Ten steps: rounding can flip a
+    // ReLU whose input sits at its kink, after which the runs fork; on the
+    // AVX-512 build one did between steps 15 and 20 (2 devices: 3e-5 of the
+    // largest weight after 20 steps, 7e-8 after 15).
+    const int batch = 50, steps = 10;
     auto train = [&](int n) {
         Run run(n, batch, 2000, true);
         const auto init = init_params(InitKind::xavier, 2);
@@ -365,11 +369,11 @@ TEST_CASE("N devices follow the 1-device trajectory for the same global batch", 
     // The only difference is the order in which per-sample gradients are
     // summed (by part, then across devices): each step's gradient differs by
     // float rounding, ~1e-7 relative, and 20 steps of lr 0.1 carry that into
-    // the weights without amplifying it much. Measured: ~1e-7 of the largest
+    // the weights without amplifying it much. Measured: ~7e-8 of the largest
     // weight. A device that drops, repeats or mis-scales samples differs by
     // ~1e-2 (a whole part's gradient times lr / B).
     CAPTURE(worst, scale);
-    CHECK(worst <= 1e-5 * scale);
+    CHECK(worst <= 1e-6 * scale);
 }
 
 TEST_CASE("the divergence watch names the first step whose summed gradients are not finite", "[parallel][replicas]") {

@@ -1,6 +1,7 @@
 // The CPU convolution on the shapes it runs as Winograd's F(m x m, 3x3)
-// (kernels/cpu/winograd.cpp) or as direct sums over one input channel
-// (kernels/cpu/conv_direct.cpp) against a direct convolution in double
+// (kernels/cpu/winograd.cpp), as direct sums over one input channel
+// (kernels/cpu/conv_direct.cpp) or with the batch in the vector lanes
+// (kernels/cpu/conv_lanes.cpp) against a direct convolution in double
 // precision: forward, data gradient, weight and bias gradients. The finite
 // differences of test_kernels.cpp check that the three agree with each other;
 // this checks that they compute the convolution itself.
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "cpu/conv_direct.hpp"
+#include "cpu/conv_lanes.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/winograd.hpp"
 #include "testing.hpp"
@@ -52,10 +54,10 @@ struct Reference {
                         double sum = b[size_t(o)];
                         db[size_t(o)] += dy[out];
                         for (int ch = 0; ch < s.c; ++ch)
-                            for (int ki = 0; ki < 3; ++ki)
-                                for (int kj = 0; kj < 3; ++kj) {
+                            for (int ki = 0; ki < s.kh; ++ki)
+                                for (int kj = 0; kj < s.kw; ++kj) {
                                     const int iy = oy * s.stride - s.pad + ki, ix = ox * s.stride - s.pad + kj;
-                                    const size_t tap = ((size_t(o) * s.c + ch) * 3 + ki) * 3 + kj;
+                                    const size_t tap = ((size_t(o) * s.c + ch) * s.kh + ki) * s.kw + kj;
                                     sum += double(w[tap]) * at(x, s, j, ch, iy, ix);
                                     dw[tap] += double(dy[out]) * at(x, s, j, ch, iy, ix);
                                     if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
@@ -188,4 +190,65 @@ TEST_CASE("direct sums take one-channel 3x3 convolutions of stride 1 without pad
     CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 4, 3, 3, 2, 0})); // stride 2
     CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 4, 3, 3, 1, 1})); // padding
     CHECK_FALSE(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 4, 5, 5, 1, 0})); // 5x5
+}
+
+TEST_CASE("5x5 convolutions with the batch in the vector lanes equal the definition", "[winograd][conv]") {
+    const ConvShape s = GENERATE(ConvShape{32, 20, 13, 13, 50, 5, 5, 1, 0},  // LeNet's conv2, a CPU device's chunk
+                                 ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0},   // one sample: the other lanes empty
+                                 ConvShape{70, 3, 10, 13, 7, 5, 5, 1, 0},    // five groups of 16, the last short
+                                 ConvShape{17, 5, 8, 9, 6, 5, 5, 1, 0},      // rows of 4 and 5 outputs: the edges alone
+                                 ConvShape{2, 6, 6, 15, 9, 5, 5, 1, 0},      // 11 outputs a row, 2 rows
+                                 ConvShape{0, 20, 13, 13, 50, 5, 5, 1, 0});  // an empty part
+    CAPTURE(s.n, s.c, s.h, s.w, s.oc);
+    // The lanes' kernels themselves, whichever passes this build's conv2d_* hand them.
+    const Reference want(s);
+    std::vector<float> scratch(cpu::lanes_conv_scratch_floats(s), NAN);
+    std::vector<float> y(s.out_size(), NAN), dx(s.in_size(), NAN), dw = want.dw0, db = want.db0;
+    cpu::lanes_conv_forward(y.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
+    cpu::lanes_conv_backward_data(dx.data(), want.dy.data(), want.w.data(), s, scratch.data());
+    cpu::lanes_conv_backward_weight(dw.data(), db.data(), want.dy.data(), want.x.data(), s, scratch.data());
+    std::vector<float> fused(s.out_size(), NAN), composed = y;
+    cpu::relu_forward(composed.data(), composed.data(), composed.size());
+    cpu::lanes_conv_forward(fused.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data(), true);
+    CHECK((fused.empty() || std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0));
+    // As above: float sums of 25 * c (forward), 25 * oc (data gradient) or
+    // n * oh * ow (weights) products of numbers in [-1, 1]. A lane from the
+    // wrong sample, a tap at the wrong shift or one kept at a row's edge
+    // where it falls outside dy is off by O(0.1) to O(1).
+    const double forward_terms = 25.0 * s.c + 1, data_terms = 25.0 * s.oc,
+                 weight_terms = double(s.n) * s.oh() * s.ow() + 1;
+    CHECK(largest_difference(want.y, y) <= 2e-7 * forward_terms);
+    CHECK(largest_difference(want.dx, dx) <= 2e-7 * data_terms);
+    CHECK(largest_difference(want.dw, dw) <= 2e-7 * weight_terms);
+    CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
+    // conv2d_* within the same bounds, whichever algorithm each pass takes.
+    std::vector<float> scratch2(cpu::conv2d_scratch_floats(s), NAN), y2(s.out_size(), NAN), dx2(s.in_size(), NAN),
+        dw2 = want.dw0, db2 = want.db0;
+    cpu::conv2d_forward(y2.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch2.data());
+    cpu::conv2d_backward_data(dx2.data(), want.dy.data(), want.w.data(), s, scratch2.data());
+    cpu::conv2d_backward_weight(dw2.data(), db2.data(), want.dy.data(), want.x.data(), s, scratch2.data());
+    CHECK(largest_difference(want.y, y2) <= 2e-7 * forward_terms);
+    CHECK(largest_difference(want.dx, dx2) <= 2e-7 * data_terms);
+    CHECK(largest_difference(want.dw, dw2) <= 2e-7 * weight_terms);
+}
+
+TEST_CASE("the lanes take 5x5 convolutions of stride 1 without padding, output rows of 4 pixels or more",
+          "[winograd][conv]") {
+    using cpu::ConvPass;
+    // Which passes depends on the kernels' build (16 floats a vector: all
+    // three; AVX2: the data gradient; else none), whose flags this file
+    // does not share: the passes go together as documented.
+    const ConvShape lenet{32, 20, 13, 13, 50, 5, 5, 1, 0};
+    const bool forward = cpu::lanes_conv_fits(lenet, ConvPass::forward), data = cpu::lanes_conv_fits(lenet, ConvPass::data);
+    INFO("this build's lanes take LeNet's conv2 forward " << forward << ", data gradient " << data);
+    CHECK(cpu::lanes_conv_fits(lenet, ConvPass::weight) == forward);
+    CHECK((data || !forward));
+    CHECK(cpu::lanes_conv_fits(ConvShape{2, 3, 8, 8, 4, 5, 5, 1, 0}, ConvPass::data) == data);  // rows of 4
+    for (ConvPass pass : {ConvPass::forward, ConvPass::data, ConvPass::weight}) {
+        CHECK_FALSE(cpu::lanes_conv_fits(ConvShape{2, 3, 7, 7, 4, 5, 5, 1, 0}, pass));    // rows of 3
+        CHECK_FALSE(cpu::lanes_conv_fits(ConvShape{2, 3, 13, 13, 4, 5, 5, 2, 0}, pass));  // stride 2
+        CHECK_FALSE(cpu::lanes_conv_fits(ConvShape{2, 3, 13, 13, 4, 5, 5, 1, 2}, pass));  // padding
+        CHECK_FALSE(cpu::lanes_conv_fits(ConvShape{2, 3, 13, 13, 4, 3, 3, 1, 0}, pass));  // 3x3
+        CHECK_FALSE(cpu::lanes_conv_fits(ConvShape{2, 3, 13, 13, 4, 5, 3, 1, 0}, pass));  // 5x3
+    }
 }

@@ -1,7 +1,9 @@
-// Experiment, not yet in the trainer: a convolution with the batch in the
-// vector lanes, against the trainer's implicit GEMM (kernels/cpu/conv.cpp)
-// on LeNet's conv2 (20 -> 50 channels, 5x5, 13x13 -> 9x9): forward, data
-// gradient and weight gradient.
+// The first version of the trainer's kernels/cpu/conv_lanes.cpp (LeNet's
+// conv2 with the batch in the vector lanes: 20 -> 50 channels, 5x5, 13x13
+// -> 9x9), against the implicit GEMM (conv2d_*_gemm, kernels/cpu/conv.cpp),
+// the trainer's conv2d_* (which take the lanes on AVX-512, only the data
+// gradient on AVX2) and the lanes' kernels themselves on any build: forward,
+// data gradient and weight gradient.
 //
 // The implicit GEMM multiplies the weights (50 x 500) by the unfolded
 // images (500 x 81 a sample), gathered into the GEMM's panels first: each
@@ -12,15 +14,18 @@
 // output pixels of one output row (20 sums; with AVX2, 8 samples a vector
 // and 2 x 3); for each input channel and kernel row the 9 input vectors
 // under the tile are loaded once and serve all 5 kernel columns, and each
-// weight is one broadcast for 5 FMAs. Every sum adds its products in (c,
-// ki, kj) order, as the GEMM's k does.
+// weight is one broadcast for 5 FMAs.
 //
-// The data gradient is the same kernel: a forward convolution of dy,
+// The data gradient here is the same kernel: a forward convolution of dy,
 // bordered with K-1 zeros, by the weights turned half a turn with their
-// two channel axes swapped (50 -> 20 channels, 17x17 -> 13x13). The weight
-// gradient keeps 4 output channels x the 5 kernel columns of one (input
-// channel, kernel row) in registers, each a vector of per-lane partial
-// sums over the output pixels, and adds the lanes up once a group.
+// two channel axes swapped (50 -> 20 channels, 17x17 -> 13x13): twice the
+// products needed. The weight gradient keeps 4 output channels x the 5
+// kernel columns of one (input channel, kernel row) in registers, each a
+// vector of per-lane partial sums over the output pixels, and adds the
+// lanes up once a group of 16 samples, one lane at a time. The trainer's
+// version skips the border's products, adds the lanes up once for up to 64
+// samples with a halving sum, transposes 16 x 16 floats in registers, and
+// takes a 5 x 3 forward tile.
 //
 // The images come in NCHW and go out so: the program times the kernel alone
 // and with the two transpositions (NCHW -> [c][h][w][lanes] and back)
@@ -38,6 +43,7 @@
 
 #include "../../bench/fastest.hpp"
 #include "../../bench/fma_peak.hpp"
+#include "cpu/conv_lanes.hpp"
 #include "cpu/kernels.hpp"
 
 using namespace dpt;
@@ -260,7 +266,7 @@ int main(int argc, char** argv) {
     const std::vector<float> x = bench::values(s.in_size(), 1), w = bench::values(s.weight_size(), 2),
                              b = bench::values(size_t(s.oc), 3), dy = bench::values(s.out_size(), 4);
     std::vector<float> y(s.out_size()), dx(s.in_size()), dw(s.weight_size()), db(size_t(s.oc));
-    std::vector<float> y2 = y, dx2 = dx, dw2 = dw, db2 = db, scratch(cpu::conv2d_scratch_floats(s));
+    std::vector<float> y2 = y, dx2 = dx, dw2 = dw, db2 = db, scratch(std::max(cpu::conv2d_scratch_floats(s), cpu::lanes_conv_scratch_floats(s)));
     Lanes lanes_conv(s, w);
 
     // The same products summed in another grouping: they agree to rounding,
@@ -273,14 +279,14 @@ int main(int argc, char** argv) {
         }
         return worst / scale;
     };
-    cpu::conv2d_forward(y.data(), x.data(), w.data(), b.data(), s, scratch.data());
-    cpu::conv2d_backward_data(dx.data(), dy.data(), w.data(), s, scratch.data());
-    cpu::conv2d_backward_weight(dw.data(), db.data(), dy.data(), x.data(), s, scratch.data());
+    cpu::conv2d_forward_gemm(y.data(), x.data(), w.data(), b.data(), s, scratch.data());
+    cpu::conv2d_backward_data_gemm(dx.data(), dy.data(), w.data(), s, scratch.data());
+    cpu::conv2d_backward_weight_gemm(dw.data(), db.data(), dy.data(), x.data(), s, scratch.data());
     lanes_conv.forward(y2.data(), x.data(), b.data());
     lanes_conv.backward_data(dx2.data(), dy.data());
     lanes_conv.backward_weight(dw2.data(), db2.data(), dy.data(), x.data());
     const double worst = std::max({off(y2, y), off(dx2, dx), off(dw2, dw), off(db2, db)});
-    std::printf("conv2, %d samples: the lanes' forward, data and weight gradients agree with conv2d_* to %.1e, %.1e, "
+    std::printf("conv2, %d samples: the lanes' forward, data and weight gradients agree with conv2d_*_gemm to %.1e, %.1e, "
                 "%.1e (bias %.1e) of the largest value\n",
                 n, off(y2, y), off(dx2, dx), off(dw2, dw), off(db2, db));
     if (worst > 1e-5) return 1;
@@ -288,26 +294,34 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * double(s.out_size()) * s.c * K * K;  // each pass
     const double peak = bench::fma_peak_gflops(1.0);
     std::printf("fastest of 50 after a warm-up; FMA peak %.1f GFLOP/s (this core, measured now)\n", peak);
-    std::printf("  %-40s %19s %19s %19s\n", "", "forward", "data gradient", "weight gradient");
+    std::printf("  %-44s %19s %19s %19s\n", "", "forward", "data gradient", "weight gradient");
     const auto row = [&](const char* what, double f, double d, double g) {
-        std::printf("  %-40s", what);
+        std::printf("  %-44s", what);
         for (double seconds : {f, d, g})
             std::printf(" %7.3f ms (%5.1f%%)", seconds * 1e3, 100.0 * flops / seconds / 1e9 / peak);
         std::printf("\n");
     };
     float *py = y.data(), *pdx = dx.data(), *pdw = dw.data(), *pdb = db.data(), *pscratch = scratch.data();
     const float *px = x.data(), *pw = w.data(), *pb = b.data(), *pdy = dy.data();
-    row("the trainer's (implicit GEMM, col2im)",
+    row("the implicit GEMM (conv2d_*_gemm)",
+        fastest_s([&] { cpu::conv2d_forward_gemm(py, px, pw, pb, s, pscratch); }),
+        fastest_s([&] { cpu::conv2d_backward_data_gemm(pdx, pdy, pw, s, pscratch); }),
+        fastest_s([&] { cpu::conv2d_backward_weight_gemm(pdw, pdb, pdy, px, s, pscratch); }));
+    row("the trainer's (conv2d_*)",
         fastest_s([&] { cpu::conv2d_forward(py, px, pw, pb, s, pscratch); }),
         fastest_s([&] { cpu::conv2d_backward_data(pdx, pdy, pw, s, pscratch); }),
         fastest_s([&] { cpu::conv2d_backward_weight(pdw, pdb, pdy, px, s, pscratch); }));
-    row("lanes, NCHW transposed in and out",
+    row("kernels/cpu/conv_lanes.cpp (lanes_conv_*)",
+        fastest_s([&] { cpu::lanes_conv_forward(py, px, pw, pb, s, pscratch); }),
+        fastest_s([&] { cpu::lanes_conv_backward_data(pdx, pdy, pw, s, pscratch); }),
+        fastest_s([&] { cpu::lanes_conv_backward_weight(pdw, pdb, pdy, px, s, pscratch); }));
+    row("first version, NCHW transposed in and out",
         fastest_s([&] { lanes_conv.forward(py, px, pb); }),
         fastest_s([&] { lanes_conv.backward_data(pdx, pdy); }),
         fastest_s([&] { lanes_conv.backward_weight(pdw, pdb, pdy, px); }));
     Lanes& l = lanes_conv;
     const int groups = (s.n + lanes - 1) / lanes;
-    row("lanes, the kernels alone",
+    row("first version, the kernels alone",
         fastest_s([&] { for (int g = 0; g < groups; ++g) forward_lanes(l.yl.data(), l.xl.data(), l.wt.data(), s, l.ocp); }),
         fastest_s([&] { for (int g = 0; g < groups; ++g) forward_lanes(l.dxl.data(), l.dyl.data(), l.wback.data(), l.back, l.cp); }),
         fastest_s([&] { for (int g = 0; g < groups; ++g) weight_lanes(pdw, pdb, l.yl.data(), l.xl.data(), s); }));

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "conv_direct.hpp"
+#include "conv_lanes.hpp"
 #include "gemm_driver.hpp"
 #include "kernels.hpp"
 #include "winograd.hpp"
@@ -313,6 +314,7 @@ size_t tf32_operand_floats(const ConvShape& s) { return s.in_size() + s.out_size
 size_t conv2d_scratch_floats(const ConvShape& s) {
     size_t floats = conv2d_gemm_scratch_floats(s);
     if (direct_conv_fits(s)) floats = std::max(floats, direct_conv_scratch_floats(s));
+    if (lanes_conv_fits(s, ConvPass::data)) floats = std::max(floats, lanes_conv_scratch_floats(s));
     for (int tile : {2, 3, 4})
         if (winograd_tile_fits(s, tile)) floats = std::max(floats, winograd_scratch_floats(s, tile));
     if (s.math == Math::tf32) floats += tf32_operand_floats(s);
@@ -348,6 +350,7 @@ void forward(float* y, const float* x, const float* w, const float* b, const Con
     }
     if (const int tile = winograd_tile(s)) winograd_forward(y, x, w, b, s, scratch, tile);
     else if (direct_conv_fits(s)) return direct_conv_forward(y, x, w, b, s, relu);
+    else if (lanes_conv_fits(s, ConvPass::forward)) return lanes_conv_forward(y, x, w, b, s, scratch, relu);
     else conv2d_forward_gemm(y, x, w, b, s, scratch);
     if (relu) relu_forward(y, y, s.out_size());
 }
@@ -371,6 +374,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
     }
     if (const int tile = winograd_tile(s)) return winograd_backward_data(dx, dy, w, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_backward_data(dx, dy, w, s, scratch);
+    if (lanes_conv_fits(s, ConvPass::data)) return lanes_conv_backward_data(dx, dy, w, s, scratch);
     conv2d_backward_data_gemm(dx, dy, w, s, scratch);
 }
 
@@ -395,6 +399,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     }
     if (const int tile = winograd_tile(s)) return winograd_backward_weight(dw, db, dy, x, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_backward_weight(dw, db, dy, x, s);
+    if (lanes_conv_fits(s, ConvPass::weight)) return lanes_conv_backward_weight(dw, db, dy, x, s, scratch);
     conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
 }
 

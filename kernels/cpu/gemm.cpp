@@ -35,23 +35,6 @@
 namespace dpt::cpu {
 namespace detail {
 
-using vf = float __attribute__((vector_size(lanes * sizeof(float))));
-
-inline vf load(const float* p) {
-    vf v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
-// Every lane = x. (Not vf{} + x: adding +0 is no identity for -0, so the
-// compiler would keep a scalar add in the inner loop.)
-// (An initializer list: a loop over the lanes would go through memory.)
-template <size_t... Lane>
-inline vf splat(float x, std::index_sequence<Lane...>) {
-    return vf{((void)Lane, x)...};
-}
-inline vf splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
-
 // Packing buffers, one pair per thread (each CPU device runs on its own thread),
 // allocated on first use and reused: no allocation per call.
 struct PackBuffers {

@@ -50,15 +50,16 @@ void print_banner(const TrainConfig& c, const RunStart& start, const std::string
                   size_t steps);
 
 // A one-line progress bar for the epoch under way, on a terminal only: logs
-// and pipes get the epoch lines alone. Redrawn at most 5 times a second;
-// clear() makes room for the epoch's line.
+// and pipes get the epoch lines alone. Drawn after the first step, then at
+// most 5 times a second; clear() makes room for the epoch's line.
 class ProgressBar {
    public:
     explicit ProgressBar(bool enabled) : enabled_(enabled) {}
 
     void start(int epoch, size_t total_steps, size_t first_step) {
         epoch_ = epoch, total_ = total_steps, first_ = first_step;
-        start_ = last_draw_ = std::chrono::steady_clock::now();
+        start_ = std::chrono::steady_clock::now();
+        last_draw_ = start_ - std::chrono::seconds(1);  // the first step draws, however short the epoch
     }
     // `done` steps of the epoch are finished, `samples` samples of them since start().
     void update(size_t done, size_t samples);

@@ -5,36 +5,10 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
-#include <utility>
+
+#include "vectors.hpp"
 
 namespace dpt::cpu::detail {
-
-// Floats in one vector register: 16 where the build targets AVX-512, else 8
-// (AVX2). The sums are the same either way: each element of C adds its
-// products in k order, whatever the tile's width.
-#if defined(__AVX512F__)
-constexpr int lanes = 16;
-#else
-constexpr int lanes = 8;
-#endif
-// The build's vector of `lanes` floats (GCC/Clang vector extensions), as
-// the kernels written with them use it (gemm.cpp, conv_lanes.cpp).
-using vf = float __attribute__((vector_size(lanes * sizeof(float))));
-inline vf load(const float* p) {
-    vf v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
-// Every lane = x. (Not vf{} + x: adding +0 is no identity for -0, so the
-// compiler would keep a scalar add in the inner loop.)
-// (An initializer list: a loop over the lanes would go through memory.)
-template <size_t... Lane>
-inline vf splat(float x, std::index_sequence<Lane...>) {
-    return vf{((void)Lane, x)...};
-}
-inline vf splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
 
 constexpr int NR = 2 * lanes;  // columns of the register tile (two vectors)
 // Rows of the register tile, at most: its 2 * MR sums, the two vectors of

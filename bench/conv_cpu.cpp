@@ -23,20 +23,11 @@ using namespace dpt;
 
 namespace {
 
-using bench::values;
+using bench::largest_difference, bench::values;
 
 template <class Run>
 double fastest_ms(Run run) {
     return bench::fastest_ms(run, 15);
-}
-
-double largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0.0, scale = 1e-30;
-    for (size_t i = 0; i < a.size(); ++i) {
-        worst = std::max(worst, double(std::abs(a[i] - b[i])));
-        scale = std::max(scale, double(std::abs(b[i])));
-    }
-    return worst / scale;
 }
 
 struct Times {

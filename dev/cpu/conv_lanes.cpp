@@ -271,14 +271,7 @@ int main(int argc, char** argv) {
 
     // The same products summed in another grouping: they agree to rounding,
     // a few 1e-7 of the largest value; a wrong tap or lane is off by whole values.
-    const auto off = [](const std::vector<float>& got, const std::vector<float>& want) {
-        double worst = 0, scale = 1e-30;
-        for (size_t i = 0; i < got.size(); ++i) {
-            worst = std::max(worst, double(std::abs(got[i] - want[i])));
-            scale = std::max(scale, double(std::abs(want[i])));
-        }
-        return worst / scale;
-    };
+    const auto off = bench::largest_difference;
     cpu::conv2d_forward_gemm(y.data(), x.data(), w.data(), b.data(), s, scratch.data());
     cpu::conv2d_backward_data_gemm(dx.data(), dy.data(), w.data(), s, scratch.data());
     cpu::conv2d_backward_weight_gemm(dw.data(), db.data(), dy.data(), x.data(), s, scratch.data());

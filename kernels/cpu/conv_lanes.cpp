@@ -75,35 +75,6 @@ template <int H>
     if constexpr (H > 1) transpose<H / 2>(r);
 }
 
-// dst [planes][lanes] = count samples' planes from src (count, planes); lanes past count are zeros.
-void to_lanes(float* dst, const float* src, size_t planes, int count) {
-    size_t p = 0;
-    for (; p + lanes <= planes; p += lanes) {
-        vf r[lanes];
-#pragma GCC unroll 16
-        for (int l = 0; l < lanes; ++l) r[l] = l < count ? load(src + l * planes + p) : vf{};
-        transpose<lanes / 2>(r);
-#pragma GCC unroll 16
-        for (int i = 0; i < lanes; ++i) store(dst + (p + i) * lanes, r[i]);
-    }
-    for (; p < planes; ++p)
-        for (int l = 0; l < lanes; ++l) dst[p * lanes + l] = l < count ? src[l * planes + p] : 0.0f;
-}
-
-// dst (count, planes) = the first count lanes of src [planes][lanes].
-void from_lanes(float* dst, const float* src, size_t planes, int count) {
-    size_t p = 0;
-    for (; p + lanes <= planes; p += lanes) {
-        vf r[lanes];
-#pragma GCC unroll 16
-        for (int i = 0; i < lanes; ++i) r[i] = load(src + (p + i) * lanes);
-        transpose<lanes / 2>(r);
-        for (int l = 0; l < count; ++l) store(dst + l * planes + p, r[l]);
-    }
-    for (; p < planes; ++p)
-        for (int l = 0; l < count; ++l) dst[l * planes + p] = src[p * lanes + l];
-}
-
 size_t in_planes(const ConvShape& s) { return size_t(s.c) * s.h * s.w; }
 size_t out_planes(const ConvShape& s) { return size_t(s.oc) * s.oh() * s.ow(); }
 
@@ -241,6 +212,35 @@ void weight_tile(float* dw, const float* dyl, const float* xl, const ConvShape& 
 
 }  // namespace
 
+// dst [planes][lanes] = count samples' planes from src (count, planes); lanes past count are zeros.
+void lanes_transpose_in(float* dst, const float* src, size_t planes, int count) {
+    size_t p = 0;
+    for (; p + lanes <= planes; p += lanes) {
+        vf r[lanes];
+#pragma GCC unroll 16
+        for (int l = 0; l < lanes; ++l) r[l] = l < count ? load(src + l * planes + p) : vf{};
+        transpose<lanes / 2>(r);
+#pragma GCC unroll 16
+        for (int i = 0; i < lanes; ++i) store(dst + (p + i) * lanes, r[i]);
+    }
+    for (; p < planes; ++p)
+        for (int l = 0; l < lanes; ++l) dst[p * lanes + l] = l < count ? src[l * planes + p] : 0.0f;
+}
+
+// dst (count, planes) = the first count lanes of src [planes][lanes].
+void lanes_transpose_out(float* dst, const float* src, size_t planes, int count) {
+    size_t p = 0;
+    for (; p + lanes <= planes; p += lanes) {
+        vf r[lanes];
+#pragma GCC unroll 16
+        for (int i = 0; i < lanes; ++i) r[i] = load(src + (p + i) * lanes);
+        transpose<lanes / 2>(r);
+        for (int l = 0; l < count; ++l) store(dst + l * planes + p, r[l]);
+    }
+    for (; p < planes; ++p)
+        for (int l = 0; l < count; ++l) dst[l * planes + p] = src[p * lanes + l];
+}
+
 bool lanes_conv_fits(const ConvShape& s, ConvPass pass) {
 #if defined(__AVX512F__) || defined(__AVX2__)
     const bool vectors_suit = lanes == 16 || pass == ConvPass::data;
@@ -260,7 +260,7 @@ void lanes_conv_forward(float* y, const float* x, const float* w, const float* b
     const int oh = s.oh(), ow = s.ow();
     for (int first = 0; first < s.n; first += lanes) {
         const int count = std::min(lanes, s.n - first);
-        to_lanes(buf.in, x + first * in_planes(s), in_planes(s), count);
+        lanes_transpose_in(buf.in, x + first * in_planes(s), in_planes(s), count);
         for (int oc = 0; oc < s.oc; oc += fw_oc)
             for (int oy = 0; oy < oh; ++oy) {
                 int ox = 0;
@@ -271,7 +271,7 @@ void lanes_conv_forward(float* y, const float* x, const float* w, const float* b
                     default: break;
                 }
             }
-        from_lanes(y + first * out_planes(s), buf.out, out_planes(s), count);
+        lanes_transpose_out(y + first * out_planes(s), buf.out, out_planes(s), count);
     }
 }
 
@@ -280,7 +280,7 @@ void lanes_conv_backward_data(float* dx, const float* dy, const float* w, const 
     const int ow = s.ow();
     for (int first = 0; first < s.n; first += lanes) {
         const int count = std::min(lanes, s.n - first);
-        to_lanes(buf.out, dy + first * out_planes(s), out_planes(s), count);
+        lanes_transpose_in(buf.out, dy + first * out_planes(s), out_planes(s), count);
         for (int c0 = 0; c0 < s.c; c0 += bd_c)
             for (int iy = 0; iy < s.h; ++iy) {
                 data_tile<K - 1, Edge::left>(buf.in, buf.out, w, s, c0, iy, 0);
@@ -295,7 +295,7 @@ void lanes_conv_backward_data(float* dx, const float* dy, const float* w, const 
                 }
                 data_tile<K - 1, Edge::right>(buf.in, buf.out, w, s, c0, iy, ow);
             }
-        from_lanes(dx + first * in_planes(s), buf.in, in_planes(s), count);
+        lanes_transpose_out(dx + first * in_planes(s), buf.in, in_planes(s), count);
     }
 }
 
@@ -305,8 +305,8 @@ void lanes_conv_backward_weight(float* dw, float* db, const float* dy, const flo
     const size_t pixels = size_t(s.oh()) * s.ow();
     for (int first = 0; first < s.n; first += lanes) {
         const int count = std::min(lanes, s.n - first);
-        to_lanes(buf.in, x + first * in_planes(s), in_planes(s), count);
-        to_lanes(buf.out, dy + first * out_planes(s), out_planes(s), count);
+        lanes_transpose_in(buf.in, x + first * in_planes(s), in_planes(s), count);
+        lanes_transpose_in(buf.out, dy + first * out_planes(s), out_planes(s), count);
         for (int oc = 0; oc < s.oc; oc += wg_oc)
             for (int c = 0; c < s.c; ++c)
                 for (int ki = 0; ki < K; ++ki) weight_tile(dw, buf.out, buf.in, s, oc, c, ki);

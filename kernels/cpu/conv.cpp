@@ -1,6 +1,8 @@
 // conv2d on the CPU: im2col + GEMM, or, for the 3x3 convolutions it fits,
-// Winograd's F(m x m, 3x3) (winograd.cpp), or direct sums for a one-channel
-// input (conv_direct.cpp); the dispatch is at the end of this file.
+// Winograd's F(m x m, 3x3) (winograd.cpp), direct sums for a one-channel
+// input (conv_direct.cpp), or, for 5x5 filters, the batch in the vector
+// lanes (winograd_lanes.cpp, conv_lanes.cpp); the dispatch is at the end of
+// this file.
 // CUDA twin: kernels/cuda/conv_forward.cu, conv_backward_data.cu and
 // conv_backward_weight.cu (conv.cuh says which holds what).
 //
@@ -23,6 +25,7 @@
 
 #include "conv_direct.hpp"
 #include "conv_lanes.hpp"
+#include "winograd_lanes.hpp"
 #include "gemm_driver.hpp"
 #include "kernels.hpp"
 #include "winograd.hpp"
@@ -308,13 +311,17 @@ size_t tf32_operand_floats(const ConvShape& s) { return s.in_size() + s.out_size
 
 // The three kernels take Winograd's F(m x m, 3x3) where it fits, with the
 // largest tile that does (winograd.cpp), direct sums over a one-channel
-// input (conv_direct.cpp), the implicit GEMM elsewhere. The
-// scratch space also holds the smaller tiles' needs, so that the tests and
-// the benchmark can run every tile that fits over the same buffer.
+// input (conv_direct.cpp), for 5x5 filters Winograd's F(3x3, 5x5) in the
+// vector lanes for the forward and the data gradient (winograd_lanes.cpp)
+// and direct sums in the lanes for what it leaves (conv_lanes.cpp), the
+// implicit GEMM elsewhere. The scratch space also holds the smaller tiles'
+// and the lanes' needs, so that the tests and the benchmarks can run every
+// algorithm that fits over the same buffer.
 size_t conv2d_scratch_floats(const ConvShape& s) {
     size_t floats = conv2d_gemm_scratch_floats(s);
     if (direct_conv_fits(s)) floats = std::max(floats, direct_conv_scratch_floats(s));
     if (lanes_conv_fits(s, ConvPass::data)) floats = std::max(floats, lanes_conv_scratch_floats(s));
+    if (winograd5_fits(s)) floats = std::max(floats, winograd5_scratch_floats(s));
     for (int tile : {2, 3, 4})
         if (winograd_tile_fits(s, tile)) floats = std::max(floats, winograd_scratch_floats(s, tile));
     if (s.math == Math::tf32) floats += tf32_operand_floats(s);
@@ -350,6 +357,7 @@ void forward(float* y, const float* x, const float* w, const float* b, const Con
     }
     if (const int tile = winograd_tile(s)) winograd_forward(y, x, w, b, s, scratch, tile);
     else if (direct_conv_fits(s)) return direct_conv_forward(y, x, w, b, s, relu);
+    else if (winograd5_fits(s)) return winograd5_forward(y, x, w, b, s, scratch, relu);
     else if (lanes_conv_fits(s, ConvPass::forward)) return lanes_conv_forward(y, x, w, b, s, scratch, relu);
     else conv2d_forward_gemm(y, x, w, b, s, scratch);
     if (relu) relu_forward(y, y, s.out_size());
@@ -374,6 +382,7 @@ void conv2d_backward_data(float* dx, const float* dy, const float* w, const Conv
     }
     if (const int tile = winograd_tile(s)) return winograd_backward_data(dx, dy, w, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_backward_data(dx, dy, w, s, scratch);
+    if (winograd5_fits(s)) return winograd5_backward_data(dx, dy, w, s, scratch);
     if (lanes_conv_fits(s, ConvPass::data)) return lanes_conv_backward_data(dx, dy, w, s, scratch);
     conv2d_backward_data_gemm(dx, dy, w, s, scratch);
 }

@@ -1,7 +1,10 @@
 // LeNet's conv2 (20 -> 50 channels, 5x5, 13x13 -> 9x9) with the batch in
 // the vector lanes: 16 samples share each AVX-512 vector, one to a lane, so
 // that every sum is a plain fused multiply-add of whole vectors and the
-// images need no unfolding. conv.cpp hands these shapes over. CUDA twin:
+// images need no unfolding. conv.cpp hands these shapes over: for LeNet's
+// conv2, the weight gradient (its forward and data gradient, in whole 3x3
+// tiles, take Winograd's F(3x3, 5x5) in the same lanes: winograd_lanes.cpp);
+// for 5x5 shapes that do not tile so, all three. CUDA twin:
 // kernels/cuda/conv_*.cu, as for every convolution.
 //
 // As an implicit GEMM (conv.cpp) this layer gathers its unfolded images
@@ -213,18 +216,19 @@ void weight_tile(float* dw, const float* dyl, const float* xl, const ConvShape& 
 }  // namespace
 
 // dst [planes][lanes] = count samples' planes from src (count, planes); lanes past count are zeros.
-void lanes_transpose_in(float* dst, const float* src, size_t planes, int count) {
+void lanes_transpose_in(float* dst, const float* src, size_t planes, int count, size_t stride) {
+    if (stride == 0) stride = planes;
     size_t p = 0;
     for (; p + lanes <= planes; p += lanes) {
         vf r[lanes];
 #pragma GCC unroll 16
-        for (int l = 0; l < lanes; ++l) r[l] = l < count ? load(src + l * planes + p) : vf{};
+        for (int l = 0; l < lanes; ++l) r[l] = l < count ? load(src + l * stride + p) : vf{};
         transpose<lanes / 2>(r);
 #pragma GCC unroll 16
         for (int i = 0; i < lanes; ++i) store(dst + (p + i) * lanes, r[i]);
     }
     for (; p < planes; ++p)
-        for (int l = 0; l < lanes; ++l) dst[p * lanes + l] = l < count ? src[l * planes + p] : 0.0f;
+        for (int l = 0; l < lanes; ++l) dst[p * lanes + l] = l < count ? src[l * stride + p] : 0.0f;
 }
 
 // dst (count, planes) = the first count lanes of src [planes][lanes].

@@ -1,5 +1,7 @@
-// Convolutions with the batch in the vector lanes (conv_lanes.cpp): LeNet's
-// conv2 on an AVX-512 build; conv.cpp's three kernels hand those shapes over.
+// Convolutions with the batch in the vector lanes (conv_lanes.cpp): 5x5
+// filters on an AVX-512 build (LeNet's conv2: its weight gradient; the
+// forward and data gradient of shapes in whole 3x3 tiles go to
+// winograd_lanes.hpp first); conv.cpp's three kernels hand those shapes over.
 #pragma once
 #include <cstddef>
 
@@ -26,9 +28,9 @@ void lanes_conv_backward_weight(float* dw, float* db, const float* dy, const flo
                                 float* scratch);
 
 // The lanes' layout: dst [planes][16 samples] from src (count samples of
-// `planes` floats each; the lanes past count zeros), and back (the first
-// count lanes). (For the experiments in dev/cpu/ too.)
-void lanes_transpose_in(float* dst, const float* src, size_t planes, int count);
+// `planes` floats each, `stride` floats apart (0: planes); the lanes past
+// count zeros), and back (the first count lanes).
+void lanes_transpose_in(float* dst, const float* src, size_t planes, int count, size_t stride = 0);
 void lanes_transpose_out(float* dst, const float* src, size_t planes, int count);
 
 }  // namespace dpt::cpu

@@ -50,10 +50,13 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
                             const ConvShape& s, float* scratch);
 // The three above pick an algorithm by shape: Winograd's F(m x m, 3x3) for
 // 3x3 convolutions of stride 1 and padding 1 on maps whose sides a tile of
-// 2, 3 or 4 divides (winograd.hpp: the largest such tile), an implicit GEMM
-// otherwise. These run the implicit GEMM whatever the shape, for
-// bench/conv_cpu.cpp to set the algorithms side by side;
-// conv2d_scratch_floats covers them and every tile that fits.
+// 2, 3 or 4 divides (winograd.hpp: the largest such tile), direct sums for
+// a one-channel 3x3 (conv_direct.hpp), the batch in the vector lanes for
+// 5x5 filters without padding (winograd_lanes.hpp, conv_lanes.hpp), an
+// implicit GEMM otherwise. These run the implicit GEMM whatever the shape,
+// for the benchmarks to set the algorithms side by side and for the GPU
+// tests' plain twins; conv2d_scratch_floats covers them and every
+// algorithm that fits.
 void conv2d_forward_gemm(float* y, const float* x, const float* w, const float* b,
                          const ConvShape& s, float* scratch);
 void conv2d_backward_data_gemm(float* dx, const float* dy, const float* w,

@@ -156,7 +156,7 @@ void test_conv_pool() {
 // LeNet's conv2 leaves its weight gradient's slices to the layer's input
 // gradient's call (conv2d_backward_weight_unfinished), as training runs it
 // on a GPU: the same bits as the two whole calls (conv2d_backward_weight,
-// then conv2d_backward_data), which are checked against the CPU. Batches of
+// then conv2d_backward_data), which are checked against the CPU's implicit GEMM. Batches of
 // 7, 64 and 256.
 void test_conv_weight_left() {
     for (const int n : {7, 64, 256}) {
@@ -165,8 +165,9 @@ void test_conv_weight_left() {
         const auto dw0 = random(s.weight_size(), 83), db0 = random(size_t(s.oc), 84);
         std::vector<float> cpu_scratch(cpu::conv2d_scratch_floats(s)), want_dx(s.in_size()), want_dw = dw0,
                                                                         want_db = db0;
-        cpu::conv2d_backward_weight(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
-        cpu::conv2d_backward_data(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
+        // (the plain twins: conv2d_* may take Winograd's F(3x3, 5x5) for this shape)
+        cpu::conv2d_backward_weight_gemm(want_dw.data(), want_db.data(), dy.data(), x.data(), s, cpu_scratch.data());
+        cpu::conv2d_backward_data_gemm(want_dx.data(), dy.data(), w.data(), s, cpu_scratch.data());
 
         Buffer<float> gx(x), gw(w), gdy(dy), dx(s.in_size()), dw(dw0), db(db0), scratch(cuda::conv2d_scratch_floats(s));
         Tickets tickets;

@@ -1,9 +1,11 @@
 // The first version of the trainer's kernels/cpu/conv_lanes.cpp (LeNet's
 // conv2 with the batch in the vector lanes: 20 -> 50 channels, 5x5, 13x13
 // -> 9x9), against the implicit GEMM (conv2d_*_gemm, kernels/cpu/conv.cpp),
-// the trainer's conv2d_* (which take the lanes on AVX-512, only the data
-// gradient on AVX2) and the lanes' kernels themselves on any build: forward,
-// data gradient and weight gradient.
+// the trainer's conv2d_* (for this shape: Winograd's F(3x3, 5x5) for the
+// forward and data gradient, winograd_lanes.cpp; the lanes' direct sums for
+// the weight gradient on AVX-512, the implicit GEMM on AVX2) and the lanes'
+// kernels themselves on any build: forward, data gradient and weight
+// gradient.
 //
 // The implicit GEMM multiplies the weights (50 x 500) by the unfolded
 // images (500 x 81 a sample), gathered into the GEMM's panels first: each

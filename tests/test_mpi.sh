@@ -154,17 +154,22 @@ quick)
             "mpirun -np 2 --cpus 1 --across $across follows --cpus 2 for 5 steps (replicas checked bit for bit across ranks)"
     done
 
-    "$dptrain" --cpus 4 "${five[@]}" --save "$tmp/four.params" >/dev/null || fail "--cpus 4 run failed"
-    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --save "$tmp/twotwo.params" \
+    # 4 devices in one process or in two sum in other orders (the other
+    # comparisons above give the same bits): 2 steps, as rounding can flip a
+    # ReLU input at its kink by the 5th (seed 4 does so on the AVX-512 build:
+    # 5e-3 apart after 5 steps, 3e-8 after 4).
+    two=(--epochs 1 --limit-train 256 --limit-test 128 --batch 128 --lr 0.3 --seed 4)
+    "$dptrain" --cpus 4 "${two[@]}" --save "$tmp/four.params" >/dev/null || fail "--cpus 4 run failed"
+    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${two[@]}" --save "$tmp/twotwo.params" \
         --metrics "$tmp/m-auto.jsonl" >"$tmp/out" 2>"$tmp/err" || fail "mpirun -np 2 --cpus 2: $(cat "$tmp/err")"
-    same_within "$tmp/four.params" "$tmp/twotwo.params" "mpirun -np 2 --cpus 2 follows --cpus 4 for 5 steps"
+    same_within "$tmp/four.params" "$tmp/twotwo.params" "mpirun -np 2 --cpus 2 follows --cpus 4 for 2 steps"
     # Without --across (auto), CPU devices sum with MPI_Allreduce, and no note says why not NCCL.
     grep -qE '"across": ?"mpi"' "$tmp/m-auto.jsonl" && grep -q -- '--across mpi: MPI_Allreduce' "$tmp/out" && ! grep -q NCCL "$tmp/out" \
         && echo "ok: --across auto on CPU devices is mpi, silently" || fail "--across auto on CPU devices: $(cat "$tmp/out" "$tmp/m-auto.jsonl")"
-    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${five[@]}" --allreduce ring --overlap --across ring \
+    "${mpi[@]}" --bind-to none -np 2 "$dptrain" --cpus 2 "${two[@]}" --allreduce ring --overlap --across ring \
         --save "$tmp/ring.params" >/dev/null 2>"$tmp/err" || fail "mpirun -np 2 --cpus 2 --allreduce ring --overlap: $(cat "$tmp/err")"
     same_within "$tmp/four.params" "$tmp/ring.params" \
-        "mpirun -np 2 --cpus 2 --allreduce ring --overlap --across ring follows --cpus 4 for 5 steps"
+        "mpirun -np 2 --cpus 2 --allreduce ring --overlap --across ring follows --cpus 4 for 2 steps"
 
     # Batch norm synchronised across processes: 2 steps of a ResNet-18.
     bn=(--model resnet18 --bn sync --epochs 1 --limit-train 64 --limit-test 16 --batch 32 --lr 0.1 --seed 2)

@@ -47,6 +47,7 @@
 #include "../../bench/fma_peak.hpp"
 #include "cpu/conv_lanes.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/vectors.hpp"
 
 using namespace dpt;
 
@@ -56,24 +57,8 @@ constexpr int K = 5;  // kernel size (LeNet's conv2)
 // Samples a vector, and the register tile: output channels x output pixels.
 // AVX-512: 4 x 5 sums + 9 inputs + a broadcast, 30 of 32 registers; AVX2:
 // 2 x 3 sums + 7 inputs + a broadcast, 14 of 16.
-#if defined(__AVX512F__)
-constexpr int lanes = 16, OCB = 4, OXT = 5;
-#else
-constexpr int lanes = 8, OCB = 2, OXT = 3;
-#endif
-using vf = float __attribute__((vector_size(lanes * sizeof(float))));
-
-inline vf load(const float* p) {
-    vf v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-// Every lane = s. (An initializer list: vf{} + s would add -0 + s, a vector add per broadcast.)
-template <size_t... Lane>
-inline vf splat(float s, std::index_sequence<Lane...>) {
-    return vf{((void)Lane, s)...};
-}
-inline vf splat(float s) { return splat(s, std::make_index_sequence<lanes>{}); }
+using cpu::detail::lanes, cpu::detail::load, cpu::detail::splat, cpu::detail::vf;
+constexpr int OCB = lanes == 16 ? 4 : 2, OXT = lanes == 16 ? 5 : 3;
 
 // OCB channels from oc x OXB pixels from ox0 of output row oy.
 // x: [c][h][w][lanes]; wt: [c][K][K][ocp] (ocp: oc padded to OCB, zeros);

@@ -37,7 +37,8 @@
 #include "cpu/vectors.hpp"
 
 using namespace dpt;
-using cpu::detail::lanes, cpu::detail::load, cpu::detail::splat, cpu::detail::store, cpu::detail::vf;
+using cpu::detail::lane_sum, cpu::detail::lanes, cpu::detail::load, cpu::detail::splat, cpu::detail::store,
+    cpu::detail::vf;
 
 namespace {
 
@@ -70,15 +71,6 @@ constexpr int xis = N * N;                                      // the transform
 constexpr int OB = 5, TB = 3;  // the forward products' register tile: output channels x tiles
 constexpr int CB = 5;          // the data gradient's: input channels x TB tiles
 constexpr int WO = 4;          // the weight gradient's: output channels x CB input channels
-
-// The lanes' sum, halving (as kernels/cpu/conv_lanes.cpp adds them up).
-template <size_t H, size_t... J>
-float lane_sum(vf v, std::index_sequence<J...> lane) {
-    v += __builtin_shufflevector(v, v, (J ^ H)...);
-    if constexpr (H > 1) return lane_sum<H / 2>(v, lane);
-    else return v[0];
-}
-float lane_sum(vf v) { return lane_sum<lanes / 2>(v, std::make_index_sequence<lanes>{}); }
 
 // out[i] = sum_j T[i][j] * in[j * stride], j over the nonzero coefficients (fixed when compiled).
 template <int Rows, int Cols, class T>

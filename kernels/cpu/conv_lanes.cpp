@@ -47,18 +47,9 @@ namespace dpt::cpu {
 namespace {
 
 using detail::lanes;  // samples a vector
-using detail::load, detail::splat, detail::store, detail::vf;
+using detail::lane_sum, detail::load, detail::splat, detail::store, detail::vf;
 constexpr int K = 5;  // the filter's side
 constexpr int taps = K * K;
-
-// The lanes' sum, halving: lane j adds lane j ^ 8, then j ^ 4, ^ 2, ^ 1.
-template <size_t H, size_t... J>
-inline float lane_sum(vf v, std::index_sequence<J...> lane) {
-    v += __builtin_shufflevector(v, v, (J ^ H)...);
-    if constexpr (H > 1) return lane_sum<H / 2>(v, lane);
-    else return v[0];
-}
-inline float lane_sum(vf v) { return lane_sum<lanes / 2>(v, std::make_index_sequence<lanes>{}); }
 
 // A lanes x lanes block transposed in registers: at each stage rows i and
 // i + h (bit h of i clear) swap their off-diagonal h x h blocks; after the

@@ -1,5 +1,5 @@
 // The build's vector of floats, for the CPU kernels written with GCC/Clang
-// vector extensions (gemm.cpp, conv_lanes.cpp): built with -O3
+// vector extensions (gemm.cpp, conv_lanes.cpp, winograd_lanes.cpp): built with -O3
 // -march=... they compile to the target's vector instructions.
 #pragma once
 #include <cstddef>
@@ -31,5 +31,14 @@ inline vf splat(float x, std::index_sequence<Lane...>) {
     return vf{((void)Lane, x)...};
 }
 inline vf splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
+
+// The sum of v's lanes, halving: lane j adds lane j ^ 8, then j ^ 4, ^ 2, ^ 1.
+template <size_t H, size_t... J>
+inline float lane_sum(vf v, std::index_sequence<J...> lane) {
+    v += __builtin_shufflevector(v, v, (J ^ H)...);
+    if constexpr (H > 1) return lane_sum<H / 2>(v, lane);
+    else return v[0];
+}
+inline float lane_sum(vf v) { return lane_sum<lanes / 2>(v, std::make_index_sequence<lanes>{}); }
 
 }  // namespace dpt::cpu::detail

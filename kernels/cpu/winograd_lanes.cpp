@@ -82,33 +82,43 @@ template <int Rows, int Cols>
     }
 }
 
-constexpr int OB = 5;  // the forward products' tile: output channels x TB tiles (U's rows: whole vectors)
+constexpr int OB = 5;  // the forward products' tile: output channels x TB tiles
 constexpr int CB = 5;  // the data gradient's: input channels x TB tiles
 constexpr int TB = 3;
 
 int rounded_up(int n, int to) { return (n + to - 1) / to * to; }
 
 // The scratch, from its first cache line: the transformed filters U
-// [xi][c][oc rounded up to whole vectors], a group's images and outputs in the lanes,
-// V [xi][c][tile] and M [xi][oc rounded up][tile] (vectors).
+// [xi][c][oc rounded up to whole vectors], a group's images and outputs in
+// the lanes, V [xi][c][tile] and M [xi][oc rounded up][tile] (vectors).
+// Each part's offset in floats from the first cache line, the last one's
+// the end.
+struct Layout {
+    int ocp, tiles;
+    size_t in, out, v, m, end;
+    explicit Layout(const ConvShape& s)
+        : ocp(rounded_up(s.oc, lanes)),
+          tiles(s.oh() / M * (s.ow() / M)),
+          in(size_t(rounded_up(xis * s.c * ocp, lanes))),
+          out(in + size_t(s.c) * s.h * s.w * lanes),
+          v(out + size_t(s.oc) * s.oh() * s.ow() * lanes),
+          m(v + size_t(xis) * s.c * tiles * lanes),
+          end(m + size_t(xis) * ocp * tiles * lanes) {}
+};
+
 struct Work {
     int ocp, tiles_w, tiles;
     float *u, *in, *out;
     vf *v, *m;
-    Work(const ConvShape& s, float* scratch)
-        : ocp(rounded_up(s.oc, lanes)), tiles_w(s.ow() / M), tiles(s.oh() / M * (s.ow() / M)) {
-        const auto at = reinterpret_cast<std::uintptr_t>(scratch);
-        u = scratch + (64 - at % 64) % 64 / sizeof(float);
-        in = u + rounded_up(xis * s.c * ocp, lanes);
-        out = in + size_t(s.c) * s.h * s.w * lanes;
-        v = reinterpret_cast<vf*>(out + size_t(s.oc) * s.oh() * s.ow() * lanes);
-        m = v + size_t(xis) * s.c * tiles;
+    Work(const ConvShape& s, float* scratch) : tiles_w(s.ow() / M) {
+        const Layout at(s);
+        const auto address = reinterpret_cast<std::uintptr_t>(scratch);
+        u = scratch + (64 - address % 64) % 64 / sizeof(float);
+        ocp = at.ocp, tiles = at.tiles;
+        in = u + at.in, out = u + at.out;
+        v = reinterpret_cast<vf*>(u + at.v), m = reinterpret_cast<vf*>(u + at.m);
     }
-    static size_t floats(const ConvShape& s) {
-        const int ocp = rounded_up(s.oc, lanes), tiles = s.oh() / M * (s.ow() / M);
-        return 64 / sizeof(float) + rounded_up(xis * s.c * ocp, lanes) + size_t(s.c) * s.h * s.w * lanes +
-               size_t(s.oc) * s.oh() * s.ow() * lanes + (size_t(xis) * (s.c + ocp) * tiles) * lanes;
-    }
+    static size_t floats(const ConvShape& s) { return 64 / sizeof(float) + Layout(s).end; }
     // Where tile t's 3x3 outputs start: row and column.
     int row(int t) const { return t / tiles_w * M; }
     int col(int t) const { return t % tiles_w * M; }

@@ -182,6 +182,57 @@ TEST_CASE("3x3 convolutions of a one-channel image run as direct sums and equal 
     CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
 }
 
+// The same bits whether the pooling runs in the convolution's pass or after
+// it: the convolution's sums, then pool.cpp's (conv2d_forward_relu_pool),
+// and the weight sums over the dy that pool2d_backward_relu writes
+// (conv2d_backward_weight_pool, which makes that dy where it reads it).
+TEST_CASE("a one-channel 3x3 convolution with its ReLU and 2x2 average pooling in one pass equals the three calls",
+          "[winograd][conv][pool]") {
+    const ConvShape s = GENERATE(ConvShape{3, 1, 28, 28, 20, 3, 3, 1, 0},  // LeNet's conv1: 16 lanes and an overlap
+                                 ConvShape{2, 1, 10, 10, 5, 3, 3, 1, 0},   // rows of exactly 8
+                                 ConvShape{2, 1, 20, 12, 3, 3, 3, 1, 0},   // 10 = 8 + 2: the last vector overlaps by 6
+                                 ConvShape{2, 1, 20, 36, 3, 3, 3, 1, 0},   // 34 = 2 x 16 + 2
+                                 ConvShape{0, 1, 28, 28, 4, 3, 3, 1, 0});  // an empty part
+    CAPTURE(s.n, s.h, s.w, s.oc);
+    const PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
+    REQUIRE(cpu::direct_pool_fits(s, PoolKind::avg, ps));
+    const Reference in(s);
+    // Some outputs sit below 0, so the ReLU's mask matters.
+    std::vector<float> scratch(cpu::conv2d_scratch_floats(s), NAN);
+    std::vector<float> y(s.out_size(), NAN), pooled(ps.out_size(), NAN);
+    cpu::conv2d_forward_relu(y.data(), in.x.data(), in.w.data(), in.b.data(), s, scratch.data());
+    cpu::pool2d_forward(pooled.data(), y.data(), PoolKind::avg, ps);
+    std::vector<float> fused_y(s.out_size(), NAN), fused_pooled(ps.out_size(), NAN);
+    cpu::conv2d_forward_relu_pool(fused_y.data(), fused_pooled.data(), in.x.data(), in.w.data(), in.b.data(), s,
+                                  PoolKind::avg, ps, scratch.data());
+    CHECK(fused_y == y);
+    CHECK(fused_pooled == pooled);
+
+    const std::vector<float> d_pooled = testing::random_vector(ps.out_size(), 7);
+    std::vector<float> dy(s.out_size(), NAN), dw = in.dw0, db = in.db0;
+    cpu::pool2d_backward_relu(dy.data(), d_pooled.data(), y.data(), pooled.data(), PoolKind::avg, ps);
+    cpu::conv2d_backward_weight(dw.data(), db.data(), dy.data(), in.x.data(), s, scratch.data());
+    std::vector<float> unused_dy(s.out_size(), NAN), fused_dw = in.dw0, fused_db = in.db0;
+    cpu::conv2d_backward_weight_pool(fused_dw.data(), fused_db.data(), unused_dy.data(), d_pooled.data(),
+                                     in.x.data(), y.data(), pooled.data(), s, PoolKind::avg, ps, scratch.data());
+    CHECK(fused_dw == dw);
+    CHECK(fused_db == db);
+}
+
+TEST_CASE("the convolution pools in its own pass only for a 2x2 average pooling of stride 2 over even rows",
+          "[winograd][conv][pool]") {
+    const auto fits = [](const ConvShape& s, PoolKind kind = PoolKind::avg, int k = 2, int stride = 2) {
+        return cpu::direct_pool_fits(s, kind, PoolShape{s.n, s.oc, s.oh(), s.ow(), k, stride});
+    };
+    CHECK(fits(ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}));
+    CHECK_FALSE(fits(ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}, PoolKind::max));
+    CHECK_FALSE(fits(ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}, PoolKind::avg, 3, 2));
+    CHECK_FALSE(fits(ConvShape{2, 1, 28, 28, 20, 3, 3, 1, 0}, PoolKind::avg, 2, 1));
+    CHECK_FALSE(fits(ConvShape{2, 1, 27, 28, 20, 3, 3, 1, 0}));  // 25 output rows: the last one dropped
+    CHECK_FALSE(fits(ConvShape{2, 1, 28, 29, 20, 3, 3, 1, 0}));  // 27 output columns
+    CHECK_FALSE(fits(ConvShape{2, 2, 28, 28, 20, 3, 3, 1, 0}));  // not direct sums
+}
+
 TEST_CASE("direct sums take one-channel 3x3 convolutions of stride 1 without padding whose rows fill a vector",
           "[winograd][conv]") {
     CHECK(cpu::direct_conv_fits(ConvShape{2, 1, 28, 28, 64, 3, 3, 1, 0}));

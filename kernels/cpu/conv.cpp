@@ -373,6 +373,13 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
     forward(y, x, w, b, s, scratch, true);
 }
 
+void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) {
+    if (s.math == Math::fp32 && direct_pool_fits(s, kind, ps)) return direct_conv_forward_relu_pool(y, pooled, x, w, b, s);
+    conv2d_forward_relu(y, x, w, b, s, scratch);
+    pool2d_forward(pooled, y, kind, ps);
+}
+
 void conv2d_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
     if (s.math == Math::tf32) {
         const Tf32Operands r(s, scratch);
@@ -410,6 +417,15 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     if (direct_conv_fits(s)) return direct_conv_backward_weight(dw, db, dy, x, s);
     if (lanes_conv_fits(s, ConvPass::weight)) return lanes_conv_backward_weight(dw, db, dy, x, s, scratch);
     conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
+}
+
+void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
+                                 const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                 const PoolShape& ps, float* scratch) {
+    if (s.math == Math::fp32 && direct_pool_fits(s, kind, ps))
+        return direct_conv_backward_weight_pool(dw, db, d_pooled, x, y, s);
+    pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps);
+    conv2d_backward_weight(dw, db, dy, x, s, scratch);
 }
 
 }  // namespace dpt::cpu

@@ -18,6 +18,12 @@
 // weight gradient multiplies the lanes already counted by a zero dy (an
 // infinite input there would add NaN, where the true sum has an infinity:
 // either way the run's divergence check sees it).
+//
+// Followed by its ReLU and a 2x2 average pooling (LeNet's first layer), the
+// forward pools each pair of output rows while they are in registers, and
+// the weight gradient makes each vector of dy from the pooling's gradient
+// and the ReLU's mask where it reads it: no pass over the pooling's input
+// and no dy written and read back, 1.7 MB each for a 32-sample chunk.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -63,6 +69,19 @@ void for_each_vector(int ow, Body body) {
 
 constexpr int taps = 9;  // 3x3
 
+// dy of output pixels (oy, ox..ox+7) in plane `plane`, as
+// pool2d_backward_relu makes it under a 2x2 average pooling of stride 2
+// (ox even): each window's gradient scaled by 1/4 and added to a cleared
+// dy, then 0 where the ReLU's output y is not above 0.
+V pooled_gradient(const float* d_pooled, const float* y, size_t plane, int oy, int ox, int ow, int pixels) {
+    typedef float Q __attribute__((vector_size(lanes / 2 * sizeof(float))));
+    Q q;
+    std::memcpy(&q, d_pooled + plane * (pixels / 4) + oy / 2 * (ow / 2) + ox / 2, sizeof q);
+    const V g = 0.0f + __builtin_shufflevector(q, q, 0, 0, 1, 1, 2, 2, 3, 3) * 0.25f;
+    const V mask = load(y + plane * pixels + oy * ow + ox), zero = {};
+    return mask > zero ? g : zero;
+}
+
 }  // namespace
 
 bool direct_conv_fits(const ConvShape& s) {
@@ -80,29 +99,60 @@ W splat_as(float x, std::index_sequence<Lane...>) {
     return W{((void)Lane, x)...};
 }
 
+// Vectors of Lanes floats, and of half as many: a pooled row's.
 template <int Lanes>
-void direct_forward_rows(float* y, const float* x, const float* w, const float* b, const ConvShape& s, bool relu) {
+struct Wide {
     typedef float W __attribute__((vector_size(Lanes * sizeof(float))));
-    const auto load_w = [](const float* p) {
+    typedef float Half __attribute__((vector_size(Lanes / 2 * sizeof(float))));
+    static W load(const float* p) {
         W v;
         std::memcpy(&v, p, sizeof v);
         return v;
-    };
-    const W zero = {};
-    const auto lanes_of = std::make_index_sequence<Lanes>{};
+    }
+    static W splat(float x) { return splat_as<W>(x, std::make_index_sequence<Lanes>{}); }
+    // The 9 shifted vectors of output row oy's taps, from column ox.
+    static void taps_of(W (&in)[taps], const float* xi, int w, int oy, int ox) {
+        for (int t = 0; t < taps; ++t) in[t] = load(xi + (oy + t / 3) * w + ox + t % 3);
+    }
+    // Output channel o at those pixels: bias, then the taps in order; the ReLU
+    // with relu_forward's test (NaN gives 0).
+    static W output(const W (&in)[taps], const float* w, float bias, int o, bool relu) {
+        W acc = splat(bias);
+        for (int t = 0; t < taps; ++t) acc += w[o * taps + t] * in[t];
+        const W zero = {};
+        return relu ? (acc > zero ? acc : zero) : acc;
+    }
+    // Lanes 0, 2, 4, ... and 1, 3, 5, ...: the left and right taps of 2x2 windows.
+    template <size_t... I>
+    static Half evens(W v, std::index_sequence<I...>) {
+        return __builtin_shufflevector(v, v, (2 * I)...);
+    }
+    template <size_t... I>
+    static Half odds(W v, std::index_sequence<I...>) {
+        return __builtin_shufflevector(v, v, (2 * I + 1)...);
+    }
+    // The 2x2 averages of rows a (top) and b: pool.cpp's sum, taps in row
+    // order from 0, then the scale.
+    static Half pooled(W a, W b) {
+        constexpr auto half = std::make_index_sequence<Lanes / 2>{};
+        return ((((0.0f + evens(a, half)) + odds(a, half)) + evens(b, half)) + odds(b, half)) * 0.25f;
+    }
+};
+
+template <int Lanes>
+void direct_forward_rows(float* y, const float* x, const float* w, const float* b, const ConvShape& s, bool relu) {
+    using V = Wide<Lanes>;
     const int oh = s.oh(), ow = s.ow(), pixels = oh * ow;
     for (int i = 0; i < s.n; ++i) {
         const float* xi = x + size_t(i) * s.h * s.w;
         float* yi = y + size_t(i) * s.oc * pixels;
         for (int oy = 0; oy < oh; ++oy)
             for_each_vector<Lanes>(ow, [&](int ox, int) {  // (an overlapping last vector: the same sums again)
-                W in[taps];
-                for (int t = 0; t < taps; ++t) in[t] = load_w(xi + (oy + t / 3) * s.w + ox + t % 3);
+                typename V::W in[taps];
+                V::taps_of(in, xi, s.w, oy, ox);
                 for (int o = 0; o < s.oc; ++o) {
-                    W acc = splat_as<W>(b[o], lanes_of);
-                    for (int t = 0; t < taps; ++t) acc += w[o * taps + t] * in[t];
-                    if (relu) acc = acc > zero ? acc : zero;  // relu_forward's test: NaN gives 0
-                    std::memcpy(yi + size_t(o) * pixels + oy * ow + ox, &acc, sizeof acc);
+                    const auto out = V::output(in, w, b[o], o, relu);
+                    std::memcpy(yi + size_t(o) * pixels + oy * ow + ox, &out, sizeof out);
                 }
             });
     }
@@ -113,6 +163,48 @@ void direct_conv_forward(float* y, const float* x, const float* w, const float* 
     if (s.ow() >= 16) return direct_forward_rows<16>(y, x, w, b, s, relu);
 #endif
     direct_forward_rows<lanes>(y, x, w, b, s, relu);
+}
+
+bool direct_pool_fits(const ConvShape& s, PoolKind kind, const PoolShape& ps) {
+    return direct_conv_fits(s) && kind == PoolKind::avg && ps.k == 2 && ps.stride == 2 && s.oh() % 2 == 0 &&
+           s.ow() % 2 == 0 && ps.n == s.n && ps.c == s.oc && ps.h == s.oh() && ps.w == s.ow();
+}
+
+// Two output rows at a time, each vector's two rows pooled as soon as they
+// are made (the vectors start at even columns: ow is even). y is still
+// written: the backward's ReLU mask.
+template <int Lanes>
+void direct_forward_pool_rows(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s) {
+    using V = Wide<Lanes>;
+    const int oh = s.oh(), ow = s.ow(), pixels = oh * ow, pw = ow / 2, pooled_pixels = pixels / 4;
+    for (int i = 0; i < s.n; ++i) {
+        const float* xi = x + size_t(i) * s.h * s.w;
+        float* yi = y + size_t(i) * s.oc * pixels;
+        float* pi = pooled + size_t(i) * s.oc * pooled_pixels;
+        for (int oy = 0; oy < oh; oy += 2)
+            for_each_vector<Lanes>(ow, [&](int ox, int) {
+                typename V::W top[taps], bottom[taps];
+                V::taps_of(top, xi, s.w, oy, ox);
+                V::taps_of(bottom, xi, s.w, oy + 1, ox);
+                for (int o = 0; o < s.oc; ++o) {
+                    const auto a = V::output(top, w, b[o], o, true), c = V::output(bottom, w, b[o], o, true);
+                    float* yo = yi + size_t(o) * pixels + oy * ow + ox;
+                    std::memcpy(yo, &a, sizeof a);
+                    std::memcpy(yo + ow, &c, sizeof c);
+                    const auto p = V::pooled(a, c);
+                    std::memcpy(pi + size_t(o) * pooled_pixels + oy / 2 * pw + ox / 2, &p, sizeof p);
+                }
+            });
+    }
+}
+
+void direct_conv_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                                   const ConvShape& s) {
+#if defined(__AVX512F__)
+    if (s.ow() >= 16) return direct_forward_pool_rows<16>(y, pooled, x, w, b, s);
+#endif
+    direct_forward_pool_rows<lanes>(y, pooled, x, w, b, s);
 }
 
 size_t direct_conv_scratch_floats(const ConvShape& s) { return size_t(taps) * s.oh() * s.ow(); }
@@ -159,20 +251,24 @@ void direct_conv_backward_data(float* dx, const float* dy, const float* w, const
 
 // Per Block output channels over the whole part, so that their 9 weight
 // sums and bias sum stay in registers throughout, and each shifted input
-// vector loaded serves them all; dy is read plane by plane. (Each channel's
-// sums are the same, in the same order, for any Block.)
-template <int Block>
-void weight_sums(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, int o0) {
+// vector loaded serves them all; dy is read plane by plane, or made where it
+// is read (Pooled: from the pooling's gradient). (Each channel's sums are
+// the same, in the same order, for any Block.)
+template <int Block, bool Pooled = false>
+void weight_sums(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, int o0,
+                 const float* y = nullptr) {
     const int oh = s.oh(), ow = s.ow(), pixels = oh * ow;
     V acc[Block][taps] = {}, acc_b[Block] = {};
     for (int i = 0; i < s.n; ++i) {
         const float* xi = x + size_t(i) * s.h * s.w;
-        const float* dyo = dy + (size_t(i) * s.oc + o0) * pixels;
+        const size_t plane = size_t(i) * s.oc + o0;
         for (int oy = 0; oy < oh; ++oy)
             for_each_vector(ow, [&](int ox, int first_new) {
                 V g[Block];
                 for (int b = 0; b < Block; ++b) {
-                    g[b] = keep_from(load(dyo + size_t(b) * pixels + oy * ow + ox), first_new);
+                    if constexpr (Pooled) g[b] = pooled_gradient(dy, y, plane + b, oy, ox, ow, pixels);
+                    else g[b] = load(dy + (plane + b) * pixels + oy * ow + ox);
+                    g[b] = keep_from(g[b], first_new);
                     acc_b[b] += g[b];
                 }
                 for (int t = 0; t < taps; ++t) {
@@ -191,6 +287,13 @@ void direct_conv_backward_weight(float* dw, float* db, const float* dy, const fl
     int o = 0;
     for (; o + 2 <= s.oc; o += 2) weight_sums<2>(dw, db, dy, x, s, o);
     if (o < s.oc) weight_sums<1>(dw, db, dy, x, s, o);
+}
+
+void direct_conv_backward_weight_pool(float* dw, float* db, const float* d_pooled, const float* x, const float* y,
+                                      const ConvShape& s) {
+    int o = 0;
+    for (; o + 2 <= s.oc; o += 2) weight_sums<2, true>(dw, db, d_pooled, x, s, o, y);
+    if (o < s.oc) weight_sums<1, true>(dw, db, d_pooled, x, s, o, y);
 }
 
 }  // namespace dpt::cpu

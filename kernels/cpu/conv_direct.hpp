@@ -21,4 +21,19 @@ void direct_conv_forward(float* y, const float* x, const float* w, const float* 
 void direct_conv_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch);
 void direct_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s);
 
+// Such a convolution followed by its ReLU and a 2x2 average pooling of
+// stride 2 that covers every output (even output rows and columns): LeNet's
+// first layer. ps: the pooling's shape.
+bool direct_pool_fits(const ConvShape& s, PoolKind kind, const PoolShape& ps);
+// conv2d_forward_relu_pool for such a layer: each pair of output rows pooled
+// while it is in registers; the bits of the convolution, then the pooling.
+void direct_conv_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                                   const ConvShape& s);
+// conv2d_backward_weight_pool for such a layer, without a dy buffer: each
+// vector of dy made from the pooling's gradient and the ReLU's mask (y > 0)
+// where the weight sums read it; the bits of pool2d_backward_relu, then
+// direct_conv_backward_weight.
+void direct_conv_backward_weight_pool(float* dw, float* db, const float* d_pooled, const float* x, const float* y,
+                                      const ConvShape& s);
+
 }  // namespace dpt::cpu

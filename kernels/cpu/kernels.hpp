@@ -170,12 +170,11 @@ void note_nonfinite(int32_t* first_bad, const float* x, size_t count, int32_t st
 // each plane as it finishes it (pool.cpp).
 void conv2d_forward_relu(float* y, const float* x, const float* w, const float* b, const ConvShape& s,
                          float* scratch);
-// conv2d_forward_relu, then pool2d_forward of its output y (ps: the pooling's shape).
-inline void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
-                                     const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) {
-    conv2d_forward_relu(y, x, w, b, s, scratch);
-    pool2d_forward(pooled, y, kind, ps);
-}
+// conv2d_forward_relu, then pool2d_forward of its output y (ps: the pooling's
+// shape): in one pass for a one-channel 3x3 layer and a 2x2 average pooling
+// (conv_direct.cpp), else the two calls.
+void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
+                              const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch);
 inline void dense_forward_relu(float* y, const float* x, const float* w, const float* b,
                                int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32) {
     dense_forward(y, x, w, b, n, in, out, scratch, math);
@@ -201,13 +200,12 @@ inline void dense_backward_pool(float* grad_y, float* dx, float* dw, float* db, 
     pool2d_backward_relu(grad_y, dx, y, x, kind, ps);
 }
 // pool2d_backward_relu into dy, then conv2d_backward_weight: the weight
-// gradient of a pooled convolution from the pooling's output gradient.
-inline void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
-                                        const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
-                                        const PoolShape& ps, float* scratch) {
-    pool2d_backward_relu(dy, d_pooled, y, pooled, kind, ps);
-    conv2d_backward_weight(dw, db, dy, x, s, scratch);
-}
+// gradient of a pooled convolution from the pooling's output gradient. dy
+// is scratch: where conv2d_forward_relu_pool runs in one pass, the weight
+// sums make each vector of dy as they read it and leave the buffer alone.
+void conv2d_backward_weight_pool(float* dw, float* db, float* dy, const float* d_pooled, const float* x,
+                                 const float* y, const float* pooled, const ConvShape& s, PoolKind kind,
+                                 const PoolShape& ps, float* scratch);
 
 // The layer kernels as one set, for the model code written once over any
 // backend (src/model/model.hpp: Model::forward / Model::backward). The CUDA set

@@ -273,9 +273,9 @@ TEST_CASE("5x5 convolutions with the batch in the vector lanes equal the definit
     CHECK(largest_difference(want.dx, dx) <= 2e-7 * data_terms);
     CHECK(largest_difference(want.dw, dw) <= 2e-7 * weight_terms);
     CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
-    // conv2d_* within the same bounds where they take the direct sums (the
-    // forward and data gradient of shapes in whole 3x3 tiles go to
-    // Winograd's F(3x3, 5x5), checked below), whichever algorithm else.
+    // conv2d_* within the same bounds where they take the direct sums
+    // (shapes in whole 3x3 tiles go to Winograd's F(3x3, 5x5), checked
+    // below), whichever algorithm else.
     std::vector<float> scratch2(cpu::conv2d_scratch_floats(s), NAN), y2(s.out_size(), NAN), dx2(s.in_size(), NAN),
         dw2 = want.dw0, db2 = want.db0;
     cpu::conv2d_forward(y2.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch2.data());
@@ -284,8 +284,8 @@ TEST_CASE("5x5 convolutions with the batch in the vector lanes equal the definit
     if (!cpu::winograd5_fits(s)) {
         CHECK(largest_difference(want.y, y2) <= 2e-7 * forward_terms);
         CHECK(largest_difference(want.dx, dx2) <= 2e-7 * data_terms);
+        CHECK(largest_difference(want.dw, dw2) <= 2e-7 * weight_terms);
     }
-    CHECK(largest_difference(want.dw, dw2) <= 2e-7 * weight_terms);
 }
 
 TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in the lanes and equal the definition",
@@ -307,6 +307,8 @@ TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in 
     std::vector<float> y(s.out_size(), NAN), dx(s.in_size(), NAN);
     cpu::winograd5_forward(y.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
     cpu::winograd5_backward_data(dx.data(), want.dy.data(), want.w.data(), s, scratch.data());
+    std::vector<float> dw = want.dw0, db = want.db0;
+    cpu::winograd5_backward_weight(dw.data(), db.data(), want.dy.data(), want.x.data(), s, scratch.data());
     std::vector<float> fused(s.out_size(), NAN), composed = y;
     cpu::relu_forward(composed.data(), composed.data(), composed.size());
     cpu::winograd5_forward(fused.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data(), true);
@@ -316,17 +318,27 @@ TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in 
     // coefficients up to 12 (B^T) and 4 (A^T), and G's fractions (1/18,
     // 32/45, ...) are rounded to float. The largest measured on these
     // shapes: 3.4e-7 per term (forward) and 1.5e-7 (data gradient);
-    // bounded by 2e-6. A wrong
+    // bounded by 2e-6, as is the weight gradient. A wrong
     // coefficient, tile offset or overlapping patch is off by O(0.1) to O(1).
     const double forward_terms = 25.0 * s.c + 49, data_terms = 25.0 * s.oc + 49, per_term = 2e-6;
     CHECK(largest_difference(want.y, y) <= per_term * forward_terms);
     CHECK(largest_difference(want.dx, dx) <= per_term * data_terms);
-    // conv2d_forward and conv2d_backward_data take it: the same bits.
-    std::vector<float> scratch2(cpu::conv2d_scratch_floats(s)), y2(s.out_size(), NAN), dx2(s.in_size(), NAN);
+    // The weight gradient sums n * oh * ow products a weight, and G^T dU G
+    // adds 7 x 7 such sums with G's fractions (largest measured: 3.2e-7 per
+    // term); the bias is the plain sum of dy.
+    const double weight_terms = double(s.n) * s.oh() * s.ow() + 49;
+    CHECK(largest_difference(want.dw, dw) <= per_term * weight_terms);
+    CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
+    // conv2d_forward, conv2d_backward_data and conv2d_backward_weight take it: the same bits.
+    std::vector<float> scratch2(cpu::conv2d_scratch_floats(s)), y2(s.out_size(), NAN), dx2(s.in_size(), NAN),
+        dw2 = want.dw0, db2 = want.db0;
     cpu::conv2d_forward(y2.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch2.data());
     cpu::conv2d_backward_data(dx2.data(), want.dy.data(), want.w.data(), s, scratch2.data());
+    cpu::conv2d_backward_weight(dw2.data(), db2.data(), want.dy.data(), want.x.data(), s, scratch2.data());
     CHECK(y2 == y);
     CHECK(dx2 == dx);
+    CHECK(dw2 == dw);
+    CHECK(db2 == db);
 }
 
 TEST_CASE("the lanes take 5x5 convolutions of stride 1 without padding, output rows of 4 pixels or more",

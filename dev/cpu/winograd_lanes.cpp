@@ -378,6 +378,9 @@ int main(int argc, char** argv) {
     }, 50);
     const double wino_dw = bench::fastest_ms([&] { winograd.backward_weight(got_dw.data(), dy.data(), x.data()); }, 50);
     row("weight gradient, direct sums (lanes_conv_backward_weight)", direct_dw, 0);
-    row("weight gradient, F(3x3, 5x5)'s adjoint", wino_dw, direct_dw);
+    row("weight gradient, F(3x3, 5x5)'s adjoint, first version", wino_dw, direct_dw);
+    row("weight gradient, the trainer's (conv2d_backward_weight)", bench::fastest_ms([&] {
+        cpu::conv2d_backward_weight(got_dw.data(), pdb, dy.data(), x.data(), s, trainer_scratch.data());
+    }, 50), direct_dw);
     return 0;
 }

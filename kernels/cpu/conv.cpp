@@ -312,9 +312,9 @@ size_t tf32_operand_floats(const ConvShape& s) { return s.in_size() + s.out_size
 // The three kernels take Winograd's F(m x m, 3x3) where it fits, with the
 // largest tile that does (winograd.cpp), direct sums over a one-channel
 // input (conv_direct.cpp), for 5x5 filters Winograd's F(3x3, 5x5) in the
-// vector lanes for the forward and the data gradient (winograd_lanes.cpp)
-// and direct sums in the lanes for what it leaves (conv_lanes.cpp), the
-// implicit GEMM elsewhere. The scratch space also holds the smaller tiles'
+// vector lanes where the outputs are whole 3x3 tiles (winograd_lanes.cpp)
+// and direct sums in the lanes elsewhere (conv_lanes.cpp), the implicit
+// GEMM for the rest. The scratch space also holds the smaller tiles'
 // and the lanes' needs, so that the tests and the benchmarks can run every
 // algorithm that fits over the same buffer.
 size_t conv2d_scratch_floats(const ConvShape& s) {
@@ -415,6 +415,7 @@ void conv2d_backward_weight(float* dw, float* db, const float* dy, const float* 
     }
     if (const int tile = winograd_tile(s)) return winograd_backward_weight(dw, db, dy, x, s, scratch, tile);
     if (direct_conv_fits(s)) return direct_conv_backward_weight(dw, db, dy, x, s);
+    if (winograd5_fits(s)) return winograd5_backward_weight(dw, db, dy, x, s, scratch);
     if (lanes_conv_fits(s, ConvPass::weight)) return lanes_conv_backward_weight(dw, db, dy, x, s, scratch);
     conv2d_backward_weight_gemm(dw, db, dy, x, s, scratch);
 }

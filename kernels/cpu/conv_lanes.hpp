@@ -1,7 +1,7 @@
 // Convolutions with the batch in the vector lanes (conv_lanes.cpp): 5x5
-// filters on an AVX-512 build (LeNet's conv2: its weight gradient; the
-// forward and data gradient of shapes in whole 3x3 tiles go to
-// winograd_lanes.hpp first); conv.cpp's three kernels hand those shapes over.
+// filters on an AVX-512 build (shapes in whole 3x3 tiles, LeNet's conv2
+// among them, go to winograd_lanes.hpp first); conv.cpp's three kernels
+// hand those shapes over.
 #pragma once
 #include <cstddef>
 

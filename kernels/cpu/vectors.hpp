@@ -41,4 +41,27 @@ inline float lane_sum(vf v, std::index_sequence<J...> lane) {
 }
 inline float lane_sum(vf v) { return lane_sum<lanes / 2>(v, std::make_index_sequence<lanes>{}); }
 
+// The sums of `lanes` vectors' lanes at once, as one vector (lane i: v[i]'s
+// sum): pairs of vectors halved into one, their halves side by side, and
+// again, until each segment is one lane; two two-vector shuffles and an add
+// a pair, 2 shuffles a sum where lane_sum takes 4.
+// A halving's lane L: segments of S/2 lanes, the first `lanes / S` from a,
+// the rest from b, each the lower (or upper) half of a segment of S.
+constexpr size_t halving_lane(size_t S, size_t L, bool upper) {
+    const size_t half = S / 2, segment = L / half, per_vector = lanes / S;
+    return (segment < per_vector ? 0 : lanes) + segment % per_vector * S + (upper ? half : 0) + L % half;
+}
+template <size_t S, size_t... L>
+inline vf halving(vf a, vf b, std::index_sequence<L...>) {
+    return __builtin_shufflevector(a, b, halving_lane(S, L, false)...) +
+           __builtin_shufflevector(a, b, halving_lane(S, L, true)...);
+}
+template <size_t S = lanes, size_t Count = lanes>
+inline vf lane_sums(vf* v) {
+#pragma GCC unroll 8
+    for (size_t j = 0; j < Count / 2; ++j) v[j] = halving<S>(v[2 * j], v[2 * j + 1], std::make_index_sequence<lanes>{});
+    if constexpr (S > 2) return lane_sums<S / 2, Count / 2>(v);
+    else return v[0];
+}
+
 }  // namespace dpt::cpu::detail

@@ -1,9 +1,7 @@
-// Winograd's F(3x3, 5x5) with the batch in the vector lanes: the forward
-// and the data gradient of LeNet's conv2 (20 -> 50 channels, 5x5, 13x13 ->
-// 9x9). conv.cpp hands these shapes over; their weight gradient stays with
-// the direct sums of conv_lanes.cpp (as this transform's adjoint it was
-// slower: dev/cpu/README.md). CUDA twin: kernels/cuda/conv_*.cu, which
-// compute the same function directly (the twins agree to rounding).
+// Winograd's F(3x3, 5x5) with the batch in the vector lanes: the three
+// passes of LeNet's conv2 (20 -> 50 channels, 5x5, 13x13 -> 9x9). conv.cpp
+// hands these shapes over. CUDA twin: kernels/cuda/conv_*.cu, which compute
+// the same function directly (the twins agree to rounding).
 //
 // The outputs are 3x3 tiles, each from a 7x7 patch d of the input:
 //   y_t[o] = A^T [ sum_c U[o][c] (.) V_t[c] ] A,  V = B^T d B,  U = G g G^T,
@@ -13,7 +11,10 @@
 // output channels x 3 tiles, the transformed filters broadcast. The data
 // gradient is the adjoint of each map in turn: dM = A dy_t A^T, dV[xi][c][t]
 // = sum_o U[xi][c][o] * dM[xi][o][t], and each patch B dV B^T added into dx
-// (the 7x7 patches of neighbouring tiles overlap by 4). With 16 samples in
+// (the 7x7 patches of neighbouring tiles overlap by 4). The weight gradient
+// is the adjoint too: dU[xi][o][c] = the sum over tiles and samples of
+// dM[xi][o][t] * V[xi][c][t], then dw = G^T dU G; its per-sample sums, one
+// to a lane, are added up 16 at a time by a transposition (lane_sums). With 16 samples in
 // the lanes (8 with AVX2) every transform is the same arithmetic on whole
 // vectors, one operation a nonzero coefficient.
 //
@@ -85,6 +86,7 @@ template <int Rows, int Cols>
 constexpr int OB = 5;  // the forward products' tile: output channels x TB tiles
 constexpr int CB = 5;  // the data gradient's: input channels x TB tiles
 constexpr int TB = 3;
+constexpr int WC = 4, WO = lanes / WC;  // the weight gradient's: output x input channels, a sum a lane
 
 int rounded_up(int n, int to) { return (n + to - 1) / to * to; }
 
@@ -94,29 +96,34 @@ int rounded_up(int n, int to) { return (n + to - 1) / to * to; }
 // Each part's offset in floats from the first cache line, the last one's
 // the end.
 struct Layout {
-    int ocp, tiles;
-    size_t in, out, v, m, end;
+    int ocp, tiles, oblocks, cblocks;
+    size_t in, out, v, m, du, bias, end;
     explicit Layout(const ConvShape& s)
         : ocp(rounded_up(s.oc, lanes)),
           tiles(s.oh() / M * (s.ow() / M)),
+          oblocks((s.oc + WO - 1) / WO),
+          cblocks((s.c + WC - 1) / WC),
           in(size_t(rounded_up(xis * s.c * ocp, lanes))),
           out(in + size_t(s.c) * s.h * s.w * lanes),
           v(out + size_t(s.oc) * s.oh() * s.ow() * lanes),
           m(v + size_t(xis) * s.c * tiles * lanes),
-          end(m + size_t(xis) * ocp * tiles * lanes) {}
+          du(m + size_t(xis) * ocp * tiles * lanes),
+          bias(du + size_t(xis) * oblocks * cblocks * lanes),
+          end(bias + size_t(s.oc) * lanes) {}
 };
 
 struct Work {
-    int ocp, tiles_w, tiles;
-    float *u, *in, *out;
-    vf *v, *m;
+    int ocp, tiles_w, tiles, oblocks, cblocks;
+    float *u, *in, *out, *du;
+    vf *v, *m, *bias;
     Work(const ConvShape& s, float* scratch) : tiles_w(s.ow() / M) {
         const Layout at(s);
         const auto address = reinterpret_cast<std::uintptr_t>(scratch);
         u = scratch + (64 - address % 64) % 64 / sizeof(float);
-        ocp = at.ocp, tiles = at.tiles;
-        in = u + at.in, out = u + at.out;
+        ocp = at.ocp, tiles = at.tiles, oblocks = at.oblocks, cblocks = at.cblocks;
+        in = u + at.in, out = u + at.out, du = u + at.du;
         v = reinterpret_cast<vf*>(u + at.v), m = reinterpret_cast<vf*>(u + at.m);
+        bias = reinterpret_cast<vf*>(u + at.bias);
     }
     static size_t floats(const ConvShape& s) { return 64 / sizeof(float) + Layout(s).end; }
     // Where tile t's 3x3 outputs start: row and column.
@@ -253,6 +260,63 @@ void patch_transform(const Work& k, const ConvShape& s) {
         }
 }
 
+// The weight gradient's products, added into du: for each transformed
+// element xi, dU[xi][o][c] = the sum over the group's tiles and lanes of
+// M[xi][o][t] * V[xi][c][t] (M: the output gradient's transform), WO x WC
+// of them at a time, one per accumulator; their lanes are added up
+// together by lane_sums, into one vector of du, [xi][o block][c block]
+// [WO x WC]. Rows and columns past the channels repeat the last ones (their
+// sums are not read).
+void weight_products(const Work& k, const ConvShape& s) {
+    for (int xi = 0; xi < xis; ++xi) {
+        const vf* m = k.m + size_t(xi) * k.ocp * k.tiles;
+        const vf* v = k.v + size_t(xi) * s.c * k.tiles;
+        float* du = k.du + size_t(xi) * k.oblocks * k.cblocks * lanes;
+        for (int ob = 0; ob < k.oblocks; ++ob) {
+            const vf* rows[WO];
+#pragma GCC unroll 8
+            for (int a = 0; a < WO; ++a) rows[a] = m + size_t(std::min(ob * WO + a, s.oc - 1)) * k.tiles;
+            for (int cb = 0; cb < k.cblocks; ++cb) {
+                const vf* cols[WC];
+#pragma GCC unroll 4
+                for (int b = 0; b < WC; ++b) cols[b] = v + size_t(std::min(cb * WC + b, s.c - 1)) * k.tiles;
+                vf acc[WO * WC] = {};
+                for (int t = 0; t < k.tiles; ++t) {
+                    vf in[WC];
+#pragma GCC unroll 4
+                    for (int b = 0; b < WC; ++b) in[b] = cols[b][t];
+#pragma GCC unroll 4
+                    for (int a = 0; a < WO; ++a) {
+                        const vf g = rows[a][t];
+#pragma GCC unroll 4
+                        for (int b = 0; b < WC; ++b) acc[a * WC + b] += g * in[b];
+                    }
+                }
+                float* sums = du + (size_t(ob) * k.cblocks + cb) * lanes;
+                store(sums, load(sums) + detail::lane_sums(acc));
+            }
+        }
+    }
+}
+
+// dw += G^T dU G for every filter, WO x WC of them in the lanes of du's vectors.
+void weight_transform(float* dw, const Work& k, const ConvShape& s) {
+    constexpr auto GT = transposed<N, K>(G);
+    for (int ob = 0; ob < k.oblocks; ++ob)
+        for (int cb = 0; cb < k.cblocks; ++cb) {
+            vf du[N][N], gu[K][N], out[K][K];
+            for (int xi = 0; xi < xis; ++xi)
+                du[xi / N][xi % N] = load(k.du + ((size_t(xi) * k.oblocks + ob) * k.cblocks + cb) * lanes);
+            for (int j = 0; j < N; ++j) transform(&gu[0][j], N, &du[0][j], N, GT.a);  // columns: G^T dU
+            for (int i = 0; i < K; ++i) transform(&out[i][0], 1, &gu[i][0], 1, GT.a);  // rows: (G^T dU) G
+            for (int a = 0; a < WO && ob * WO + a < s.oc; ++a)
+                for (int b = 0; b < WC && cb * WC + b < s.c; ++b) {
+                    float* filter = dw + (size_t(ob * WO + a) * s.c + cb * WC + b) * K * K;
+                    for (int i = 0; i < K * K; ++i) filter[i] += out[i / K][i % K][a * WC + b];
+                }
+        }
+}
+
 }  // namespace
 
 bool winograd5_fits(const ConvShape& s) {
@@ -294,6 +358,27 @@ void winograd5_backward_data(float* dx, const float* dy, const float* w, const C
         patch_transform(k, s);
         lanes_transpose_out(dx + first * in_planes, k.in, in_planes, count);
     }
+}
+
+void winograd5_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
+                               float* scratch) {
+    const Work k(s, scratch);
+    std::fill_n(k.du, size_t(xis) * k.oblocks * k.cblocks * lanes, 0.0f);
+    std::fill_n(k.bias, s.oc, vf{});
+    const size_t in_planes = size_t(s.c) * s.h * s.w, out_planes = size_t(s.oc) * s.oh() * s.ow();
+    const int pixels = s.oh() * s.ow();
+    for (int first = 0; first < s.n; first += lanes) {  // (the lanes past the samples: zeros)
+        const int count = std::min(lanes, s.n - first);
+        lanes_transpose_in(k.in, x + first * in_planes, in_planes, count);
+        input_transform(k, s);
+        lanes_transpose_in(k.out, dy + first * out_planes, out_planes, count);
+        gradient_transform(k, s);
+        weight_products(k, s);
+        for (int o = 0; o < s.oc; ++o)
+            for (int p = 0; p < pixels; ++p) k.bias[o] += load(k.out + (size_t(o) * pixels + p) * lanes);
+    }
+    weight_transform(dw, k, s);
+    for (int o = 0; o < s.oc; ++o) db[o] += detail::lane_sum(k.bias[o]);
 }
 
 }  // namespace dpt::cpu

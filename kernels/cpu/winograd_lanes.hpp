@@ -1,6 +1,6 @@
 // Winograd's F(3x3, 5x5) with the batch in the vector lanes
-// (winograd_lanes.cpp): the forward and data gradient of LeNet's conv2 on
-// AVX2 and AVX-512 builds; conv.cpp hands those shapes over.
+// (winograd_lanes.cpp): the three passes of LeNet's conv2 on AVX2 and
+// AVX-512 builds; conv.cpp hands those shapes over.
 #pragma once
 #include <cstddef>
 
@@ -19,5 +19,9 @@ size_t winograd5_scratch_floats(const ConvShape& s);
 void winograd5_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
                        bool relu = false);
 void winograd5_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch);
+// conv2d_backward_weight's, as the forward's adjoint: dU = the sum over
+// tiles and samples of (A dy A^T) (.) (B^T d B), dw += G^T dU G.
+void winograd5_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s,
+                               float* scratch);
 
 }  // namespace dpt::cpu

@@ -381,6 +381,29 @@ TEST_CASE("dense backward matches finite differences", "[kernels][dense]") {
     }
 }
 
+// With scratch and more outputs than samples the forward computes y^T = w . x^T
+// (packing x^T, the smaller operand): the same sums in the same order.
+TEST_CASE("dense forward gives the same bits through y^T as through y", "[kernels][dense]") {
+    struct Shape { int n, in, out; };
+    const Shape s = GENERATE(Shape{32, 800, 128}, Shape{3, 7, 5}, Shape{1, 300, 70}, Shape{40, 128, 10});
+    CAPTURE(s.n, s.in, s.out);
+    const auto x = testing::random_vector(size_t(s.n) * s.in, 1), w = testing::random_vector(size_t(s.out) * s.in, 2);
+    const auto b = testing::random_vector(size_t(s.out), 3);
+    std::vector<float> plain(size_t(s.n) * s.out, NAN), through_scratch(plain.size(), NAN);
+    std::vector<float> scratch(cpu::dense_scratch_floats(s.n, s.in, s.out), NAN);
+    cpu::dense_forward(plain.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out);
+    cpu::dense_forward(through_scratch.data(), x.data(), w.data(), b.data(), s.n, s.in, s.out, scratch.data());
+    CHECK(through_scratch == plain);
+    double worst = 0.0;  // and both the product itself
+    for (int i = 0; i < s.n; ++i)
+        for (int o = 0; o < s.out; ++o) {
+            double want = b[size_t(o)];
+            for (int k = 0; k < s.in; ++k) want += double(x[size_t(i) * s.in + k]) * w[size_t(o) * s.in + k];
+            worst = std::max(worst, std::abs(want - plain[size_t(i) * s.out + o]));
+        }
+    CHECK(worst <= 2e-7 * (s.in + 1));
+}
+
 TEST_CASE("relu backward matches finite differences away from the kink", "[kernels][relu]") {
     const size_t n = GENERATE(1, 17, 1000);
     auto x = testing::spaced_values(n, 1, 0.01f);

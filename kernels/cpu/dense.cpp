@@ -14,8 +14,18 @@ void dense_forward(float* y, const float* x, const float* w, const float* b,
         round_to_tf32(rw, w, size_t(in) * out);
         x = rx, w = rw;
     }
-    for (int i = 0; i < n; ++i) std::copy(b, b + out, y + size_t(i) * out);
-    gemm(y, x, w, n, out, in, false, true, true);  // y (n, out) += x (n, in) . w^T (in, out)
+    if (!scratch || out <= n) {
+        for (int i = 0; i < n; ++i) std::copy(b, b + out, y + size_t(i) * out);
+        return gemm(y, x, w, n, out, in, false, true, true);  // y (n, out) += x (n, in) . w^T (in, out)
+    }
+    // More outputs than samples (LeNet's dense1: 128 against a chunk of 32):
+    // y^T = w . x^T, so that the GEMM packs x^T (n x in floats) instead of
+    // w^T (out x in), then y^T turned back. The same sums, in the same order.
+    float* yt = scratch + (math == Math::tf32 ? size_t(n) * in + size_t(in) * out : 0);
+    for (int o = 0; o < out; ++o) std::fill(yt + size_t(o) * n, yt + size_t(o + 1) * n, b[o]);
+    gemm(yt, w, x, out, n, in, false, true, true);  // y^T (out, n) += w (out, in) . x^T (in, n)
+    for (int i = 0; i < n; ++i)
+        for (int o = 0; o < out; ++o) y[size_t(i) * out + o] = yt[size_t(o) * n + i];
 }
 
 void dense_backward_weight(float* dw, float* db, const float* dy, const float* x, int n, int in, int out,

@@ -72,8 +72,8 @@ void pool2d_backward(float* dx, const float* dy, const float* x, const float* y,
                      PoolKind kind, const PoolShape& s);
 
 // y (n, out) = x (n, in) . w^T + b, with w (out, in) and b (out). The
-// scratch holds the rounded operands with Math::tf32 (dense_scratch_floats);
-// in FP32 none is needed.
+// scratch (dense_scratch_floats) holds the rounded operands with
+// Math::tf32, and y^T where out > n (the same bits without it).
 void dense_forward(float* y, const float* x, const float* w, const float* b,
                    int n, int in, int out, float* scratch = nullptr, Math math = Math::fp32);
 // dw (out, in) += dy^T . x; db (out) += column sums of dy;
@@ -87,7 +87,7 @@ void dense_backward_weight(float* dw, float* db, const float* dy, const float* x
 void dense_backward_data(float* dx, const float* dy, const float* w, int n, int in, int out,
                          float* scratch = nullptr, Math math = Math::fp32);
 inline size_t dense_scratch_floats(int n, int in, int out, Math math = Math::fp32) {
-    return math == Math::tf32 ? size_t(n) * in + size_t(in) * out + size_t(n) * out : 0;
+    return (math == Math::tf32 ? size_t(n) * in + size_t(in) * out : 0) + size_t(n) * out;
 }
 // dst = src rounded to TF32 (to nearest, ties away from zero, as the GPU's
 // cvt.rna.tf32.f32); NaN and infinity unchanged. dst may be src.

@@ -303,7 +303,7 @@ TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in 
         return;
     }
     const Reference want(s);
-    std::vector<float> scratch(cpu::winograd5_scratch_floats(s), NAN);
+    std::vector<float> scratch(cpu::winograd5_scratch_floats(s), NAN), scratch2(cpu::conv2d_scratch_floats(s), NAN);
     std::vector<float> y(s.out_size(), NAN), dx(s.in_size(), NAN);
     cpu::winograd5_forward(y.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data());
     cpu::winograd5_backward_data(dx.data(), want.dy.data(), want.w.data(), s, scratch.data());
@@ -313,6 +313,16 @@ TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in 
     cpu::relu_forward(composed.data(), composed.data(), composed.size());
     cpu::winograd5_forward(fused.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch.data(), true);
     CHECK((fused.empty() || std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0));
+    // With the 2x2 average pooling done in the lanes: pool2d_forward's bits
+    // (conv2d_forward_relu_pool takes it), the last row and column dropped
+    // where the outputs are odd.
+    const PoolShape ps{s.n, s.oc, s.oh(), s.ow(), 2, 2};
+    std::vector<float> want_pooled(ps.out_size(), NAN), pooled(ps.out_size(), NAN), y_too(s.out_size(), NAN);
+    cpu::pool2d_forward(want_pooled.data(), composed.data(), PoolKind::avg, ps);
+    cpu::conv2d_forward_relu_pool(y_too.data(), pooled.data(), want.x.data(), want.w.data(), want.b.data(), s,
+                                  PoolKind::avg, ps, scratch2.data());
+    CHECK(y_too == composed);
+    CHECK(pooled == want_pooled);
     // Each output sums 25 * c (forward) or 25 * oc (data gradient) products
     // of numbers in [-1, 1]; the transforms add up to 7 x 7 such values with
     // coefficients up to 12 (B^T) and 4 (A^T), and G's fractions (1/18,
@@ -330,8 +340,7 @@ TEST_CASE("5x5 convolutions in whole 3x3 tiles run as Winograd's F(3x3, 5x5) in 
     CHECK(largest_difference(want.dw, dw) <= per_term * weight_terms);
     CHECK(largest_difference(want.db, db) <= 2e-7 * weight_terms);
     // conv2d_forward, conv2d_backward_data and conv2d_backward_weight take it: the same bits.
-    std::vector<float> scratch2(cpu::conv2d_scratch_floats(s)), y2(s.out_size(), NAN), dx2(s.in_size(), NAN),
-        dw2 = want.dw0, db2 = want.db0;
+    std::vector<float> y2(s.out_size(), NAN), dx2(s.in_size(), NAN), dw2 = want.dw0, db2 = want.db0;
     cpu::conv2d_forward(y2.data(), want.x.data(), want.w.data(), want.b.data(), s, scratch2.data());
     cpu::conv2d_backward_data(dx2.data(), want.dy.data(), want.w.data(), s, scratch2.data());
     cpu::conv2d_backward_weight(dw2.data(), db2.data(), want.dy.data(), want.x.data(), s, scratch2.data());

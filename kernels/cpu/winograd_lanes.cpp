@@ -95,33 +95,43 @@ int rounded_up(int n, int to) { return (n + to - 1) / to * to; }
 // the lanes, V [xi][c][tile] and M [xi][oc rounded up][tile] (vectors).
 // Each part's offset in floats from the first cache line, the last one's
 // the end.
+// Vectors rounded up to an odd count: the 49 slices V[xi] and M[xi] a
+// transform writes or reads, one vector each, then fall in different sets
+// of the L1 cache (a slice of 64 x 9 vectors, 36 KB, put all 49 in one set
+// of 12 ways: 4 KB apart, a multiple of 64 lines).
+int odd(int vectors) { return vectors | 1; }
+
 struct Layout {
-    int ocp, tiles, oblocks, cblocks;
-    size_t in, out, v, m, du, bias, end;
+    int ocp, tiles, oblocks, cblocks, v_slice, m_slice;
+    size_t in, out, v, m, du, bias, pooled, end;
     explicit Layout(const ConvShape& s)
         : ocp(rounded_up(s.oc, lanes)),
           tiles(s.oh() / M * (s.ow() / M)),
           oblocks((s.oc + WO - 1) / WO),
           cblocks((s.c + WC - 1) / WC),
+          v_slice(odd(s.c * tiles)),
+          m_slice(odd(ocp * tiles)),
           in(size_t(rounded_up(xis * s.c * ocp, lanes))),
           out(in + size_t(s.c) * s.h * s.w * lanes),
           v(out + size_t(s.oc) * s.oh() * s.ow() * lanes),
-          m(v + size_t(xis) * s.c * tiles * lanes),
-          du(m + size_t(xis) * ocp * tiles * lanes),
+          m(v + size_t(xis) * v_slice * lanes),
+          du(m + size_t(xis) * m_slice * lanes),
           bias(du + size_t(xis) * oblocks * cblocks * lanes),
-          end(bias + size_t(s.oc) * lanes) {}
+          pooled(bias + size_t(s.oc) * lanes),
+          end(pooled + size_t(s.oc) * (s.oh() / 2) * (s.ow() / 2) * lanes) {}
 };
 
 struct Work {
-    int ocp, tiles_w, tiles, oblocks, cblocks;
-    float *u, *in, *out, *du;
+    int ocp, tiles_w, tiles, oblocks, cblocks, v_slice, m_slice;
+    float *u, *in, *out, *du, *pooled;
     vf *v, *m, *bias;
     Work(const ConvShape& s, float* scratch) : tiles_w(s.ow() / M) {
         const Layout at(s);
         const auto address = reinterpret_cast<std::uintptr_t>(scratch);
         u = scratch + (64 - address % 64) % 64 / sizeof(float);
         ocp = at.ocp, tiles = at.tiles, oblocks = at.oblocks, cblocks = at.cblocks;
-        in = u + at.in, out = u + at.out, du = u + at.du;
+        v_slice = at.v_slice, m_slice = at.m_slice;
+        in = u + at.in, out = u + at.out, du = u + at.du, pooled = u + at.pooled;
         v = reinterpret_cast<vf*>(u + at.v), m = reinterpret_cast<vf*>(u + at.m);
         bias = reinterpret_cast<vf*>(u + at.bias);
     }
@@ -161,7 +171,7 @@ void input_transform(const Work& k, const ConvShape& s) {
             for (int j = 0; j < N; ++j) transform(&bd[0][j], N, &d[0][j], N, BT);    // columns: B^T d
             for (int i = 0; i < N; ++i) transform(&out[i][0], 1, &bd[i][0], 1, BT);  // rows: (B^T d) B
             for (int i = 0; i < N; ++i)
-                for (int j = 0; j < N; ++j) k.v[(size_t(i * N + j) * s.c + c) * k.tiles + t] = out[i][j];
+                for (int j = 0; j < N; ++j) k.v[size_t(i * N + j) * k.v_slice + c * k.tiles + t] = out[i][j];
         }
 }
 
@@ -174,12 +184,12 @@ void products(const Work& k, const ConvShape& s) {
     const int rows = Forward ? s.oc : s.c, depth = Forward ? s.c : s.oc;
     const vf* from = Forward ? k.v : k.m;
     vf* to = Forward ? k.m : k.v;
-    const int from_rows = Forward ? s.c : k.ocp, to_rows = Forward ? k.ocp : s.c;
+    const int from_slice = Forward ? k.v_slice : k.m_slice, to_slice = Forward ? k.m_slice : k.v_slice;
     constexpr int R = Forward ? OB : CB;
     for (int xi = 0; xi < xis; ++xi) {
         const float* u = k.u + size_t(xi) * s.c * k.ocp;
-        const vf* in = from + size_t(xi) * from_rows * k.tiles;
-        vf* sums = to + size_t(xi) * to_rows * k.tiles;
+        const vf* in = from + size_t(xi) * from_slice;
+        vf* sums = to + size_t(xi) * to_slice;
         for (int a0 = 0; a0 < rows; a0 += R)
             for (int t0 = 0; t0 < k.tiles; t0 += TB) {
                 int tile[TB], row[R];
@@ -213,7 +223,7 @@ void output_transform(const Work& k, const float* bias, const ConvShape& s, bool
         for (int t = 0; t < k.tiles; ++t) {
             vf mm[N][N], am[M][N], out[M][M];
             for (int i = 0; i < N; ++i)
-                for (int j = 0; j < N; ++j) mm[i][j] = k.m[(size_t(i * N + j) * k.ocp + o) * k.tiles + t];
+                for (int j = 0; j < N; ++j) mm[i][j] = k.m[size_t(i * N + j) * k.m_slice + o * k.tiles + t];
             for (int j = 0; j < N; ++j) transform(&am[0][j], N, &mm[0][j], N, AT);  // columns: A^T M
             for (int i = 0; i < M; ++i) transform(&out[i][0], 1, &am[i][0], 1, AT);  // rows: (A^T M) A
             for (int i = 0; i < M; ++i)
@@ -224,6 +234,20 @@ void output_transform(const Work& k, const float* bias, const ConvShape& s, bool
                 }
         }
     }
+}
+
+// The 2x2 averages (stride 2) of the group's outputs in k.out, into
+// k.pooled: pool.cpp's sums, taps in row order from 0, then the scale.
+void pool_outputs(const Work& k, const ConvShape& s) {
+    const int oh = s.oh(), ow = s.ow(), ph = oh / 2, pw = ow / 2;
+    for (int o = 0; o < s.oc; ++o)
+        for (int py = 0; py < ph; ++py)
+            for (int px = 0; px < pw; ++px) {
+                const float* top = k.out + ((size_t(o) * oh + 2 * py) * ow + 2 * px) * lanes;
+                const float* bottom = top + size_t(ow) * lanes;
+                const vf sum = (((0.0f + load(top)) + load(top + lanes)) + load(bottom)) + load(bottom + lanes);
+                store(k.pooled + ((size_t(o) * ph + py) * pw + px) * lanes, sum * 0.25f);
+            }
 }
 
 // M[xi][o][t] = (A dy_t A^T)[xi] for every output gradient tile of the group in k.out.
@@ -238,7 +262,7 @@ void gradient_transform(const Work& k, const ConvShape& s) {
             for (int j = 0; j < M; ++j) transform(&ag[0][j], M, &g[0][j], M, A.a);   // columns: A dy
             for (int i = 0; i < N; ++i) transform(&out[i][0], 1, &ag[i][0], 1, A.a);  // rows: (A dy) A^T
             for (int i = 0; i < N; ++i)
-                for (int j = 0; j < N; ++j) k.m[(size_t(i * N + j) * k.ocp + o) * k.tiles + t] = out[i][j];
+                for (int j = 0; j < N; ++j) k.m[size_t(i * N + j) * k.m_slice + o * k.tiles + t] = out[i][j];
         }
 }
 
@@ -249,7 +273,7 @@ void patch_transform(const Work& k, const ConvShape& s) {
         for (int t = 0; t < k.tiles; ++t) {
             vf dv[N][N], bd[N][N], out[N][N];
             for (int i = 0; i < N; ++i)
-                for (int j = 0; j < N; ++j) dv[i][j] = k.v[(size_t(i * N + j) * s.c + c) * k.tiles + t];
+                for (int j = 0; j < N; ++j) dv[i][j] = k.v[size_t(i * N + j) * k.v_slice + c * k.tiles + t];
             for (int j = 0; j < N; ++j) transform(&bd[0][j], N, &dv[0][j], N, B.a);   // columns: B dV
             for (int i = 0; i < N; ++i) transform(&out[i][0], 1, &bd[i][0], 1, B.a);  // rows: (B dV) B^T
             for (int i = 0; i < N; ++i)
@@ -269,8 +293,8 @@ void patch_transform(const Work& k, const ConvShape& s) {
 // sums are not read).
 void weight_products(const Work& k, const ConvShape& s) {
     for (int xi = 0; xi < xis; ++xi) {
-        const vf* m = k.m + size_t(xi) * k.ocp * k.tiles;
-        const vf* v = k.v + size_t(xi) * s.c * k.tiles;
+        const vf* m = k.m + size_t(xi) * k.m_slice;
+        const vf* v = k.v + size_t(xi) * k.v_slice;
         float* du = k.du + size_t(xi) * k.oblocks * k.cblocks * lanes;
         for (int ob = 0; ob < k.oblocks; ++ob) {
             const vf* rows[WO];
@@ -332,10 +356,11 @@ bool winograd5_fits(const ConvShape& s) {
 size_t winograd5_scratch_floats(const ConvShape& s) { return Work::floats(s); }
 
 void winograd5_forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch,
-                       bool relu) {
+                       bool relu, float* pooled) {
     const Work k(s, scratch);
     filter_transform(k, w, s);
     const size_t in_planes = size_t(s.c) * s.h * s.w, out_planes = size_t(s.oc) * s.oh() * s.ow();
+    const size_t pooled_planes = size_t(s.oc) * (s.oh() / 2) * (s.ow() / 2);
     for (int first = 0; first < s.n; first += lanes) {
         const int count = std::min(lanes, s.n - first);
         lanes_transpose_in(k.in, x + first * in_planes, in_planes, count);
@@ -343,6 +368,9 @@ void winograd5_forward(float* y, const float* x, const float* w, const float* b,
         products<true>(k, s);
         output_transform(k, b, s, relu);
         lanes_transpose_out(y + first * out_planes, k.out, out_planes, count);
+        if (!pooled) continue;
+        pool_outputs(k, s);
+        lanes_transpose_out(pooled + first * pooled_planes, k.pooled, pooled_planes, count);
     }
 }
 

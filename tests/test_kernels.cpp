@@ -162,6 +162,7 @@ TEST_CASE("conv2d and dense with Math::tf32 compute on rounded operands, the bia
 TEST_CASE("pool2d backward matches finite differences, avg and max, edges dropped or overlapping", "[kernels][pool]") {
     const PoolShape s = GENERATE(PoolShape{2, 3, 9, 9, 2, 2},   // LeNet pool2: odd side, last row dropped
                                  PoolShape{1, 2, 26, 26, 2, 2}, // LeNet pool1
+                                 PoolShape{2, 2, 5, 3, 2, 2},   // rows narrower than a vector of windows
                                  PoolShape{1, 2, 6, 6, 3, 3},   // 3x3 windows
                                  PoolShape{1, 1, 7, 7, 3, 2},   // overlapping windows
                                  PoolShape{2, 2, 26, 26, 3, 2}, // ResNet's max pool: 26 -> 12

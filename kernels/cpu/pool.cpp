@@ -65,6 +65,46 @@ void avg_backward(float* dx, const float* dy, const float* relu_x, const PoolSha
     }
 }
 
+// 2x2 windows of stride 2 do not overlap: a pixel of a whole window gets
+// the window's gradient / 4 alone (0 + g, the loop above's bits), one in
+// an odd plane's last row or column none; then the mask. Four windows (8
+// pixels) a vector, each window's gradient loaded once and duplicated.
+void avg_backward_2x2(float* dx, const float* dy, const float* relu_x, const PoolShape& s) {
+    typedef float V __attribute__((vector_size(8 * sizeof(float))));
+    typedef float Q __attribute__((vector_size(4 * sizeof(float))));
+    const int oh = s.oh(), ow = s.ow(), covered = 2 * ow;
+    const V zero = {};
+    for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
+        float* dxp = dx + plane * s.h * s.w;
+        const float* dyp = dy + plane * oh * ow;
+        const float* xp = relu_x ? relu_x + plane * s.h * s.w : nullptr;
+        for (int iy = 0; iy < s.h; ++iy) {
+            float* row = dxp + size_t(iy) * s.w;
+            const float* mask = xp ? xp + size_t(iy) * s.w : nullptr;
+            int ix = 0;
+            if (iy < 2 * oh) {
+                const float* g = dyp + size_t(iy / 2) * ow;
+                for (; ix + 8 <= covered; ix += 8) {
+                    Q q;
+                    std::memcpy(&q, g + ix / 2, sizeof q);
+                    V v = 0.0f + __builtin_shufflevector(q, q, 0, 0, 1, 1, 2, 2, 3, 3) * 0.25f;
+                    if (mask) {
+                        V m;
+                        std::memcpy(&m, mask + ix, sizeof m);
+                        v = m > zero ? v : zero;
+                    }
+                    std::memcpy(row + ix, &v, sizeof v);
+                }
+                for (; ix < covered; ++ix) {
+                    const float v = 0.0f + g[ix / 2] * 0.25f;
+                    row[ix] = mask && !(mask[ix] > 0.0f) ? 0.0f : v;
+                }
+            }
+            for (; ix < s.w; ++ix) row[ix] = 0.0f;
+        }
+    }
+}
+
 // The whole gradient of a window goes to its first tap (row by row) equal
 // to the max; none when the window holds a NaN. One plane at a time, so
 // its dx is cleared and then added to while it is in L1, and one output row
@@ -109,6 +149,7 @@ void max_backward(float* dx, const float* dy, const float* x, const float* y, co
 template <PoolKind kind, int K, int S>
 void backward(float* dx, const float* dy, const float* x, const float* y, const float* relu_x, const PoolShape& s) {
     if constexpr (kind == PoolKind::max) max_backward<K, S>(dx, dy, x, y, relu_x, s);
+    else if constexpr (K == 2 && S == 2) avg_backward_2x2(dx, dy, relu_x, s);
     else avg_backward<K, S>(dx, dy, relu_x, s);
 }
 

@@ -15,19 +15,25 @@ constexpr int NR = 2 * lanes;  // columns of the register tile (two vectors)
 // B and a broadcast of A must fit the vector registers (32 with AVX-512,
 // 16 with AVX2).
 constexpr int MR_MAX = lanes == 16 ? 12 : 6;
+// At most, where A is read in place: each of its rows is a pointer of its
+// own, and 12 of them with the loop's own leave x86-64's 16 general
+// registers short (the loop reloads one from the stack every step); 8 rows
+// ran ResNet-18's Winograd products 5-10% faster than 12
+// (build/bench/conv_cpu).
+constexpr int MR_IN_PLACE = lanes == 16 ? 8 : 6;
 constexpr int KC = 256;   // depth of a packed block: a 12x256 A panel and a 256x32 B panel fit L1
 constexpr int MC = 144;   // rows of a packed A block (144 x 256 floats = 147.5 KB, fits L2)
 constexpr int NC = 2048;  // columns of a packed B block (2.1 MB, meant for L3)
 
-// The tile's rows for a product of m rows: m itself when it fits; else the
-// count from two thirds of MR_MAX to MR_MAX that leaves the fewest rows of
-// the last tile empty (the larger on a tie): 50 output channels (LeNet's
-// conv2) take 5 tiles of 10 rather than 5 of 12, 10 rows computed for
+// The tile's rows for a product of m rows, at most `most`: m itself when it
+// fits; else the count from two thirds of `most` to `most` that leaves the
+// fewest rows of the last tile empty (the larger on a tie): 50 output
+// channels take 5 tiles of 10 rather than 5 of 12, 10 rows computed for
 // nothing.
-constexpr int tile_rows(int m) {
-    if (m <= MR_MAX) return m;
-    int best = MR_MAX;
-    for (int mr = MR_MAX; mr >= MR_MAX * 2 / 3; --mr)
+constexpr int tile_rows(int m, int most = MR_MAX) {
+    if (m <= most) return m;
+    int best = most;
+    for (int mr = most; mr >= most * 2 / 3; --mr)
         if ((m + mr - 1) / mr * mr - m < (m + best - 1) / best * best - m) best = mr;
     return best;
 }
@@ -60,7 +66,7 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
         return;
     }
     const bool in_place = !trans_a;
-    const int mr = tile_rows(m), mc_max = MC / mr * mr;
+    const int mr = tile_rows(m, in_place ? MR_IN_PLACE : MR_MAX), mc_max = MC / mr * mr;
     float* const packed_a = pack_buffer_a();
     float* const packed_b = pack_buffer_b();
     for (int j0 = 0; j0 < n; j0 += NC) {

@@ -34,9 +34,11 @@ packages=(g++ pkg-config meson ninja-build python3 libcxxopts-dev nlohmann-json3
 [[ " $* " == *" --with-bench "* ]] && packages+=(hyperfine)
 # --with-tests (scripts/test.sh): both of the above, iproute2 for the test
 # that runs mpirun over two network namespaces as two machines, procps
-# (pkill) for the one that stops a run on a terminal, and ccache, through
-# which the emulated build takes the objects it shares with the main build.
-[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2 procps ccache)
+# (pkill) for the one that stops a run on a terminal, ccache, through
+# which the emulated build takes the objects it shares with the main build,
+# and qemu-user, whose x86-64 CPU without AVX-512 the start-up check of the
+# kernels' instruction sets is tested on (tests/test_cpu_check.sh).
+[[ " $* " == *" --with-tests "* ]] && packages+=(iproute2 procps ccache qemu-user)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -88,12 +88,7 @@ bool direct_conv_fits(const ConvShape& s) {
     return s.c == 1 && s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 0 && s.ow() >= lanes;
 }
 
-// Per sample and output row: the row's 9 shifted input vectors are loaded
-// once and serve every output channel, so that the work is the fused
-// multiply-adds alone (the weights are broadcast from L1). Vectors as wide as
-// the build's (16 lanes with AVX-512) where the row is that wide; the
-// optional ReLU is applied as each output is stored, not in a pass of its own.
-// (splat for a vector of any width: the helpers above are for V alone.)
+// splat for a vector of any width (the helpers above are for V alone).
 template <class W, size_t... Lane>
 W splat_as(float x, std::index_sequence<Lane...>) {
     return W{((void)Lane, x)...};
@@ -139,6 +134,11 @@ struct Wide {
     }
 };
 
+// Per sample and output row: the row's 9 shifted input vectors are loaded
+// once and serve every output channel, so that the work is the fused
+// multiply-adds alone (the weights are broadcast from L1). Vectors as wide as
+// the build's (16 lanes with AVX-512) where the row is that wide; the
+// optional ReLU is applied as each output is stored, not in a pass of its own.
 template <int Lanes>
 void direct_forward_rows(float* y, const float* x, const float* w, const float* b, const ConvShape& s, bool relu) {
     using V = Wide<Lanes>;

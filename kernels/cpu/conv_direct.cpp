@@ -25,6 +25,7 @@
 // and the ReLU's mask where it reads it: no pass over the pooling's input
 // and no dy written and read back, 1.7 MB each for a 32-sample chunk.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -47,16 +48,6 @@ V splat(float x, std::index_sequence<Lane...>) {
     return V{((void)Lane, x)...};
 }
 V splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
-// Lanes below `from` (0 to 8) zeroed: what an overlapping last vector adds anew.
-V keep_from(V v, int from) {
-    static constexpr float ones_after_zeros[2 * lanes] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
-    return v * load(ones_after_zeros + lanes - from);
-}
-float sum_lanes(V v) {
-    float s = 0.0f;
-    for (int l = 0; l < lanes; ++l) s += v[l];
-    return s;
-}
 
 // The starts of a row's vectors of Lanes: 0, Lanes, ..., and ow - Lanes
 // last (overlapping when Lanes does not divide ow); body(ox, first_new_lane).
@@ -68,25 +59,6 @@ void for_each_vector(int ow, Body body) {
 }
 
 constexpr int taps = 9;  // 3x3
-
-// dy of output pixels (oy, ox..ox+7) in plane `plane`, as
-// pool2d_backward_relu makes it under a 2x2 average pooling of stride 2
-// (ox even): each window's gradient scaled by 1/4 and added to a cleared
-// dy, then 0 where the ReLU's output y is not above 0.
-V pooled_gradient(const float* d_pooled, const float* y, size_t plane, int oy, int ox, int ow, int pixels) {
-    typedef float Q __attribute__((vector_size(lanes / 2 * sizeof(float))));
-    Q q;
-    std::memcpy(&q, d_pooled + plane * (pixels / 4) + oy / 2 * (ow / 2) + ox / 2, sizeof q);
-    const V g = 0.0f + __builtin_shufflevector(q, q, 0, 0, 1, 1, 2, 2, 3, 3) * 0.25f;
-    const V mask = load(y + plane * pixels + oy * ow + ox), zero = {};
-    return mask > zero ? g : zero;
-}
-
-}  // namespace
-
-bool direct_conv_fits(const ConvShape& s) {
-    return s.c == 1 && s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 0 && s.ow() >= lanes;
-}
 
 // splat for a vector of any width (the helpers above are for V alone).
 template <class W, size_t... Lane>
@@ -132,7 +104,47 @@ struct Wide {
         constexpr auto half = std::make_index_sequence<Lanes / 2>{};
         return ((((0.0f + evens(a, half)) + odds(a, half)) + evens(b, half)) + odds(b, half)) * 0.25f;
     }
+    // Lanes below `from` (0 to Lanes) zeroed: what an overlapping last vector adds anew.
+    static W keep_from(W v, int from) {
+        static constexpr auto ones_after_zeros = [] {
+            std::array<float, 2 * Lanes> t{};
+            for (int l = Lanes; l < 2 * Lanes; ++l) t[size_t(l)] = 1.0f;
+            return t;
+        }();
+        return v * load(ones_after_zeros.data() + Lanes - from);
+    }
+    static float sum(W v) {  // lane by lane, in order
+        float lane[Lanes], s = 0.0f;
+        std::memcpy(lane, &v, sizeof v);
+        for (int l = 0; l < Lanes; ++l) s += lane[l];
+        return s;
+    }
+    // Each of h's lanes twice: a pooled row's values under their 2x2 windows' columns.
+    template <size_t... I>
+    static W doubled(Half h, std::index_sequence<I...>) {
+        return __builtin_shufflevector(h, h, (I / 2)...);
+    }
+    // dy of output pixels (oy, ox..ox+Lanes-1) in plane `plane`, as
+    // pool2d_backward_relu makes it under a 2x2 average pooling of stride 2
+    // (ox even): each window's gradient scaled by 1/4 and added to a
+    // cleared dy, then 0 where the ReLU's output y is not above 0.
+    static W pooled_gradient(const float* d_pooled, const float* y, size_t plane, int oy, int ox, int ow,
+                             int pixels) {
+        Half q;
+        std::memcpy(&q, d_pooled + plane * (pixels / 4) + oy / 2 * (ow / 2) + ox / 2, sizeof q);
+        const W g = 0.0f + doubled(q, std::make_index_sequence<Lanes>{}) * 0.25f;
+        const W mask = load(y + plane * pixels + oy * ow + ox), zero = {};
+        return mask > zero ? g : zero;
+    }
 };
+
+
+
+}  // namespace
+
+bool direct_conv_fits(const ConvShape& s) {
+    return s.c == 1 && s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad == 0 && s.ow() >= lanes;
+}
 
 // Per sample and output row: the row's 9 shifted input vectors are loaded
 // once and serve every output channel, so that the work is the fused
@@ -252,48 +264,61 @@ void direct_conv_backward_data(float* dx, const float* dy, const float* w, const
 // Per Block output channels over the whole part, so that their 9 weight
 // sums and bias sum stay in registers throughout, and each shifted input
 // vector loaded serves them all; dy is read plane by plane, or made where it
-// is read (Pooled: from the pooling's gradient). (Each channel's sums are
-// the same, in the same order, for any Block.)
-template <int Block, bool Pooled = false>
-void weight_sums(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, int o0,
-                 const float* y = nullptr) {
+// is read (Pooled: from the pooling's gradient). Vectors as wide as the
+// forward's. (Each channel's sums are the same, in the same order, for any
+// Block.)
+template <int Lanes, int Block, bool Pooled>
+void weight_sums(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, int o0, const float* y) {
+    using V = Wide<Lanes>;
     const int oh = s.oh(), ow = s.ow(), pixels = oh * ow;
-    V acc[Block][taps] = {}, acc_b[Block] = {};
+    typename V::W acc[Block][taps] = {}, acc_b[Block] = {};
     for (int i = 0; i < s.n; ++i) {
         const float* xi = x + size_t(i) * s.h * s.w;
         const size_t plane = size_t(i) * s.oc + o0;
         for (int oy = 0; oy < oh; ++oy)
-            for_each_vector(ow, [&](int ox, int first_new) {
-                V g[Block];
+            for_each_vector<Lanes>(ow, [&](int ox, int first_new) {
+                typename V::W g[Block];
                 for (int b = 0; b < Block; ++b) {
-                    if constexpr (Pooled) g[b] = pooled_gradient(dy, y, plane + b, oy, ox, ow, pixels);
-                    else g[b] = load(dy + (plane + b) * pixels + oy * ow + ox);
-                    g[b] = keep_from(g[b], first_new);
+                    if constexpr (Pooled) g[b] = V::pooled_gradient(dy, y, plane + b, oy, ox, ow, pixels);
+                    else g[b] = V::load(dy + (plane + b) * pixels + oy * ow + ox);
+                    g[b] = V::keep_from(g[b], first_new);
                     acc_b[b] += g[b];
                 }
                 for (int t = 0; t < taps; ++t) {
-                    const V in = load(xi + (oy + t / 3) * s.w + ox + t % 3);
+                    const auto in = V::load(xi + (oy + t / 3) * s.w + ox + t % 3);
                     for (int b = 0; b < Block; ++b) acc[b][t] += g[b] * in;
                 }
             });
     }
     for (int b = 0; b < Block; ++b) {
-        for (int t = 0; t < taps; ++t) dw[(o0 + b) * taps + t] += sum_lanes(acc[b][t]);
-        db[o0 + b] += sum_lanes(acc_b[b]);
+        for (int t = 0; t < taps; ++t) dw[(o0 + b) * taps + t] += V::sum(acc[b][t]);
+        db[o0 + b] += V::sum(acc_b[b]);
     }
 }
 
+// Two output channels at a time (one for an odd last), 16 lanes where the
+// rows are that wide on an AVX-512 build.
+template <bool Pooled>
+void weight_gradient(float* dw, float* db, const float* dy, const float* x, const ConvShape& s, const float* y) {
+    const auto with = [&](auto lanes_of) {
+        constexpr int L = decltype(lanes_of)::value;
+        int o = 0;
+        for (; o + 2 <= s.oc; o += 2) weight_sums<L, 2, Pooled>(dw, db, dy, x, s, o, y);
+        if (o < s.oc) weight_sums<L, 1, Pooled>(dw, db, dy, x, s, o, y);
+    };
+#if defined(__AVX512F__)
+    if (s.ow() >= 16) return with(std::integral_constant<int, 16>{});
+#endif
+    with(std::integral_constant<int, lanes>{});
+}
+
 void direct_conv_backward_weight(float* dw, float* db, const float* dy, const float* x, const ConvShape& s) {
-    int o = 0;
-    for (; o + 2 <= s.oc; o += 2) weight_sums<2>(dw, db, dy, x, s, o);
-    if (o < s.oc) weight_sums<1>(dw, db, dy, x, s, o);
+    weight_gradient<false>(dw, db, dy, x, s, nullptr);
 }
 
 void direct_conv_backward_weight_pool(float* dw, float* db, const float* d_pooled, const float* x, const float* y,
                                       const ConvShape& s) {
-    int o = 0;
-    for (; o + 2 <= s.oc; o += 2) weight_sums<2, true>(dw, db, d_pooled, x, s, o, y);
-    if (o < s.oc) weight_sums<1, true>(dw, db, d_pooled, x, s, o, y);
+    weight_gradient<true>(dw, db, d_pooled, x, s, y);
 }
 
 }  // namespace dpt::cpu

@@ -53,6 +53,13 @@ struct PoolShape {
     size_t out_size() const { return size_t(n) * c * oh() * ow(); }
 };
 
+// Whether ps is a 2x2 average pooling of stride 2 of the output of the
+// convolution s (the convolution kernels that pool as they go take those).
+inline bool averages_by_two(const ConvShape& s, PoolKind kind, const PoolShape& ps) {
+    return kind == PoolKind::avg && ps.k == 2 && ps.stride == 2 && ps.n == s.n && ps.c == s.oc && ps.h == s.oh() &&
+           ps.w == s.ow();
+}
+
 // Batch normalisation of x (n, c, hw) NCHW, with hw = h * w: every channel
 // normalised over its n * hw values (over the whole batch when the
 // statistics of several devices' parts are summed first: --bn sync).

@@ -376,9 +376,7 @@ void conv2d_forward_relu(float* y, const float* x, const float* w, const float* 
 void conv2d_forward_relu_pool(float* y, float* pooled, const float* x, const float* w, const float* b,
                               const ConvShape& s, PoolKind kind, const PoolShape& ps, float* scratch) {
     if (s.math == Math::fp32 && direct_pool_fits(s, kind, ps)) return direct_conv_forward_relu_pool(y, pooled, x, w, b, s);
-    const bool pools_y_by_two = kind == PoolKind::avg && ps.k == 2 && ps.stride == 2 && ps.n == s.n &&
-                                ps.c == s.oc && ps.h == s.oh() && ps.w == s.ow();
-    if (s.math == Math::fp32 && winograd5_fits(s) && pools_y_by_two)
+    if (s.math == Math::fp32 && winograd5_fits(s) && averages_by_two(s, kind, ps))
         return winograd5_forward(y, x, w, b, s, scratch, true, pooled);
     conv2d_forward_relu(y, x, w, b, s, scratch);
     pool2d_forward(pooled, y, kind, ps);

@@ -34,20 +34,7 @@
 namespace dpt::cpu {
 namespace {
 
-constexpr int lanes = 8;
-typedef float V __attribute__((vector_size(lanes * sizeof(float))));
-
-V load(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-template <size_t... Lane>
-V splat(float x, std::index_sequence<Lane...>) {
-    return V{((void)Lane, x)...};
-}
-V splat(float x) { return splat(x, std::make_index_sequence<lanes>{}); }
+constexpr int lanes = 8;  // a vector's floats where the rows or the build allow no wider
 
 // The starts of a row's vectors of Lanes: 0, Lanes, ..., and ow - Lanes
 // last (overlapping when Lanes does not divide ow); body(ox, first_new_lane).
@@ -60,12 +47,6 @@ void for_each_vector(int ow, Body body) {
 
 constexpr int taps = 9;  // 3x3
 
-// splat for a vector of any width (the helpers above are for V alone).
-template <class W, size_t... Lane>
-W splat_as(float x, std::index_sequence<Lane...>) {
-    return W{((void)Lane, x)...};
-}
-
 // Vectors of Lanes floats, and of half as many: a pooled row's.
 template <int Lanes>
 struct Wide {
@@ -76,7 +57,12 @@ struct Wide {
         std::memcpy(&v, p, sizeof v);
         return v;
     }
-    static W splat(float x) { return splat_as<W>(x, std::make_index_sequence<Lanes>{}); }
+    static void store(float* p, W v) { std::memcpy(p, &v, sizeof v); }
+    template <size_t... Lane>
+    static W splat(float x, std::index_sequence<Lane...>) {
+        return W{((void)Lane, x)...};
+    }
+    static W splat(float x) { return splat(x, std::make_index_sequence<Lanes>{}); }
     // The 9 shifted vectors of output row oy's taps, from column ox.
     static void taps_of(W (&in)[taps], const float* xi, int w, int oy, int ox) {
         for (int t = 0; t < taps; ++t) in[t] = load(xi + (oy + t / 3) * w + ox + t % 3);
@@ -138,8 +124,6 @@ struct Wide {
     }
 };
 
-
-
 }  // namespace
 
 bool direct_conv_fits(const ConvShape& s) {
@@ -164,7 +148,7 @@ void direct_forward_rows(float* y, const float* x, const float* w, const float* 
                 V::taps_of(in, xi, s.w, oy, ox);
                 for (int o = 0; o < s.oc; ++o) {
                     const auto out = V::output(in, w, b[o], o, relu);
-                    std::memcpy(yi + size_t(o) * pixels + oy * ow + ox, &out, sizeof out);
+                    V::store(yi + size_t(o) * pixels + oy * ow + ox, out);
                 }
             });
     }
@@ -178,8 +162,7 @@ void direct_conv_forward(float* y, const float* x, const float* w, const float* 
 }
 
 bool direct_pool_fits(const ConvShape& s, PoolKind kind, const PoolShape& ps) {
-    return direct_conv_fits(s) && kind == PoolKind::avg && ps.k == 2 && ps.stride == 2 && s.oh() % 2 == 0 &&
-           s.ow() % 2 == 0 && ps.n == s.n && ps.c == s.oc && ps.h == s.oh() && ps.w == s.ow();
+    return direct_conv_fits(s) && averages_by_two(s, kind, ps) && s.oh() % 2 == 0 && s.ow() % 2 == 0;
 }
 
 // Two output rows at a time, each vector's two rows pooled as soon as they
@@ -202,8 +185,8 @@ void direct_forward_pool_rows(float* y, float* pooled, const float* x, const flo
                 for (int o = 0; o < s.oc; ++o) {
                     const auto a = V::output(top, w, b[o], o, true), c = V::output(bottom, w, b[o], o, true);
                     float* yo = yi + size_t(o) * pixels + oy * ow + ox;
-                    std::memcpy(yo, &a, sizeof a);
-                    std::memcpy(yo + ow, &c, sizeof c);
+                    V::store(yo, a);
+                    V::store(yo + ow, c);
                     const auto p = V::pooled(a, c);
                     std::memcpy(pi + size_t(o) * pooled_pixels + oy / 2 * pw + ox / 2, &p, sizeof p);
                 }
@@ -226,6 +209,7 @@ size_t direct_conv_scratch_floats(const ConvShape& s) { return size_t(taps) * s.
 // channels at a time stream through (the 9 sums of a vector stay in
 // registers meanwhile); then each tap's part added into dx at its shift.
 void direct_conv_backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
+    using V = Wide<lanes>;
     const int oh = s.oh(), ow = s.ow(), pixels = oh * ow;
     constexpr int block = 8;  // output channels per pass over back
     float* back = scratch;
@@ -235,13 +219,13 @@ void direct_conv_backward_data(float* dx, const float* dy, const float* w, const
             const int count = std::min(block, s.oc - o0);
             int p = 0;
             for (; p + lanes <= pixels; p += lanes) {
-                V sum[taps];
-                for (int t = 0; t < taps; ++t) sum[t] = o0 == 0 ? V{} : load(back + t * pixels + p);
+                typename V::W sum[taps];
+                for (int t = 0; t < taps; ++t) sum[t] = o0 == 0 ? typename V::W{} : V::load(back + t * pixels + p);
                 for (int o = o0; o < o0 + count; ++o) {
-                    const V g = load(dyi + size_t(o) * pixels + p);
-                    for (int t = 0; t < taps; ++t) sum[t] += splat(w[o * taps + t]) * g;
+                    const auto g = V::load(dyi + size_t(o) * pixels + p);
+                    for (int t = 0; t < taps; ++t) sum[t] += V::splat(w[o * taps + t]) * g;
                 }
-                for (int t = 0; t < taps; ++t) store(back + t * pixels + p, sum[t]);
+                for (int t = 0; t < taps; ++t) V::store(back + t * pixels + p, sum[t]);
             }
             for (; p < pixels; ++p)  // the last pixels, fewer than a vector
                 for (int t = 0; t < taps; ++t) {

@@ -14,9 +14,9 @@
 // (the 7x7 patches of neighbouring tiles overlap by 4). The weight gradient
 // is the adjoint too: dU[xi][o][c] = the sum over tiles and samples of
 // dM[xi][o][t] * V[xi][c][t], then dw = G^T dU G; its per-sample sums, one
-// to a lane, are added up 16 at a time by a transposition (lane_sums). With 16 samples in
-// the lanes (8 with AVX2) every transform is the same arithmetic on whole
-// vectors, one operation a nonzero coefficient.
+// to a lane, are added up 16 at a time by a transposition (lane_sums).
+// With 16 samples in the lanes (8 with AVX2) every transform is the same
+// arithmetic on whole vectors, one operation a nonzero coefficient.
 //
 // The matrices are Toom-Cook's at the points 0, 1, -1, 2, -2, 1/2 and
 // infinity, each row of B^T scaled to its smallest integers and G the other
@@ -90,27 +90,34 @@ constexpr int WC = 4, WO = lanes / WC;  // the weight gradient's: output x input
 
 int rounded_up(int n, int to) { return (n + to - 1) / to * to; }
 
-// The scratch, from its first cache line: the transformed filters U
-// [xi][c][oc rounded up to whole vectors], a group's images and outputs in
-// the lanes, V [xi][c][tile] and M [xi][oc rounded up][tile] (vectors).
-// Each part's offset in floats from the first cache line, the last one's
-// the end.
 // Vectors rounded up to an odd count: the 49 slices V[xi] and M[xi] a
 // transform writes or reads, one vector each, then fall in different sets
 // of the L1 cache (a slice of 64 x 9 vectors, 36 KB, put all 49 in one set
 // of 12 ways: 4 KB apart, a multiple of 64 lines).
 int odd(int vectors) { return vectors | 1; }
 
-struct Layout {
-    int ocp, tiles, oblocks, cblocks, v_slice, m_slice;
-    size_t in, out, v, m, du, bias, pooled, end;
-    explicit Layout(const ConvShape& s)
+// The counts the scratch's parts are made of.
+struct Sizes {
+    int ocp, tiles, oblocks, cblocks, v_slice, m_slice;  // v_slice, m_slice: vectors a slice V[xi], M[xi]
+    explicit Sizes(const ConvShape& s)
         : ocp(rounded_up(s.oc, lanes)),
           tiles(s.oh() / M * (s.ow() / M)),
           oblocks((s.oc + WO - 1) / WO),
           cblocks((s.c + WC - 1) / WC),
           v_slice(odd(s.c * tiles)),
-          m_slice(odd(ocp * tiles)),
+          m_slice(odd(ocp * tiles)) {}
+};
+
+// The scratch, from its first cache line: the transformed filters U
+// [xi][c][oc rounded up to whole vectors], a group's images and outputs in
+// the lanes, V [xi][c][tile] and M [xi][oc rounded up][tile] (vectors), the
+// weight gradient's dU sums and bias sums, a group's pooled outputs. Each
+// part's offset in floats from the first cache line, the last one's the
+// end.
+struct Layout : Sizes {
+    size_t in, out, v, m, du, bias, pooled, end;
+    explicit Layout(const ConvShape& s)
+        : Sizes(s),
           in(size_t(rounded_up(xis * s.c * ocp, lanes))),
           out(in + size_t(s.c) * s.h * s.w * lanes),
           v(out + size_t(s.oc) * s.oh() * s.ow() * lanes),
@@ -121,16 +128,14 @@ struct Layout {
           end(pooled + size_t(s.oc) * (s.oh() / 2) * (s.ow() / 2) * lanes) {}
 };
 
-struct Work {
-    int ocp, tiles_w, tiles, oblocks, cblocks, v_slice, m_slice;
+struct Work : Sizes {
+    int tiles_w;
     float *u, *in, *out, *du, *pooled;
     vf *v, *m, *bias;
-    Work(const ConvShape& s, float* scratch) : tiles_w(s.ow() / M) {
+    Work(const ConvShape& s, float* scratch) : Sizes(s), tiles_w(s.ow() / M) {
         const Layout at(s);
         const auto address = reinterpret_cast<std::uintptr_t>(scratch);
         u = scratch + (64 - address % 64) % 64 / sizeof(float);
-        ocp = at.ocp, tiles = at.tiles, oblocks = at.oblocks, cblocks = at.cblocks;
-        v_slice = at.v_slice, m_slice = at.m_slice;
         in = u + at.in, out = u + at.out, du = u + at.du, pooled = u + at.pooled;
         v = reinterpret_cast<vf*>(u + at.v), m = reinterpret_cast<vf*>(u + at.m);
         bias = reinterpret_cast<vf*>(u + at.bias);

@@ -5,7 +5,7 @@
 // instruction, with no word of why. This says why, and what to build.
 //
 // Compiled with the kernels' flags, so the macros below name what they
-// use; the function itself for any 64-bit x86 (its target attribute), and
+// use; the functions themselves for any 64-bit x86 (their target attribute), and
 // run as a constructor of the highest priority, before the static
 // initialisers of the code compiled for the kernels' instruction sets
 // (meson.build links its object into dptrain: nothing calls it).
@@ -17,7 +17,8 @@
 
 namespace {
 
-void say(const char* text) {
+#if defined(__x86_64__)
+__attribute__((target("arch=x86-64"))) void say(const char* text) {
     for (size_t left = std::strlen(text); left > 0;) {
         const ssize_t wrote = write(STDERR_FILENO, text, left);
         if (wrote <= 0) return;
@@ -25,7 +26,6 @@ void say(const char* text) {
     }
 }
 
-#if defined(__x86_64__)
 __attribute__((target("arch=x86-64"), constructor(101))) void check_cpu() {
     __builtin_cpu_init();
     const char* missing = nullptr;

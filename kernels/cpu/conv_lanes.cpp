@@ -47,27 +47,9 @@ namespace dpt::cpu {
 namespace {
 
 using detail::lanes;  // samples a vector
-using detail::lane_sum, detail::load, detail::splat, detail::store, detail::vf;
+using detail::lane_sum, detail::load, detail::splat, detail::store, detail::transpose, detail::vf;
 constexpr int K = 5;  // the filter's side
 constexpr int taps = K * K;
-
-// A lanes x lanes block transposed in registers: at each stage rows i and
-// i + h (bit h of i clear) swap their off-diagonal h x h blocks; after the
-// stages h = 8, 4, 2, 1 element (i, j) has moved to (j, i).
-template <int H, size_t... J>
-inline void swap_blocks(vf& a, vf& b, std::index_sequence<J...>) {
-    const vf top = __builtin_shufflevector(a, b, ((J & H) ? J - H + lanes : J)...);
-    const vf bottom = __builtin_shufflevector(a, b, ((J & H) ? J + lanes : J + H)...);
-    a = top;
-    b = bottom;
-}
-template <int H>
-[[gnu::always_inline]] inline void transpose(vf (&r)[lanes]) {
-#pragma GCC unroll 16
-    for (int i = 0; i < lanes; ++i)
-        if ((i & H) == 0) swap_blocks<H>(r[i], r[i + H], std::make_index_sequence<lanes>{});
-    if constexpr (H > 1) transpose<H / 2>(r);
-}
 
 size_t in_planes(const ConvShape& s) { return size_t(s.c) * s.h * s.w; }
 size_t out_planes(const ConvShape& s) { return size_t(s.oc) * s.oh() * s.ow(); }
@@ -214,7 +196,7 @@ void lanes_transpose_in(float* dst, const float* src, size_t planes, int count, 
         vf r[lanes];
 #pragma GCC unroll 16
         for (int l = 0; l < lanes; ++l) r[l] = l < count ? load(src + l * stride + p) : vf{};
-        transpose<lanes / 2>(r);
+        transpose(r);
 #pragma GCC unroll 16
         for (int i = 0; i < lanes; ++i) store(dst + (p + i) * lanes, r[i]);
     }
@@ -229,7 +211,7 @@ void lanes_transpose_out(float* dst, const float* src, size_t planes, int count)
         vf r[lanes];
 #pragma GCC unroll 16
         for (int i = 0; i < lanes; ++i) r[i] = load(src + (p + i) * lanes);
-        transpose<lanes / 2>(r);
+        transpose(r);
         for (int l = 0; l < count; ++l) store(dst + l * planes + p, r[l]);
     }
     for (; p < planes; ++p)

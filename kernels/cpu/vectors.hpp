@@ -64,4 +64,22 @@ inline vf lane_sums(vf* v) {
     else return v[0];
 }
 
+// A lanes x lanes block transposed in registers: at each stage rows i and
+// i + h (bit h of i clear) swap their off-diagonal h x h blocks; after the
+// stages h = lanes / 2, ..., 2, 1 element (i, j) has moved to (j, i).
+template <int H, size_t... J>
+inline void swap_blocks(vf& a, vf& b, std::index_sequence<J...>) {
+    const vf top = __builtin_shufflevector(a, b, ((J & H) ? J - H + lanes : J)...);
+    const vf bottom = __builtin_shufflevector(a, b, ((J & H) ? J + lanes : J + H)...);
+    a = top;
+    b = bottom;
+}
+template <int H = lanes / 2>
+[[gnu::always_inline]] inline void transpose(vf (&r)[lanes]) {
+#pragma GCC unroll 16
+    for (int i = 0; i < lanes; ++i)
+        if ((i & H) == 0) swap_blocks<H>(r[i], r[i + H], std::make_index_sequence<lanes>{});
+    if constexpr (H > 1) transpose<H / 2>(r);
+}
+
 }  // namespace dpt::cpu::detail

@@ -262,30 +262,74 @@ void transform_filters(float* u, size_t plane, float* taps, const float* w, int 
         });
 }
 
+// The layout changes below move blocks of `lanes` channels x `lanes`
+// pixels, transposed in registers, so that both sides are read and written
+// a vector at a time; the channels past the last whole block, one at a time.
+
 // dst (count, h + 2 border, w + 2 border, channels) = x (count, channels, h, w),
-// border zero; border 0 copies without one.
+// border zero; border 0 copies without one. A block's pixels may run into
+// the next channel's (reads, never stored), except at x's end.
 void to_channels_last(float* dst, const float* x, int count, int channels, int h, int w, int border) {
-    const int ph = h + 2 * border, pw = w + 2 * border;
-    if (border) std::fill(dst, dst + size_t(count) * ph * pw * channels, 0.0f);
-    for (int j = 0; j < count; ++j)
-        for (int ch = 0; ch < channels; ++ch) {
-            const float* src = x + (size_t(j) * channels + ch) * h * w;
-            float* out = dst + (size_t(j) * ph + border) * pw * channels + size_t(border) * channels + ch;
-            for (int y = 0; y < h; ++y)
-                for (int col = 0; col < w; ++col) out[(size_t(y) * pw + col) * channels] = src[y * w + col];
+    const int ph = h + 2 * border, pw = w + 2 * border, pixels = h * w;
+    const size_t row = size_t(pw) * channels, end = size_t(count) * channels * pixels;
+    for (int j = 0; j < count; ++j) {
+        float* image = dst + size_t(j) * ph * row;
+        const auto at = [&](int p) { return image + (size_t(p / w + border) * pw + p % w + border) * channels; };
+        if (border) {
+            std::fill_n(image, border * row, 0.0f);
+            std::fill_n(image + (ph - border) * row, border * row, 0.0f);
+            for (int r = border; r < ph - border; ++r) {
+                std::fill_n(image + r * row, size_t(border) * channels, 0.0f);
+                std::fill_n(image + r * row + size_t(pw - border) * channels, size_t(border) * channels, 0.0f);
+            }
         }
+        const size_t first = size_t(j) * channels * pixels;  // x's offset of this sample
+        int ch = 0;
+        for (; ch + lanes <= channels; ch += lanes) {
+            const size_t block = first + size_t(ch) * pixels;
+            const float* src = x + block;
+            int p = 0;
+            for (; p < pixels && block + size_t(lanes - 1) * pixels + p + lanes <= end; p += lanes) {
+                detail::vf r[lanes];
+#pragma GCC unroll 16
+                for (int l = 0; l < lanes; ++l) r[l] = detail::load(src + size_t(l) * pixels + p);
+                detail::transpose(r);
+                for (int i = 0; i < std::min(lanes, pixels - p); ++i) detail::store(at(p + i) + ch, r[i]);
+            }
+            for (; p < pixels; ++p)
+                for (int l = 0; l < lanes; ++l) at(p)[ch + l] = src[size_t(l) * pixels + p];
+        }
+        for (; ch < channels; ++ch)
+            for (int p = 0; p < pixels; ++p) at(p)[ch] = x[first + size_t(ch) * pixels + p];
+    }
 }
 
 // y (count, channels, h, w) = images (count, h, w, channels) + bias.
 void from_channels_last(float* y, const float* images, const float* bias, int count, int channels, int h, int w) {
     const int pixels = h * w;
-    for (int j = 0; j < count; ++j)
-        for (int ch = 0; ch < channels; ++ch) {
+    for (int j = 0; j < count; ++j) {
+        const float* image = images + size_t(j) * pixels * channels;
+        float* out = y + size_t(j) * channels * pixels;
+        int ch = 0;
+        for (; ch + lanes <= channels; ch += lanes)
+            for (int p = 0; p < pixels; p += lanes) {
+                const int run = std::min(lanes, pixels - p);
+                detail::vf r[lanes];
+#pragma GCC unroll 16
+                for (int i = 0; i < lanes; ++i) r[i] = i < run ? detail::load(image + size_t(p + i) * channels + ch) : detail::vf{};
+                detail::transpose(r);
+                for (int l = 0; l < lanes; ++l) {
+                    const float b = bias ? bias[ch + l] : 0.0f;
+                    float* dst = out + size_t(ch + l) * pixels + p;
+                    if (run == lanes) detail::store(dst, r[l] + detail::splat(b));
+                    else for (int i = 0; i < run; ++i) dst[i] = r[l][i] + b;
+                }
+            }
+        for (; ch < channels; ++ch) {
             const float b = bias ? bias[ch] : 0.0f;
-            const float* src = images + size_t(j) * pixels * channels + ch;
-            float* out = y + (size_t(j) * channels + ch) * pixels;
-            for (int p = 0; p < pixels; ++p) out[p] = src[size_t(p) * channels] + b;
+            for (int p = 0; p < pixels; ++p) out[size_t(ch) * pixels + p] = image[size_t(p) * channels + ch] + b;
         }
+    }
 }
 
 // V_xi[t][ch] = (B^T d B)_xi from padded images (count, h + 2, w + 2,

@@ -9,10 +9,10 @@
 // blocks so that they stay in L1 (a micro-panel of B), L2 (the block of A) and
 // L3 (the block of B). Packing also absorbs transposition and ragged edges
 // (padded with zeros), so one micro-kernel serves every case. One departure:
-// an untransposed A is not copied, since its rows already run along k as the
-// micro-kernel reads them (6 rows, each a sequential stream): the copy cost
-// as much as the products where C has few columns (Winograd's GEMMs, 64 or
-// 128 of them), and the sums are the same, in the same order.
+// a panel is read in place where its rows already run as the micro-kernel
+// reads them and a copy would cost as much as the products (Winograd's
+// products, 64 to 256 rows and columns: gemm_driver.hpp says which); the
+// sums are the same, in the same order.
 //
 // The micro-kernel keeps a tile of C two vectors wide in registers and does
 // 2 x rows fused multiply-adds per step of k: with AVX2, up to 6x16 in
@@ -86,31 +86,33 @@ void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc
 }
 
 // C[0:rows, 0:cols] (row stride ldc) = or += the product of an MR-row A
-// panel and an NR-column B panel of depth kc, A packed (element (r, k) at
-// a[k * MR + r]) or in place (at row[r][k]). One function from the sums'
-// start to their store, its loops over the tile's rows unrolled, so that
-// the sums stay in registers throughout: with the products in a function
-// of their own, the sums went through memory and every call began by
-// clearing them with a call to memset.
-template <int MR, bool InPlace>
+// panel and an NR-column B panel of depth kc: A's element (r, k) at
+// a[k * lda + r] (packed, lda = MR, or a transposed A read in place) or,
+// RowPointers, at a[r * lda + k] (an untransposed A read in place); B's row
+// k at b + k * ldb (packed, ldb = NR, or read in place). One function from
+// the sums' start to their store, its loops over the tile's rows unrolled,
+// so that the sums stay in registers throughout: with the products in a
+// function of their own, the sums went through memory and every call began
+// by clearing them with a call to memset.
+template <int MR, bool RowPointers>
 [[gnu::always_inline]] inline void tile_product(float* c, int ldc, const float* a, size_t lda, const float* b,
-                                                int kc, int rows, int cols, bool accumulate) {
+                                                size_t ldb, int kc, int rows, int cols, bool accumulate) {
     vf acc[MR][2] = {};
     const float* row[MR] = {};
-    // In place, rows past the matrix's last repeat it: their sums are never stored.
-    if constexpr (InPlace)
+    // Row pointers past the matrix's last row repeat it: their sums are never stored.
+    if constexpr (RowPointers)
 #pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) row[r] = a + size_t(std::min(r, rows - 1)) * lda;
     for (int kk = 0; kk < kc; ++kk) {
         const vf b0 = load(b), b1 = load(b + lanes);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) {
-            const vf ar = splat(InPlace ? row[r][kk] : a[r]);
+            const vf ar = splat(RowPointers ? row[r][kk] : a[r]);
             acc[r][0] += ar * b0;
             acc[r][1] += ar * b1;
         }
-        if constexpr (!InPlace) a += MR;
-        b += NR;
+        if constexpr (!RowPointers) a += lda;
+        b += ldb;
     }
     if (rows == MR && cols == NR) {
 #pragma GCC unroll 12
@@ -138,25 +140,25 @@ template <int MR, bool InPlace>
 }
 
 template <int MR>
-void tile_product_any(float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
+void tile_product_any(float* c, int ldc, const Operand& a, const Operand& b, int kc, int rows, int cols,
                       bool accumulate) {
-    if (lda)
-        tile_product<MR, true>(c, ldc, a, lda, b, kc, rows, cols, accumulate);
+    if (a.row_pointers)
+        tile_product<MR, true>(c, ldc, a.at, a.stride, b.at, b.stride, kc, rows, cols, accumulate);
     else
-        tile_product<MR, false>(c, ldc, a, 0, b, kc, rows, cols, accumulate);
+        tile_product<MR, false>(c, ldc, a.at, a.stride, b.at, b.stride, kc, rows, cols, accumulate);
 }
 
 // The kernel for each tile height from 1 to MR_MAX.
-using TileKernel = void (*)(float*, int, const float*, size_t, const float*, int, int, int, bool);
+using TileKernel = void (*)(float*, int, const Operand&, const Operand&, int, int, int, bool);
 template <int... R>
 constexpr std::array<TileKernel, sizeof...(R)> tile_kernels(std::integer_sequence<int, R...>) {
     return {&tile_product_any<R + 1>...};
 }
 constexpr auto kernels_by_rows = tile_kernels(std::make_integer_sequence<int, MR_MAX>{});
 
-void micro_kernel(int mr, float* c, int ldc, const float* a, size_t lda, const float* b, int kc, int rows, int cols,
+void micro_kernel(int mr, float* c, int ldc, const Operand& a, const Operand& b, int kc, int rows, int cols,
                   bool accumulate) {
-    kernels_by_rows[size_t(mr - 1)](c, ldc, a, lda, b, kc, rows, cols, accumulate);
+    kernels_by_rows[size_t(mr - 1)](c, ldc, a, b, kc, rows, cols, accumulate);
 }
 
 }  // namespace detail
@@ -167,7 +169,7 @@ void gemm(float* c, const float* a, const float* b, int m, int n, int k,
                         [&](float* dst, int k0, int kc, int j0, int nc) {
                             detail::pack_b(dst, b, trans_b, k, n, k0, kc, j0, nc);
                         },
-                        accumulate);
+                        accumulate, trans_b ? nullptr : b);
 }
 
 }  // namespace dpt::cpu

@@ -1,16 +1,21 @@
 // Batch normalisation on the CPU (kernels.hpp says what each half computes).
 // Per-channel sums accumulate in double, so a channel of 173,056 values
 // (ResNet's first layer at batch 256) keeps float precision in its mean and
-// variance; in 8 interleaved partial sums (`Sums`), so that the additions
-// are 8 independent chains a vector instruction each, not one chain that
-// waits for every addition before it: several times faster on ResNet's
-// 12x12 maps, a little slower on its 3x3 maps, runs of 9 values
-// (docs/performance.md has the figures).
+// variance. A run of a channel (one sample's hw values) is read half a
+// vector of floats at a time, widened to a vector of doubles (8 on AVX-512,
+// 4 on AVX2) and added into two interleaved vectors of partial sums, so
+// that the additions are independent chains of vector instructions; the
+// values past the run's last whole half-vector go into scalar sums. (A
+// float per step into 8 partial sums ran these sums at half the speed of
+// the passes that only read and write floats.)
 // CUDA twin: kernels/cuda/norm.cu.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels.hpp"
+#include "vectors.hpp"
 
 namespace dpt::cpu {
 namespace {
@@ -28,52 +33,80 @@ void for_channel(const NormShape& s, int ch, F&& f) {
 // fused after the layer.
 inline float relu_if(bool relu, float v) { return relu && !(v > 0.0f) ? 0.0f : v; }
 
-// Two per-channel sums, value j of a sample's run into partial sum j % 8.
-struct Sums {
-    static constexpr int parts = 8;
-    double first[parts] = {}, second[parts] = {};
+constexpr int half = detail::lanes / 2;  // floats a step: as many doubles as a vector holds
+typedef float Floats __attribute__((vector_size(half * sizeof(float))));
+typedef double Doubles __attribute__((vector_size(half * sizeof(double))));
+inline Floats load_half(const float* p) {
+    Floats v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store_half(float* p, Floats v) { std::memcpy(p, &v, sizeof v); }
 
-    // Adds f(j) and g(j) for j < count (a sample's run of a channel).
-    template <class F, class G>
-    void add(int count, F&& f, G&& g) {
-        int j = 0;
-        for (; j + parts <= count; j += parts)
-            for (int l = 0; l < parts; ++l) {
-                first[l] += f(j + l);
-                second[l] += g(j + l);
-            }
-        for (int l = 0; j < count; ++j, ++l) {
-            first[l] += f(j);
-            second[l] += g(j);
-        }
+// Two per-channel sums, of u and of u * v, in double.
+struct Sums {
+    Doubles first[2] = {}, second[2] = {};  // two chains of whole steps
+    double first_left = 0, second_left = 0;  // the values past a run's whole steps
+
+    void add(Floats u, Floats v, int chain) {
+        const Doubles wide = __builtin_convertvector(u, Doubles);
+        first[chain] += wide;
+        second[chain] += wide * __builtin_convertvector(v, Doubles);
     }
-    static double total(const double* part) {
-        double sum = 0;
-        for (int l = 0; l < parts; ++l) sum += part[l];
+    void add(float u, float v) {
+        first_left += u;
+        second_left += double(u) * v;
+    }
+    // Adds u[j] and u[j] * v(u[j], j) for j < count: v takes a step's
+    // Floats or, past the whole steps, a float.
+    template <class V>
+    void add_run(const float* u, int count, V&& v) {
+        int j = 0;
+        for (; j + 2 * half <= count; j += 2 * half) {
+            const Floats u0 = load_half(u + j), u1 = load_half(u + j + half);
+            add(u0, v(u0, j), 0);
+            add(u1, v(u1, j + half), 1);
+        }
+        if (j + half <= count) {
+            const Floats u0 = load_half(u + j);
+            add(u0, v(u0, j), 0);
+            j += half;
+        }
+        for (; j < count; ++j) add(u[j], v(u[j], j));
+    }
+    static double total(const Doubles (&part)[2], double left) {
+        double sum = left;
+        for (int l = 0; l < half; ++l) sum += part[0][l] + part[1][l];
         return sum;
     }
+    double total_first() const { return total(first, first_left); }
+    double total_second() const { return total(second, second_left); }
 };
 
-// Calls sums.add over every sample's run of channel ch: f and g take the
-// value's index in the tensor.
-template <class F, class G>
-Sums channel_sums(const NormShape& s, int ch, F&& f, G&& g) {
-    Sums sums;
-    for (int i = 0; i < s.n; ++i) {
-        const size_t first = (size_t(i) * s.c + ch) * s.hw;
-        sums.add(s.hw, [&](int j) { return f(first + j); }, [&](int j) { return g(first + j); });
-    }
-    return sums;
-}
-
-// Channel ch's backward sums (batch_norm_backward_sums).
-void backward_channel_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
+// Channel ch's backward sums (batch_norm_backward_sums): of dy and of dy
+// times x normalised (in float, as batch_norm_backward_data normalises it).
+// With relu_y, dy is first masked in place by the ReLU after the layer, as
+// relu_backward would, a step at a time.
+void backward_channel_sums(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y, const float* x,
                            const float* saved, const NormShape& s, int ch) {
     const float m = saved[ch], inv_std = saved[s.c + ch];
-    const Sums parts = channel_sums(
-        s, ch, [&](size_t j) { return double(dy[j]); },
-        [&](size_t j) { return double(dy[j]) * ((x[j] - m) * inv_std); });
-    const double sum_dy = Sums::total(parts.first), sum_dy_xhat = Sums::total(parts.second);
+    Sums parts;
+    for (int i = 0; i < s.n; ++i) {
+        const size_t first = (size_t(i) * s.c + ch) * s.hw;
+        const float *xs = x + first, *mask = relu_y + first;
+        float* d = dy + first;
+        if (relu_y) {
+            int j = 0;
+            for (; j + half <= s.hw; j += half)
+                store_half(d + j, load_half(mask + j) > 0.0f ? load_half(d + j) : Floats{});
+            for (; j < s.hw; ++j) d[j] = mask[j] > 0.0f ? d[j] : 0.0f;
+        }
+        parts.add_run(d, s.hw, [&](auto u, int j) {
+            if constexpr (std::is_same_v<decltype(u), float>) return (xs[j] - m) * inv_std;
+            else return (load_half(xs + j) - m) * inv_std;
+        });
+    }
+    const double sum_dy = parts.total_first(), sum_dy_xhat = parts.total_second();
     sums[ch] = float(sum_dy);
     sums[s.c + ch] = float(sum_dy_xhat);
     dbeta[ch] += float(sum_dy);
@@ -84,10 +117,10 @@ void backward_channel_sums(float* sums, float* dgamma, float* dbeta, const float
 
 void batch_norm_stats(float* stats, const float* x, const NormShape& s) {
     for (int ch = 0; ch < s.c; ++ch) {
-        const Sums sums = channel_sums(
-            s, ch, [&](size_t j) { return double(x[j]); }, [&](size_t j) { return double(x[j]) * x[j]; });
-        stats[ch] = float(Sums::total(sums.first));
-        stats[s.c + ch] = float(Sums::total(sums.second));
+        Sums sums;
+        for (int i = 0; i < s.n; ++i) sums.add_run(x + (size_t(i) * s.c + ch) * s.hw, s.hw, [](auto u, int) { return u; });
+        stats[ch] = float(sums.total_first());
+        stats[s.c + ch] = float(sums.total_second());
     }
 }
 
@@ -106,15 +139,13 @@ void batch_norm_forward(float* y, float* saved, const float* x, const float* sta
 
 void batch_norm_backward_sums(float* sums, float* dgamma, float* dbeta, const float* dy, const float* x,
                               const float* saved, const NormShape& s) {
-    for (int ch = 0; ch < s.c; ++ch) backward_channel_sums(sums, dgamma, dbeta, dy, x, saved, s, ch);
+    for (int ch = 0; ch < s.c; ++ch)  // dy is only read where relu_y is null
+        backward_channel_sums(sums, dgamma, dbeta, const_cast<float*>(dy), nullptr, x, saved, s, ch);
 }
 
 void batch_norm_backward_sums_relu(float* sums, float* dgamma, float* dbeta, float* dy, const float* relu_y,
                                    const float* x, const float* saved, const NormShape& s) {
-    for (int ch = 0; ch < s.c; ++ch) {  // the channel masked while it is in cache, then summed
-        for_channel(s, ch, [&](size_t j) { dy[j] = relu_y[j] > 0.0f ? dy[j] : 0.0f; });  // as relu_backward
-        backward_channel_sums(sums, dgamma, dbeta, dy, x, saved, s, ch);
-    }
+    for (int ch = 0; ch < s.c; ++ch) backward_channel_sums(sums, dgamma, dbeta, dy, relu_y, x, saved, s, ch);
 }
 
 void batch_norm_backward_data(float* dx, const float* dy, const float* x, const float* saved, const float* sums,

@@ -195,6 +195,48 @@ TEST_CASE("pool2d backward matches finite differences, avg and max, edges droppe
     CHECK(std::memcmp(fused.data(), composed.data(), fused.size() * sizeof(float)) == 0);
 }
 
+// ResNet-18's 3x3 stride-2 max pooling runs a vector of windows at a time:
+// the same bits as the window-by-window definition (below), ties between
+// +0, -0 and equal values, and NaNs included; over a plane that fits
+// whole vectors, rows of more windows than a vector, and planes so small
+// that only the scalar loop runs.
+TEST_CASE("3x3 stride-2 max pooling: the bits of the window-by-window loops, ties and NaNs included",
+          "[kernels][pool]") {
+    const PoolShape s = GENERATE(PoolShape{2, 3, 26, 26, 3, 2}, PoolShape{1, 2, 41, 43, 3, 2},
+                                 PoolShape{3, 1, 7, 9, 3, 2}, PoolShape{2, 2, 4, 3, 3, 2});
+    CAPTURE(s.n, s.c, s.h, s.w);
+    const float levels[] = {-1.0f, -0.0f, 0.0f, 0.5f, 1.0f, std::nanf("")};  // ties and NaNs
+    const auto pick = testing::random_vector(s.in_size(), 61, 0.0f, 5.999f);
+    std::vector<float> x(s.in_size());
+    for (size_t i = 0; i < x.size(); ++i)  // NaNs at random in the first plane
+        x[i] = levels[i < size_t(s.h * s.w) ? int(pick[i]) : int(pick[i]) % 5];
+    for (int t = 0; t < 9; ++t) x[size_t(t / 3 * s.w + t % 3)] = t == 0 ? -0.0f : 0.0f;  // a maximum of -0 first
+    x[size_t(s.h * s.w)] = std::nanf("");  // and a NaN first in the next plane's first window
+    const auto dy = testing::random_vector(s.out_size(), 62);
+    std::vector<float> want_y(s.out_size()), want_dx(s.in_size(), 0.0f);
+    const int oh = s.oh(), ow = s.ow();
+    for (int plane = 0; plane < s.n * s.c; ++plane)
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+                const size_t first = (size_t(plane) * s.h + 2 * oy) * s.w + 2 * ox, out = (size_t(plane) * oh + oy) * ow + ox;
+                float most = x[first];
+                for (int t = 0; t < 9; ++t) most = x[first + t / 3 * s.w + t % 3] > most ? x[first + t / 3 * s.w + t % 3] : most;
+                want_y[out] = most;
+                for (int t = 0; t < 9; ++t)
+                    if (x[first + t / 3 * s.w + t % 3] == most) {
+                        want_dx[first + t / 3 * s.w + t % 3] += dy[out];
+                        break;
+                    }
+            }
+    std::vector<float> y(s.out_size(), 99.0f), dx(s.in_size(), 99.0f);
+    cpu::pool2d_forward(y.data(), x.data(), PoolKind::max, s);
+    cpu::pool2d_backward(dx.data(), dy.data(), x.data(), y.data(), PoolKind::max, s);
+    CHECK(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(dx.data(), want_dx.data(), dx.size() * sizeof(float)) == 0);
+    CHECK(std::count_if(y.begin(), y.end(), [](float v) { return std::isnan(v); }) > 0);
+    CHECK(std::count_if(y.begin(), y.end(), [](float v) { return v == 0.0f && std::signbit(v); }) > 0);
+}
+
 namespace {
 
 // Batch norm in training over one device's part: stats, then forward.

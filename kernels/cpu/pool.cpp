@@ -7,11 +7,67 @@
 // the generic loop in both passes: docs/performance.md).
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "kernels.hpp"
+#include "vectors.hpp"
 
 namespace dpt::cpu {
 namespace {
+
+// 3x3 windows of stride 2 (ResNet-18's max pool), `lanes` windows of an
+// output row a vector: window ox's tap (i, j) is column 2 ox + j of input
+// row i, so each tap is the even or the odd columns of two vectors loaded
+// from the windows' first column (j = 0, 1) or two columns on (j = 2).
+// The taps are taken in the scalar loops' order, with the same compare,
+// so ties and NaNs resolve as there: the same bits. A chunk whose loads
+// would run past the tensor's end takes the scalar loop.
+namespace windows3x3 {
+
+using detail::lanes, detail::load, detail::vf;
+typedef int Ints __attribute__((vector_size(lanes * sizeof(int))));
+
+template <size_t First, size_t... L>
+inline vf every_other(vf a, vf b, std::index_sequence<L...>) {
+    return __builtin_shufflevector(a, b, (First + 2 * L)...);
+}
+
+// Whether the chunk of windows whose first input column is at `first`
+// (an offset into a tensor of `size` floats, rows w apart) can be loaded.
+inline bool fits(size_t first, int w, size_t size) { return first + 2 * size_t(w) + 2 + 2 * lanes <= size; }
+
+// Calls f(tap index, the windows' values of that tap) for the 9 taps in
+// row-major order.
+template <class F>
+[[gnu::always_inline]] inline void for_taps(const float* first, int w, F&& f) {
+    constexpr auto all = std::make_index_sequence<lanes>{};
+#pragma GCC unroll 3
+    for (int i = 0; i < 3; ++i) {
+        const float* row = first + i * w;
+        const vf a = load(row), b = load(row + lanes), c = load(row + 2), d = load(row + 2 + lanes);
+        f(3 * i, every_other<0>(a, b, all));
+        f(3 * i + 1, every_other<1>(a, b, all));
+        f(3 * i + 2, every_other<0>(c, d, all));
+    }
+}
+
+// The windows' maxima, as forward<max> finds each: its first tap, then
+// every tap greater than the maximum so far.
+inline vf maxima(const float* first, int w) {
+    vf most{};
+    for_taps(first, w, [&](int t, vf v) { most = t == 0 ? v : (v > most ? v : most); });
+    return most;
+}
+
+// The windows' winning taps, as max_backward finds each: the first equal
+// to the window's maximum m, or 9 where none is (a NaN).
+inline Ints winners(const float* first, int w, vf m) {
+    Ints found = Ints{} + 9;
+    for_taps(first, w, [&](int t, vf v) { found = ((v == m) & (found == 9)) ? Ints{} + t : found; });
+    return found;
+}
+
+}  // namespace windows3x3
 
 template <PoolKind kind, int K, int S>  // K, S = 0: window and stride from the shape
 void forward(float* y, const float* x, const PoolShape& s) {
@@ -119,7 +175,9 @@ void max_backward(float* dx, const float* dy, const float* x, const float* y, co
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
     const int none = k * k;
     constexpr int chunk = 64;  // windows searched before their adds; on the stack, not allocated
+    static_assert(chunk % detail::lanes == 0);
     int winner[chunk];
+    const size_t x_size = size_t(s.n) * s.c * s.h * s.w, y_size = size_t(s.n) * s.c * oh * ow;
     for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
         const float* xp = x + plane * s.h * s.w;
         float* dxp = dx + plane * s.h * s.w;
@@ -130,7 +188,16 @@ void max_backward(float* dx, const float* dy, const float* x, const float* y, co
             for (int first = 0; first < ow; first += chunk) {
                 const int count = std::min(chunk, ow - first);
                 const float* row = xp + oy * stride * s.w + first * stride;
-                for (int i = 0; i < count; ++i) {
+                int i = 0;
+                if constexpr (K == 3 && S == 2)  // lanes windows at a time where their loads fit
+                    for (; i < count && windows3x3::fits(size_t(row - x) + 2 * i, s.w, x_size) &&
+                           size_t(yp - y) + oy * ow + first + i + detail::lanes <= y_size;
+                         i += detail::lanes) {
+                        const windows3x3::Ints at =
+                            windows3x3::winners(row + 2 * i, s.w, detail::load(yp + oy * ow + first + i));
+                        std::memcpy(winner + i, &at, sizeof at);  // chunk is a multiple of lanes
+                    }
+                for (; i < count; ++i) {
                     const float m = yp[oy * ow + first + i];
                     int at = none;
                     for (int t = none - 1; t >= 0; --t)  // from the last tap, so the first equal one wins
@@ -153,9 +220,39 @@ void backward(float* dx, const float* dy, const float* x, const float* y, const 
     else avg_backward<K, S>(dx, dy, relu_x, s);
 }
 
+// forward<max, 3, 2>, `lanes` windows at a time where their loads fit.
+void max_forward_3x3_stride2(float* y, const float* x, const PoolShape& s) {
+    using windows3x3::fits, windows3x3::maxima;
+    const int oh = s.oh(), ow = s.ow();
+    const size_t size = size_t(s.n) * s.c * s.h * s.w;
+    for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
+        const size_t xp = plane * s.h * s.w;
+        float* yp = y + plane * oh * ow;
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ox += detail::lanes) {
+                const size_t first = xp + size_t(2 * oy) * s.w + 2 * ox;
+                const int count = std::min(detail::lanes, ow - ox);
+                float* out = yp + oy * ow + ox;
+                if (fits(first, s.w, size)) {
+                    const detail::vf most = maxima(x + first, s.w);
+                    for (int l = 0; l < count; ++l) out[l] = most[l];
+                    continue;
+                }
+                for (int l = 0; l < count; ++l) {
+                    const float* win = x + first + 2 * l;
+                    float most = win[0];
+                    for (int i = 0; i < 3; ++i)
+                        for (int j = 0; j < 3; ++j) most = win[i * s.w + j] > most ? win[i * s.w + j] : most;
+                    out[l] = most;
+                }
+            }
+    }
+}
+
 template <PoolKind kind>
 void forward_any(float* y, const float* x, const PoolShape& s) {
-    if (s.k == 2 && s.stride == 2) forward<kind, 2, 2>(y, x, s);
+    if (kind == PoolKind::max && s.k == 3 && s.stride == 2) max_forward_3x3_stride2(y, x, s);
+    else if (s.k == 2 && s.stride == 2) forward<kind, 2, 2>(y, x, s);
     else if (s.k == 3 && s.stride == 2) forward<kind, 3, 2>(y, x, s);
     else forward<kind, 0, 0>(y, x, s);
 }

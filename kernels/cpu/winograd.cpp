@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <type_traits>
 
 #include "gemm_driver.hpp"
@@ -304,34 +305,6 @@ void to_channels_last(float* dst, const float* x, int count, int channels, int h
     }
 }
 
-// y (count, channels, h, w) = images (count, h, w, channels) + bias.
-void from_channels_last(float* y, const float* images, const float* bias, int count, int channels, int h, int w) {
-    const int pixels = h * w;
-    for (int j = 0; j < count; ++j) {
-        const float* image = images + size_t(j) * pixels * channels;
-        float* out = y + size_t(j) * channels * pixels;
-        int ch = 0;
-        for (; ch + lanes <= channels; ch += lanes)
-            for (int p = 0; p < pixels; p += lanes) {
-                const int run = std::min(lanes, pixels - p);
-                detail::vf r[lanes];
-#pragma GCC unroll 16
-                for (int i = 0; i < lanes; ++i) r[i] = i < run ? detail::load(image + size_t(p + i) * channels + ch) : detail::vf{};
-                detail::transpose(r);
-                for (int l = 0; l < lanes; ++l) {
-                    const float b = bias ? bias[ch + l] : 0.0f;
-                    float* dst = out + size_t(ch + l) * pixels + p;
-                    if (run == lanes) detail::store(dst, r[l] + detail::splat(b));
-                    else for (int i = 0; i < run; ++i) dst[i] = r[l][i] + b;
-                }
-            }
-        for (; ch < channels; ++ch) {
-            const float b = bias ? bias[ch] : 0.0f;
-            for (int p = 0; p < pixels; ++p) out[size_t(ch) * pixels + p] = image[size_t(p) * channels + ch] + b;
-        }
-    }
-}
-
 // V_xi[t][ch] = (B^T d B)_xi from padded images (count, h + 2, w + 2,
 // channels), tile t = sample * tiles_per_sample + ty * (w / m) + tx, whose
 // patch d starts at padded row m ty, column m tx.
@@ -357,48 +330,111 @@ void transform_inputs(float* v, size_t plane, const float* images, int count, in
             }
 }
 
-// images (count, h, w, channels) = A^T M_t A for every tile.
+// A tile's Side x Side pixels of `lanes` channels, t[r][c] a vector over
+// the channels, to or from NCHW images whose channel planes are hw floats
+// apart, starting at the tile's first pixel of the first channel: each
+// block of `lanes` pixels is transposed in registers, so that every
+// channel's tile row goes as one short copy (from_tile adds the channel's
+// bias). The transform's outputs and output gradients are read and written
+// in NCHW so, not through channels-last images of their own.
+template <int Side>
+struct TileRows {
+    static constexpr int pixels = Side * Side, blocks = (pixels + lanes - 1) / lanes;
+    float rows[lanes][blocks * lanes] = {};  // channel l's pixels, row by row (past `pixels`: zeros)
+
+    void from_tile(float* y, size_t hw, int w, const float (&t)[Side][Side][lanes], const float* bias) {
+        for (int b = 0; b < blocks; ++b) {
+            detail::vf r[lanes];
+#pragma GCC unroll 16
+            for (int i = 0; i < lanes; ++i) {
+                const int p = b * lanes + i;
+                r[i] = p < pixels ? detail::load(t[p / Side][p % Side]) : detail::vf{};
+            }
+            detail::transpose(r);
+#pragma GCC unroll 16
+            for (int l = 0; l < lanes; ++l) detail::store(rows[l] + b * lanes, r[l] + (bias ? bias[l] : 0.0f));
+        }
+        for (int l = 0; l < lanes; ++l)
+            for (int row = 0; row < Side; ++row)
+                std::memcpy(y + l * hw + size_t(row) * w, rows[l] + row * Side, Side * sizeof(float));
+    }
+    void to_tile(float (&t)[Side][Side][lanes], const float* y, size_t hw, int w) {
+        for (int l = 0; l < lanes; ++l)
+            for (int row = 0; row < Side; ++row)
+                std::memcpy(rows[l] + row * Side, y + l * hw + size_t(row) * w, Side * sizeof(float));
+        for (int b = 0; b < blocks; ++b) {
+            detail::vf r[lanes];
+#pragma GCC unroll 16
+            for (int l = 0; l < lanes; ++l) r[l] = detail::load(rows[l] + b * lanes);
+            detail::transpose(r);
+#pragma GCC unroll 16
+            for (int i = 0; i < lanes; ++i) {
+                const int p = b * lanes + i;
+                if (p < pixels) detail::store(t[p / Side][p % Side], r[i]);
+            }
+        }
+    }
+};
+
+// y (count, channels, h, w) = A^T M_t A for every tile, plus bias if given.
 template <class T>
-void transform_outputs(float* images, const float* m, size_t plane, int count, int channels, int h, int w) {
+void transform_outputs(float* y, const float* m, size_t plane, int count, int channels, int h, int w,
+                       const float* bias) {
     constexpr int side = T::m, n = T::n;
     const int th = h / side, tw = w / side;
-    const size_t row = size_t(w) * channels;
+    const size_t hw = size_t(h) * w;
+    TileRows<side> rows;
     for (int j = 0; j < count; ++j)
         for (int ty = 0; ty < th; ++ty)
             for (int tx = 0; tx < tw; ++tx) {
                 const float* src = m + (size_t(j) * th * tw + size_t(ty) * tw + tx) * channels;
-                float* out = images + (size_t(j) * h + side * ty) * row + size_t(side * tx) * channels;
+                float* out = y + size_t(j) * channels * hw + size_t(side * ty) * w + side * tx;
                 over_channel_blocks(channels, [&](int ch, auto count) {
                     float q[side][n][lanes];  // A^T M
                     for (int c = 0; c < n; ++c)
                         combine(T::AT, [&](int k) { return src + size_t(k * n + c) * plane + ch; },
                                 [&](int r) { return q[r][c]; }, count);
-                    for (int r = 0; r < side; ++r)  // (A^T M) A
-                        combine(T::AT, [&](int k) { return q[r][k]; },
-                                [&](int c) { return out + r * row + c * channels + ch; }, count);
+                    float t[side][side][lanes];  // (A^T M) A
+                    for (int r = 0; r < side; ++r)
+                        combine(T::AT, [&](int k) { return q[r][k]; }, [&](int c) { return t[r][c]; }, count);
+                    float* first = out + size_t(ch) * hw;
+                    if constexpr (std::is_same_v<decltype(count), std::integral_constant<int, lanes>>)
+                        rows.from_tile(first, hw, w, t, bias ? bias + ch : nullptr);
+                    else
+                        for (int l = 0; l < count; ++l)
+                            for (int r = 0; r < side; ++r)
+                                for (int c = 0; c < side; ++c)
+                                    first[l * hw + size_t(r) * w + c] = t[r][c][l] + (bias ? bias[ch + l] : 0.0f);
                 });
             }
 }
 
-// dM_xi[t][ch] = (A dy_t A^T)_xi from dy channels last (count, h, w,
-// channels): the adjoint of transform_outputs.
+// dM_xi[t][ch] = (A dy_t A^T)_xi from dy (count, channels, h, w): the
+// adjoint of transform_outputs.
 template <class T>
-void transform_output_gradients(float* dm, size_t plane, const float* images, int count, int channels, int h,
-                                int w) {
+void transform_output_gradients(float* dm, size_t plane, const float* dy, int count, int channels, int h, int w) {
     constexpr int side = T::m, n = T::n;
     constexpr const auto& A = Transposed<T>::A;
     const int th = h / side, tw = w / side;
-    const size_t row = size_t(w) * channels;
+    const size_t hw = size_t(h) * w;
+    TileRows<side> rows;
     for (int j = 0; j < count; ++j)
         for (int ty = 0; ty < th; ++ty)
             for (int tx = 0; tx < tw; ++tx) {
-                const float* dy = images + (size_t(j) * h + side * ty) * row + size_t(side * tx) * channels;
+                const float* in = dy + size_t(j) * channels * hw + size_t(side * ty) * w + side * tx;
                 float* out = dm + (size_t(j) * th * tw + size_t(ty) * tw + tx) * channels;
                 over_channel_blocks(channels, [&](int ch, auto count) {
+                    float d[side][side][lanes];  // the tile of dy
+                    const float* first = in + size_t(ch) * hw;
+                    if constexpr (std::is_same_v<decltype(count), std::integral_constant<int, lanes>>)
+                        rows.to_tile(d, first, hw, w);
+                    else
+                        for (int l = 0; l < count; ++l)
+                            for (int r = 0; r < side; ++r)
+                                for (int c = 0; c < side; ++c) d[r][c][l] = first[l * hw + size_t(r) * w + c];
                     float p[n][side][lanes];  // A dy
                     for (int c = 0; c < side; ++c)
-                        combine(A, [&](int k) { return dy + k * row + c * channels + ch; },
-                                [&](int r) { return p[r][c]; }, count);
+                        combine(A, [&](int k) { return d[k][c]; }, [&](int r) { return p[r][c]; }, count);
                     for (int r = 0; r < n; ++r)  // (A dy) A^T
                         combine(A, [&](int k) { return p[r][k]; },
                                 [&](int c) { return out + size_t(r * n + c) * plane + ch; }, count);
@@ -457,8 +493,7 @@ void convolve(float* out, const float* in, const float* bias, int outs, int ins,
         for (int xi = 0; xi < at.points; ++xi)  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
             gemm(at.m + xi * at.planes, at.v + xi * at.planes, at.u + xi * at.filters, tiles, outs, ins, false,
                  false, false);
-        transform_outputs<T>(at.images, at.m, at.planes, count, outs, s.h, s.w);
-        from_channels_last(out + size_t(first) * outs * pixels, at.images, bias, count, outs, s.h, s.w);
+        transform_outputs<T>(out + size_t(first) * outs * pixels, at.m, at.planes, count, outs, s.h, s.w, bias);
     }
 }
 
@@ -485,8 +520,7 @@ void backward_weight(float* dw, float* db, const float* dy, const float* x, cons
         const int count = std::min(size, s.n - first), tiles = count * per_sample;
         to_channels_last(at.images, x + size_t(first) * s.c * pixels, count, s.c, s.h, s.w, 1);
         transform_inputs<T>(at.v, at.planes, at.images, count, s.c, s.h, s.w);
-        to_channels_last(at.images, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h, s.w, 0);
-        transform_output_gradients<T>(at.m, at.planes, at.images, count, s.oc, s.h, s.w);
+        transform_output_gradients<T>(at.m, at.planes, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h, s.w);
         // dU_xi (c, oc) (+)= V_xi^T (c, tiles) . dM_xi (tiles, oc), summed over the groups.
         for (int xi = 0; xi < at.points; ++xi)
             gemm(at.u + xi * at.filters, at.v + xi * at.planes, at.m + xi * at.planes, s.c, s.oc, tiles, true, false,

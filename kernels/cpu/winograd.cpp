@@ -25,12 +25,17 @@
 // Of these points' alternatives (2, -1/2, 1/2 for m = 3; +-2, +-1/2, 2 and
 // -1/2 for m = 4), none measured smaller rounding in float.
 //
-// The transforms run channels last: a group of images is first copied to
-// (sample, row, column, channel) with a zero border, so that every step of
-// a transform is the same arithmetic over a contiguous run of channels: one
+// The transforms run over a vector of channels at a time: every step of a
+// transform is the same arithmetic over a contiguous run of channels, one
 // vector instruction for 16 channels (combine). (Over NCHW images the tiles
 // step through every row m columns at a time, and the same transforms, left
-// scalar, took as long as half the GEMMs.)
+// scalar, took as long as half the GEMMs.) So a group of input images is
+// first copied to (sample, row, column, channel) with a zero border; the
+// outputs (and the output gradients, for the weight gradient) are written
+// (read) in NCHW a tile at a time, each block of channels transposed in
+// registers (TileRows). (The input patches overlap and, on ResNet-18's
+// 12x12 maps, 8 tiles of 9 touch the border: read from NCHW the same way,
+// they took longer than the copy.)
 #include "winograd.hpp"
 
 #include <algorithm>
@@ -194,8 +199,7 @@ size_t plane_stride(size_t floats) { return (floats + 1023) / 1024 * 1024 + 64; 
 // The scratch space's parts: the transformed filters u (n^2 planes of in x
 // out channels), the transformed inputs v (n^2 planes of tiles x in
 // channels), the transformed outputs m (n^2 planes of tiles x out channels),
-// a group's images channels last (inputs with their zero border, later
-// outputs), and the filters' taps (in, 9, out), output channels along a
+// a group's input images channels last with their zero border, and the filters' taps (in, 9, out), output channels along a
 // row. `filters` and `planes` are the plane strides.
 template <class T>
 struct Layout {
@@ -263,26 +267,24 @@ void transform_filters(float* u, size_t plane, float* taps, const float* w, int 
         });
 }
 
-// The layout changes below move blocks of `lanes` channels x `lanes`
-// pixels, transposed in registers, so that both sides are read and written
-// a vector at a time; the channels past the last whole block, one at a time.
-
-// dst (count, h + 2 border, w + 2 border, channels) = x (count, channels, h, w),
-// border zero; border 0 copies without one. A block's pixels may run into
-// the next channel's (reads, never stored), except at x's end.
-void to_channels_last(float* dst, const float* x, int count, int channels, int h, int w, int border) {
+// dst (count, h + 2, w + 2, channels) = x (count, channels, h, w) with a
+// zero border: blocks of `lanes` channels x `lanes` pixels transposed in
+// registers, so that both sides are read and written a vector at a time
+// (the channels past the last whole block, one at a time). A block's
+// pixels may run into the next channel's (reads, never stored), except at
+// x's end.
+void to_channels_last(float* dst, const float* x, int count, int channels, int h, int w) {
+    constexpr int border = 1;
     const int ph = h + 2 * border, pw = w + 2 * border, pixels = h * w;
     const size_t row = size_t(pw) * channels, end = size_t(count) * channels * pixels;
     for (int j = 0; j < count; ++j) {
         float* image = dst + size_t(j) * ph * row;
         const auto at = [&](int p) { return image + (size_t(p / w + border) * pw + p % w + border) * channels; };
-        if (border) {
-            std::fill_n(image, border * row, 0.0f);
-            std::fill_n(image + (ph - border) * row, border * row, 0.0f);
-            for (int r = border; r < ph - border; ++r) {
-                std::fill_n(image + r * row, size_t(border) * channels, 0.0f);
-                std::fill_n(image + r * row + size_t(pw - border) * channels, size_t(border) * channels, 0.0f);
-            }
+        std::fill_n(image, border * row, 0.0f);  // the border: first and last rows, then both ends of the others
+        std::fill_n(image + (ph - border) * row, border * row, 0.0f);
+        for (int r = border; r < ph - border; ++r) {
+            std::fill_n(image + r * row, size_t(border) * channels, 0.0f);
+            std::fill_n(image + r * row + size_t(pw - border) * channels, size_t(border) * channels, 0.0f);
         }
         const size_t first = size_t(j) * channels * pixels;  // x's offset of this sample
         int ch = 0;
@@ -488,7 +490,7 @@ void convolve(float* out, const float* in, const float* bias, int outs, int ins,
     const int size = group_size<T>(s), per_sample = tiles_per_sample<T>(s), pixels = s.h * s.w;
     for (int first = 0; first < s.n; first += size) {
         const int count = std::min(size, s.n - first), tiles = count * per_sample;
-        to_channels_last(at.images, in + size_t(first) * ins * pixels, count, ins, s.h, s.w, 1);
+        to_channels_last(at.images, in + size_t(first) * ins * pixels, count, ins, s.h, s.w);
         transform_inputs<T>(at.v, at.planes, at.images, count, ins, s.h, s.w);
         for (int xi = 0; xi < at.points; ++xi)  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
             gemm(at.m + xi * at.planes, at.v + xi * at.planes, at.u + xi * at.filters, tiles, outs, ins, false,
@@ -518,7 +520,7 @@ void backward_weight(float* dw, float* db, const float* dy, const float* x, cons
     const int size = group_size<T>(s), per_sample = tiles_per_sample<T>(s), pixels = s.h * s.w;
     for (int first = 0; first < s.n; first += size) {
         const int count = std::min(size, s.n - first), tiles = count * per_sample;
-        to_channels_last(at.images, x + size_t(first) * s.c * pixels, count, s.c, s.h, s.w, 1);
+        to_channels_last(at.images, x + size_t(first) * s.c * pixels, count, s.c, s.h, s.w);
         transform_inputs<T>(at.v, at.planes, at.images, count, s.c, s.h, s.w);
         transform_output_gradients<T>(at.m, at.planes, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h, s.w);
         // dU_xi (c, oc) (+)= V_xi^T (c, tiles) . dM_xi (tiles, oc), summed over the groups.

@@ -204,7 +204,7 @@ size_t plane_stride(size_t floats) { return (floats + 1023) / 1024 * 1024 + 64; 
 template <class T>
 struct Layout {
     static constexpr int points = T::n * T::n;
-    float *u, *v, *m, *images, *taps;
+    float *u, *v, *m, *images, *taps, *bias;
     size_t filters, planes;
     Layout(const ConvShape& s, float* scratch) : filters(filter_stride(s)), planes(tile_stride(s)) {
         u = scratch;
@@ -212,6 +212,7 @@ struct Layout {
         m = v + points * planes;
         images = m + points * planes;
         taps = images + image_floats(s);
+        bias = taps + 9 * size_t(s.oc) * s.c;
     }
     // The parts' sizes for shape s, which the constructor lays out in turn.
     static size_t filter_stride(const ConvShape& s) { return plane_stride(size_t(s.oc) * s.c); }
@@ -222,7 +223,7 @@ struct Layout {
         return size_t(group_size<T>(s)) * (s.h + 2) * (s.w + 2) * std::max(s.c, s.oc);
     }
     static size_t floats(const ConvShape& s) {
-        return points * (filter_stride(s) + 2 * tile_stride(s)) + image_floats(s) + 9 * size_t(s.oc) * s.c;
+        return points * (filter_stride(s) + 2 * tile_stride(s)) + image_floats(s) + 9 * size_t(s.oc) * s.c + s.oc;
     }
 };
 
@@ -412,9 +413,11 @@ void transform_outputs(float* y, const float* m, size_t plane, int count, int ch
 }
 
 // dM_xi[t][ch] = (A dy_t A^T)_xi from dy (count, channels, h, w): the
-// adjoint of transform_outputs.
+// adjoint of transform_outputs; and bias[ch] += the sum of channel ch's dy,
+// a tile at a time (the tiles cover the maps), while the tile is in registers.
 template <class T>
-void transform_output_gradients(float* dm, size_t plane, const float* dy, int count, int channels, int h, int w) {
+void transform_output_gradients(float* dm, float* bias, size_t plane, const float* dy, int count, int channels, int h,
+                                int w) {
     constexpr int side = T::m, n = T::n;
     constexpr const auto& A = Transposed<T>::A;
     const int th = h / side, tw = w / side;
@@ -428,12 +431,20 @@ void transform_output_gradients(float* dm, size_t plane, const float* dy, int co
                 over_channel_blocks(channels, [&](int ch, auto count) {
                     float d[side][side][lanes];  // the tile of dy
                     const float* first = in + size_t(ch) * hw;
-                    if constexpr (std::is_same_v<decltype(count), std::integral_constant<int, lanes>>)
+                    if constexpr (std::is_same_v<decltype(count), std::integral_constant<int, lanes>>) {
                         rows.to_tile(d, first, hw, w);
-                    else
+                        detail::vf sum = detail::load(bias + ch);
+                        for (int r = 0; r < side; ++r)
+                            for (int c = 0; c < side; ++c) sum += detail::load(d[r][c]);
+                        detail::store(bias + ch, sum);
+                    } else {
                         for (int l = 0; l < count; ++l)
                             for (int r = 0; r < side; ++r)
-                                for (int c = 0; c < side; ++c) d[r][c][l] = first[l * hw + size_t(r) * w + c];
+                                for (int c = 0; c < side; ++c) {
+                                    d[r][c][l] = first[l * hw + size_t(r) * w + c];
+                                    bias[ch + l] += d[r][c][l];
+                                }
+                    }
                     float p[n][side][lanes];  // A dy
                     for (int c = 0; c < side; ++c)
                         combine(A, [&](int k) { return d[k][c]; }, [&](int r) { return p[r][c]; }, count);
@@ -461,25 +472,6 @@ void add_filter_gradients(float* dw, float* taps, const float* du, size_t plane,
                 combine(GT, [&](int k) { return q[r][k]; }, [&](int c) { return g + (r * 3 + c) * outs; }, count);
         });
     transpose<true>(dw, taps, ins * 9, outs);
-}
-
-// db[o] += the sum of dy (n, outs, pixels) over samples and pixels, value p
-// of a run into partial sum p % lanes: independent chains of additions, a
-// vector instruction each (one running sum waits on every addition).
-void add_bias_gradients(float* db, const float* dy, int n, int outs, int pixels) {
-    for (int o = 0; o < outs; ++o) {
-        float part[lanes] = {};
-        for (int j = 0; j < n; ++j) {
-            const float* run = dy + (size_t(j) * outs + o) * pixels;
-            int p = 0;
-            for (; p + lanes <= pixels; p += lanes)
-                for (int l = 0; l < lanes; ++l) part[l] += run[p + l];
-            for (int l = 0; p < pixels; ++p, ++l) part[l] += run[p];
-        }
-        float sum = 0.0f;
-        for (int l = 0; l < lanes; ++l) sum += part[l];
-        db[o] += sum;
-    }
 }
 
 // out (n, outs, h, w) = the 3x3 stride-1 padding-1 convolution of in (n, ins,
@@ -518,18 +510,20 @@ void backward_weight(float* dw, float* db, const float* dy, const float* x, cons
     if (s.n <= 0) return;
     const Layout<T> at(s, scratch);
     const int size = group_size<T>(s), per_sample = tiles_per_sample<T>(s), pixels = s.h * s.w;
+    std::fill_n(at.bias, s.oc, 0.0f);
     for (int first = 0; first < s.n; first += size) {
         const int count = std::min(size, s.n - first), tiles = count * per_sample;
         to_channels_last(at.images, x + size_t(first) * s.c * pixels, count, s.c, s.h, s.w);
         transform_inputs<T>(at.v, at.planes, at.images, count, s.c, s.h, s.w);
-        transform_output_gradients<T>(at.m, at.planes, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h, s.w);
+        transform_output_gradients<T>(at.m, at.bias, at.planes, dy + size_t(first) * s.oc * pixels, count, s.oc, s.h,
+                                      s.w);
         // dU_xi (c, oc) (+)= V_xi^T (c, tiles) . dM_xi (tiles, oc), summed over the groups.
         for (int xi = 0; xi < at.points; ++xi)
             gemm(at.u + xi * at.filters, at.v + xi * at.planes, at.m + xi * at.planes, s.c, s.oc, tiles, true, false,
                  first > 0);
     }
     add_filter_gradients<T>(dw, at.taps, at.u, at.filters, s.oc, s.c);
-    add_bias_gradients(db, dy, s.n, s.oc, pixels);
+    for (int o = 0; o < s.oc; ++o) db[o] += at.bias[o];
 }
 
 // Runs body(Tiles<tile>{}) for the tile side chosen at run time.

@@ -53,6 +53,14 @@ float* pack_buffer_b();
 // zero-filled past mc.
 void pack_a(float* dst, const float* a, int m, int i0, int mc, int k0, int kc, int mr);
 
+// Packs op(B)[k0 : k0+kc, j0 : j0+nc] (B stored (k, n), or (n, k) when
+// trans) as NR-column panels, zero-filled past nc.
+void pack_b(float* dst, const float* b, bool trans, int k, int n, int k0, int kc, int j0, int nc);
+
+// Floats that a B of k x n packed whole (pack_b over all of it) takes; it
+// serves gemm_driver's b_packed where k <= KC and n <= NC (one block).
+constexpr size_t packed_b_floats(int k, int n) { return size_t(k) * ((n + NR - 1) / NR * NR); }
+
 // Where the micro-kernel reads an operand panel: A's element (r, k) at
 // at[k * stride + r], or with row_pointers at at[r * stride + k]; B's row k
 // at at + k * stride. A packed panel has stride mr (A) or NR (B).
@@ -79,11 +87,13 @@ void micro_kernel(int mr, float* c, int ldc, const Operand& a, const Operand& b,
 // always, by its rows (a pointer each); a transposed A as if packed (its
 // rows are neighbours at each k) and B, when given as b_in_place (row
 // stride n), by its rows, where they are narrow enough (IN_PLACE_ROWS_*).
-// Panels past an edge are packed, zero-filled. The sums are the same
-// either way, in the same order.
+// Panels past an edge are packed, zero-filled. A B packed whole beforehand
+// (b_packed: pack_b over all of it, k <= KC, n <= NC) is read as it is:
+// Winograd's filters, the same for every group of samples. The sums are
+// the same either way, in the same order.
 template <class PackB>
 void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, PackB&& pack_b, bool accumulate,
-                 const float* b_in_place = nullptr) {
+                 const float* b_in_place = nullptr, const float* b_packed = nullptr) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         if (!accumulate) std::fill(c, c + size_t(m) * n, 0.0f);
@@ -101,10 +111,11 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
             const int kc = std::min(KC, k - k0);
             // The first depth block writes C (unless accumulating); later ones add to it.
             const bool acc = accumulate || k0 > 0;
-            if (!b_in_place) pack_b(packed_b, k0, kc, j0, nc);
-            else if (whole_cols < nc) pack_b(packed_b, k0, kc, j0 + whole_cols, nc - whole_cols);
+            if (!b_packed && !b_in_place) pack_b(packed_b, k0, kc, j0, nc);
+            else if (!b_packed && whole_cols < nc) pack_b(packed_b, k0, kc, j0 + whole_cols, nc - whole_cols);
             if (a_in_place && whole_rows < m) pack_a(packed_a, a, m, whole_rows, m - whole_rows, k0, kc, mr);
             const auto b_panel = [&](int jp) {
+                if (b_packed) return Operand{b_packed + size_t(jp) * kc, NR};
                 if (!b_in_place) return Operand{packed_b + size_t(jp) * kc, NR};
                 if (jp < whole_cols) return Operand{b_in_place + size_t(k0) * n + j0 + jp, size_t(n)};
                 return Operand{packed_b, NR};

@@ -181,13 +181,23 @@ int tiles_per_sample(const ConvShape& s) {
     return (s.h / T::m) * (s.w / T::m);
 }
 
-// Samples transformed together: about 256 tiles, so that the GEMMs see
-// enough rows while one group's transformed tensors stay near L2 (64
-// to 1024 tiles measured for F(2x2); 128 and 256 were best; for the larger
-// tiles 64 to 512 differed by less than the machine's noise).
+// Samples transformed together. Each group's GEMMs read all of U (the
+// transformed filters) once, and its transformed inputs and outputs (V
+// and M) twice; so a group's V and M take about as much room as U, and at
+// least 512 KB: 27 tiles of ResNet-18's 64-channel 12x12 maps (whose U,
+// 590 KB, stays in L2 while the group's 0.5 MB do), 64 of its 128-channel
+// 6x6 maps, 128 of its 256-channel 3x3 maps (U 6.5 MB). With 256 tiles for
+// every shape the 64-channel products ran from L3 (build/bench/conv_cpu
+// 128, F(4x4): 4.06, 4.04, 4.82 ms forward, data and weight gradient;
+// 3.36, 3.32, 3.72 so), and with 0.5 MB for every shape the 256-channel
+// ones read U from L3 once a few samples (5.25 ms forward instead of 4.1).
 template <class T>
 int group_size(const ConvShape& s) {
-    return std::clamp(256 / tiles_per_sample<T>(s), 1, std::max(s.n, 1));
+    constexpr long points = long(T::n) * T::n, least = 512 * 1024;
+    const long per_tile = points * (s.c + s.oc) * long(sizeof(float));
+    const long room = std::max(least, points * s.c * s.oc * long(sizeof(float)));
+    const int tiles = int(std::clamp(room / std::max(per_tile, 1L), 16L, 256L));
+    return std::clamp(tiles / tiles_per_sample<T>(s), 1, std::max(s.n, 1));
 }
 
 // The distance between two of the n^2 planes of a transformed tensor, for
@@ -197,18 +207,24 @@ int group_size(const ConvShape& s) {
 size_t plane_stride(size_t floats) { return (floats + 1023) / 1024 * 1024 + 64; }
 
 // The scratch space's parts: the transformed filters u (n^2 planes of in x
-// out channels), the transformed inputs v (n^2 planes of tiles x in
-// channels), the transformed outputs m (n^2 planes of tiles x out channels),
-// a group's input images channels last with their zero border, and the filters' taps (in, 9, out), output channels along a
-// row. `filters` and `planes` are the plane strides.
+// out channels) and, where they fit one block of the GEMM's B (at most
+// KC = 256 channels in), the same packed as its panels (`packed`: packed
+// once a call, not once a group); the transformed inputs v (n^2 planes of
+// tiles x in channels), the transformed outputs m (n^2 planes of tiles x
+// out channels), a group's input images channels last with their zero
+// border, the filters' taps (in, 9, out), output channels along a row, and
+// the bias gradient's sums. `filters`, `panels` and `planes` are the plane
+// strides (`panels` 0 where u is not packed).
 template <class T>
 struct Layout {
     static constexpr int points = T::n * T::n;
-    float *u, *v, *m, *images, *taps, *bias;
-    size_t filters, planes;
-    Layout(const ConvShape& s, float* scratch) : filters(filter_stride(s)), planes(tile_stride(s)) {
+    float *u, *packed, *v, *m, *images, *taps, *bias;
+    size_t filters, planes, panels;
+    Layout(const ConvShape& s, float* scratch)
+        : filters(filter_stride(s)), planes(tile_stride(s)), panels(panel_stride(s)) {
         u = scratch;
-        v = u + points * filters;
+        packed = u + points * filters;
+        v = packed + points * panels;
         m = v + points * planes;
         images = m + points * planes;
         taps = images + image_floats(s);
@@ -216,6 +232,10 @@ struct Layout {
     }
     // The parts' sizes for shape s, which the constructor lays out in turn.
     static size_t filter_stride(const ConvShape& s) { return plane_stride(size_t(s.oc) * s.c); }
+    static size_t panel_stride(const ConvShape& s) {  // either direction: ins and outs swap
+        const int most = std::max(s.c, s.oc);
+        return most <= detail::KC ? plane_stride(detail::packed_b_floats(most, most)) : 0;
+    }
     static size_t tile_stride(const ConvShape& s) {
         return plane_stride(size_t(group_size<T>(s)) * tiles_per_sample<T>(s) * std::max(s.c, s.oc));
     }
@@ -223,7 +243,7 @@ struct Layout {
         return size_t(group_size<T>(s)) * (s.h + 2) * (s.w + 2) * std::max(s.c, s.oc);
     }
     static size_t floats(const ConvShape& s) {
-        return points * (filter_stride(s) + 2 * tile_stride(s)) + image_floats(s) + 9 * size_t(s.oc) * s.c + s.oc;
+        return points * (filter_stride(s) + panel_stride(s) + 2 * tile_stride(s)) + image_floats(s) + 9 * size_t(s.oc) * s.c + s.oc;
     }
 };
 
@@ -474,6 +494,15 @@ void add_filter_gradients(float* dw, float* taps, const float* du, size_t plane,
     transpose<true>(dw, taps, ins * 9, outs);
 }
 
+// U_xi (ins, outs) packed as the GEMM's B panels, once a call rather than
+// once a group of samples (where Layout has room for them).
+template <class T>
+void pack_filters(const Layout<T>& at, int ins, int outs) {
+    if (!at.panels) return;
+    for (int xi = 0; xi < at.points; ++xi)
+        detail::pack_b(at.packed + xi * at.panels, at.u + xi * at.filters, false, ins, outs, 0, ins, 0, outs);
+}
+
 // out (n, outs, h, w) = the 3x3 stride-1 padding-1 convolution of in (n, ins,
 // h, w) whose transformed filters are in at.u, plus bias if given.
 template <class T>
@@ -484,9 +513,15 @@ void convolve(float* out, const float* in, const float* bias, int outs, int ins,
         const int count = std::min(size, s.n - first), tiles = count * per_sample;
         to_channels_last(at.images, in + size_t(first) * ins * pixels, count, ins, s.h, s.w);
         transform_inputs<T>(at.v, at.planes, at.images, count, ins, s.h, s.w);
-        for (int xi = 0; xi < at.points; ++xi)  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
-            gemm(at.m + xi * at.planes, at.v + xi * at.planes, at.u + xi * at.filters, tiles, outs, ins, false,
-                 false, false);
+        for (int xi = 0; xi < at.points; ++xi) {  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
+            float* c = at.m + xi * at.planes;
+            const float *a = at.v + xi * at.planes, *b = at.u + xi * at.filters;
+            if (at.panels)
+                detail::gemm_driver(c, a, false, tiles, outs, ins, [](float*, int, int, int, int) {}, false, nullptr,
+                                    at.packed + xi * at.panels);
+            else
+                gemm(c, a, b, tiles, outs, ins, false, false, false);
+        }
         transform_outputs<T>(out + size_t(first) * outs * pixels, at.m, at.planes, count, outs, s.h, s.w, bias);
     }
 }
@@ -495,6 +530,7 @@ template <class T>
 void forward(float* y, const float* x, const float* w, const float* b, const ConvShape& s, float* scratch) {
     const Layout<T> at(s, scratch);
     transform_filters<T>(at.u, at.filters, at.taps, w, s.oc, s.c, false);
+    pack_filters(at, s.c, s.oc);
     convolve<T>(y, x, b, s.oc, s.c, s, at);
 }
 
@@ -502,6 +538,7 @@ template <class T>
 void backward_data(float* dx, const float* dy, const float* w, const ConvShape& s, float* scratch) {
     const Layout<T> at(s, scratch);
     transform_filters<T>(at.u, at.filters, at.taps, w, s.c, s.oc, true);
+    pack_filters(at, s.oc, s.c);
     convolve<T>(dx, dy, nullptr, s.c, s.oc, s, at);
 }
 

@@ -83,6 +83,7 @@ TEST_CASE("3x3 convolutions run as Winograd F(m x m, 3x3) with m = 2, 3, 4 and e
                                  ConvShape{2, 5, 6, 9, 7, 3, 3, 1, 1},      // non-square, tiles of 3 only
                                  ConvShape{40, 3, 12, 12, 5, 3, 3, 1, 1},   // several groups, the last short
                                  ConvShape{300, 2, 3, 3, 3, 3, 3, 1, 1},    // 256 one-tile samples, then 44
+                                 ConvShape{1, 260, 3, 3, 5, 3, 3, 1, 1},    // more channels than one GEMM block packs
                                  ConvShape{0, 4, 6, 6, 4, 3, 3, 1, 1});     // an empty part
     CAPTURE(s.n, s.c, s.h, s.w, s.oc);
     REQUIRE(cpu::winograd_fits(s));

@@ -247,18 +247,31 @@ struct Layout {
     }
 };
 
-// to (cols, rows) = or += from (rows, cols) transposed, in square blocks so
-// that both sides are read and written a few cache lines at a time.
+// to (cols, rows) = or += from (rows, cols) transposed: whole blocks of
+// `lanes` x `lanes` transposed in registers, the edges a float at a time.
 template <bool add>
 void transpose(float* to, const float* from, int rows, int cols) {
-    constexpr int block = 16;
-    for (int r0 = 0; r0 < rows; r0 += block)
-        for (int c0 = 0; c0 < cols; c0 += block)
-            for (int c = c0; c < std::min(cols, c0 + block); ++c)
-                for (int r = r0; r < std::min(rows, r0 + block); ++r) {
-                    float& out = to[size_t(c) * rows + r];
-                    out = add ? out + from[size_t(r) * cols + c] : from[size_t(r) * cols + c];
-                }
+    const int whole_rows = rows / lanes * lanes, whole_cols = cols / lanes * lanes;
+    for (int r0 = 0; r0 < whole_rows; r0 += lanes)
+        for (int c0 = 0; c0 < whole_cols; c0 += lanes) {
+            detail::vf v[lanes];
+#pragma GCC unroll 16
+            for (int r = 0; r < lanes; ++r) v[r] = detail::load(from + size_t(r0 + r) * cols + c0);
+            detail::transpose(v);
+#pragma GCC unroll 16
+            for (int c = 0; c < lanes; ++c) {
+                float* out = to + size_t(c0 + c) * rows + r0;
+                detail::store(out, add ? detail::load(out) + v[c] : v[c]);
+            }
+        }
+    const auto one = [&](int r, int c) {
+        float& out = to[size_t(c) * rows + r];
+        out = add ? out + from[size_t(r) * cols + c] : from[size_t(r) * cols + c];
+    };
+    for (int r = 0; r < whole_rows; ++r)
+        for (int c = whole_cols; c < cols; ++c) one(r, c);
+    for (int r = whole_rows; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) one(r, c);
 }
 
 // U_xi[i][o] = (G g G^T)_xi for the filter g = w[o][i] (3x3), or, when

@@ -111,8 +111,10 @@ void gemm_driver(float* c, const float* a, bool trans_a, int m, int n, int k, Pa
             const int kc = std::min(KC, k - k0);
             // The first depth block writes C (unless accumulating); later ones add to it.
             const bool acc = accumulate || k0 > 0;
-            if (!b_packed && !b_in_place) pack_b(packed_b, k0, kc, j0, nc);
-            else if (!b_packed && whole_cols < nc) pack_b(packed_b, k0, kc, j0 + whole_cols, nc - whole_cols);
+            if (!b_packed) {  // all of the block, or the panel past B's edge
+                if (!b_in_place) pack_b(packed_b, k0, kc, j0, nc);
+                else if (whole_cols < nc) pack_b(packed_b, k0, kc, j0 + whole_cols, nc - whole_cols);
+            }
             if (a_in_place && whole_rows < m) pack_a(packed_a, a, m, whole_rows, m - whole_rows, k0, kc, mr);
             const auto b_panel = [&](int jp) {
                 if (b_packed) return Operand{b_packed + size_t(jp) * kc, NR};

@@ -28,7 +28,11 @@ namespace dpt::cpu {
 namespace {
 
 // Calls f(index of the run's first value, channel) for every run (a
-// sample's values of a channel), in memory order.
+// sample's values of a channel), in memory order. The passes that write a
+// value for each value make their channel's constants once a run: walking
+// a block of channels at a time instead, with the constants made once a
+// block as the sums' walk keeps its Sums, was slower on ResNet-18's 3x3
+// maps (a forward 0.21 ms against 0.17 at 256 channels and 256 samples).
 template <class F>
 void for_runs(const NormShape& s, F&& f) {
     for (int i = 0; i < s.n; ++i)

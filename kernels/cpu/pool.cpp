@@ -22,8 +22,8 @@ namespace {
 // row i, so each tap is the even or the odd columns of two vectors loaded
 // from the windows' first column (j = 0, 1) or two columns on (j = 2).
 // The taps are taken in the scalar loops' order, with the same compare,
-// so ties and NaNs resolve as there: the same bits. A chunk whose loads
-// would run past the tensor's end takes the scalar loop.
+// so ties and NaNs resolve as there: the same bits. A plane whose loads
+// would run past the tensor's end takes the scalar loops.
 namespace windows3x3 {
 
 using detail::lanes, detail::load, detail::vf;
@@ -44,9 +44,14 @@ inline vf interleave(vf a, vf b, std::index_sequence<L...>) {
     return __builtin_shufflevector(a, b, (L % 2 ? lanes + First + L / 2 : First + L / 2)...);
 }
 
-// Whether the chunk of windows whose first input column is at `first`
-// (an offset into a tensor of `size` floats, rows w apart) can be loaded.
-inline bool fits(size_t first, int w, size_t size) { return first + 2 * size_t(w) + 2 + 2 * lanes <= size; }
+// Whether every vector loaded for plane's windows stays inside x, and a
+// vector of y or dy from any of its output rows inside those: each load
+// reads at most 2 lanes + 1 floats past the plane's last window's first
+// column (2 (oh - 1) w + 2 (ow - 1) < h w), and lanes past an output row.
+inline bool plane_fits(size_t plane, const PoolShape& s) {
+    const size_t planes = size_t(s.n) * s.c, in = size_t(s.h) * s.w, out = size_t(s.oh()) * s.ow();
+    return (plane + 1) * in + 2 * lanes + 2 <= planes * in && (plane + 1) * out + lanes <= planes * out;
+}
 
 // Calls f(tap index, the windows' values of that tap) for the 9 taps in
 // row-major order.
@@ -82,25 +87,28 @@ inline Ints winners(const float* first, int w, vf m) {
 }  // namespace windows3x3
 
 template <PoolKind kind, int K, int S>  // K, S = 0: window and stride from the shape
-void forward(float* y, const float* x, const PoolShape& s) {
+void forward_plane(float* y, const float* x, const PoolShape& s, size_t plane) {
     const int k = K ? K : s.k, stride = S ? S : s.stride, oh = s.oh(), ow = s.ow();
     const float inv_area = 1.0f / float(k * k);
-    for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
-        const float* xp = x + plane * s.h * s.w;
-        float* yp = y + plane * oh * ow;
-        for (int oy = 0; oy < oh; ++oy)
-            for (int ox = 0; ox < ow; ++ox) {
-                const float* win = xp + oy * stride * s.w + ox * stride;
-                float acc = kind == PoolKind::max ? win[0] : 0.0f;
-                for (int i = 0; i < k; ++i)
-                    for (int j = 0; j < k; ++j) {
-                        const float v = win[i * s.w + j];
-                        if constexpr (kind == PoolKind::max) acc = v > acc ? v : acc;
-                        else acc += v;
-                    }
-                yp[oy * ow + ox] = kind == PoolKind::max ? acc : acc * inv_area;
-            }
-    }
+    const float* xp = x + plane * s.h * s.w;
+    float* yp = y + plane * oh * ow;
+    for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+            const float* win = xp + oy * stride * s.w + ox * stride;
+            float acc = kind == PoolKind::max ? win[0] : 0.0f;
+            for (int i = 0; i < k; ++i)
+                for (int j = 0; j < k; ++j) {
+                    const float v = win[i * s.w + j];
+                    if constexpr (kind == PoolKind::max) acc = v > acc ? v : acc;
+                    else acc += v;
+                }
+            yp[oy * ow + ox] = kind == PoolKind::max ? acc : acc * inv_area;
+        }
+}
+
+template <PoolKind kind, int K, int S>
+void forward(float* y, const float* x, const PoolShape& s) {
+    for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) forward_plane<kind, K, S>(y, x, s, plane);
 }
 
 // relu_x: the pooling's input is a ReLU's output, whose mask goes on dx
@@ -226,7 +234,7 @@ void max_backward_3x3_stride2(float* dx, const float* dy, const float* x, const 
     using detail::lanes, detail::vf, windows3x3::Ints;
     constexpr int most = 4;  // chunks of `lanes` windows a row, at most
     const int oh = s.oh(), ow = s.ow(), chunks = ow / lanes + 1;  // one past the last window: column 2 ow
-    const size_t planes = size_t(s.n) * s.c, x_size = planes * s.h * s.w, y_size = planes * oh * ow;
+    const size_t planes = size_t(s.n) * s.c;
     Ints lane{};
     for (int l = 0; l < lanes; ++l) lane[l] = l;
     Ints at[2][most];  // output row oy's winners and gradients, at [oy % 2]
@@ -234,8 +242,7 @@ void max_backward_3x3_stride2(float* dx, const float* dy, const float* x, const 
     float line[2 * most * lanes];
     constexpr auto all = std::make_index_sequence<lanes>{};
     for (size_t plane = 0; plane < planes; ++plane) {
-        if (chunks > most || (plane + 1) * s.h * s.w + 2 * lanes + 2 > x_size ||
-            (plane + 1) * oh * ow + lanes > y_size) {
+        if (chunks > most || !windows3x3::plane_fits(plane, s)) {
             max_backward_plane<3, 2>(dx, dy, x, y, relu_x, s, plane);
             continue;
         }
@@ -277,10 +284,9 @@ void max_backward_3x3_stride2(float* dx, const float* dy, const float* x, const 
                 detail::store(line + 2 * q * lanes, windows3x3::interleave<0>(even[q], odd[q], all));
                 detail::store(line + 2 * q * lanes + lanes, windows3x3::interleave<lanes / 2>(even[q], odd[q], all));
             }
-            float* out = dxp + size_t(r) * s.w;
-            const float* mask = relu_x ? relu_x + plane * s.h * s.w + size_t(r) * s.w : nullptr;
-            for (int c = 0; c < s.w; ++c) out[c] = mask && !(mask[c] > 0.0f) ? 0.0f : line[c];
+            std::memcpy(dxp + size_t(r) * s.w, line, size_t(s.w) * sizeof(float));
         }
+        mask_plane(dxp, relu_x, plane, size_t(s.h) * s.w);
     }
 }
 
@@ -300,29 +306,18 @@ void backward(float* dx, const float* dy, const float* x, const float* y, const 
 
 // forward<max, 3, 2>, `lanes` windows at a time where their loads fit.
 void max_forward_3x3_stride2(float* y, const float* x, const PoolShape& s) {
-    using windows3x3::fits, windows3x3::maxima;
     const int oh = s.oh(), ow = s.ow();
-    const size_t size = size_t(s.n) * s.c * s.h * s.w;
     for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
-        const size_t xp = plane * s.h * s.w;
+        if (!windows3x3::plane_fits(plane, s)) {
+            forward_plane<PoolKind::max, 3, 2>(y, x, s, plane);
+            continue;
+        }
+        const float* xp = x + plane * s.h * s.w;
         float* yp = y + plane * oh * ow;
         for (int oy = 0; oy < oh; ++oy)
             for (int ox = 0; ox < ow; ox += detail::lanes) {
-                const size_t first = xp + size_t(2 * oy) * s.w + 2 * ox;
-                const int count = std::min(detail::lanes, ow - ox);
-                float* out = yp + oy * ow + ox;
-                if (fits(first, s.w, size)) {
-                    const detail::vf most = maxima(x + first, s.w);
-                    for (int l = 0; l < count; ++l) out[l] = most[l];
-                    continue;
-                }
-                for (int l = 0; l < count; ++l) {
-                    const float* win = x + first + 2 * l;
-                    float most = win[0];
-                    for (int i = 0; i < 3; ++i)
-                        for (int j = 0; j < 3; ++j) most = win[i * s.w + j] > most ? win[i * s.w + j] : most;
-                    out[l] = most;
-                }
+                const detail::vf most = windows3x3::maxima(xp + size_t(2 * oy) * s.w + 2 * ox, s.w);
+                for (int l = 0; l < std::min(detail::lanes, ow - ox); ++l) yp[oy * ow + ox + l] = most[l];
             }
     }
 }

@@ -243,7 +243,8 @@ struct Layout {
         return size_t(group_size<T>(s)) * (s.h + 2) * (s.w + 2) * std::max(s.c, s.oc);
     }
     static size_t floats(const ConvShape& s) {
-        return points * (filter_stride(s) + panel_stride(s) + 2 * tile_stride(s)) + image_floats(s) + 9 * size_t(s.oc) * s.c + s.oc;
+        return points * (filter_stride(s) + panel_stride(s) + 2 * tile_stride(s)) + image_floats(s) +
+               9 * size_t(s.oc) * s.c + s.oc;
     }
 };
 
@@ -528,12 +529,12 @@ void convolve(float* out, const float* in, const float* bias, int outs, int ins,
         transform_inputs<T>(at.v, at.planes, at.images, count, ins, s.h, s.w);
         for (int xi = 0; xi < at.points; ++xi) {  // M_xi (tiles, outs) = V_xi (tiles, ins) . U_xi (ins, outs)
             float* c = at.m + xi * at.planes;
-            const float *a = at.v + xi * at.planes, *b = at.u + xi * at.filters;
+            const float* a = at.v + xi * at.planes;
             if (at.panels)
                 detail::gemm_driver(c, a, false, tiles, outs, ins, [](float*, int, int, int, int) {}, false, nullptr,
                                     at.packed + xi * at.panels);
             else
-                gemm(c, a, b, tiles, outs, ins, false, false, false);
+                gemm(c, a, at.u + xi * at.filters, tiles, outs, ins, false, false, false);
         }
         transform_outputs<T>(out + size_t(first) * outs * pixels, at.m, at.planes, count, outs, s.h, s.w, bias);
     }

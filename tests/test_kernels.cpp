@@ -90,6 +90,44 @@ TEST_CASE("conv2d backward matches finite differences for stride, padding and od
     }
 }
 
+// The implicit GEMM's data gradient folds each input row in a register
+// where the row fits a vector (kernels/cpu/conv.cpp: col2im_rows): the
+// same sums in the same order as the plain fold of the same products, tap
+// by tap (ki, then kj), whatever the stride and padding.
+TEST_CASE("the data gradient's fold in registers: the bits of the tap-by-tap fold", "[kernels][conv]") {
+    const ConvShape s = GENERATE(ConvShape{3, 8, 12, 12, 16, 3, 3, 2, 1},  // ResNet: 3x3 stride 2 on 12x12
+                                 ConvShape{2, 16, 6, 6, 8, 3, 3, 2, 1},    // and on 6x6
+                                 ConvShape{2, 8, 12, 12, 16, 1, 1, 2, 0},  // its 1x1 shortcut, stride 2
+                                 ConvShape{2, 2, 9, 9, 3, 5, 5, 2, 2},     // 5x5, stride 2, padding 2
+                                 ConvShape{1, 3, 8, 7, 5, 2, 3, 2, 1},     // non-square kernel and image
+                                 ConvShape{2, 20, 13, 13, 50, 5, 5, 1, 0}  // LeNet's conv2
+    );
+    CAPTURE(s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride, s.pad);
+    const auto w = testing::random_vector(s.weight_size(), 1), dy = testing::random_vector(s.out_size(), 2);
+    std::vector<float> dx(s.in_size(), 99.0f), scratch(cpu::conv2d_scratch_floats(s));
+    cpu::conv2d_backward_data_gemm(dx.data(), dy.data(), w.data(), s, scratch.data());
+
+    const int oh = s.oh(), ow = s.ow(), pixels = oh * ow, rows = s.col_rows();
+    std::vector<float> dcol(size_t(rows) * pixels), want(s.in_size(), 0.0f);
+    for (int j = 0; j < s.n; ++j) {
+        // dcol (taps, pixels) = w^T . dy of sample j, then each tap's products added where they land.
+        cpu::gemm(dcol.data(), w.data(), dy.data() + size_t(j) * s.oc * pixels, rows, pixels, s.oc, true, false,
+                  false);
+        float* dxj = want.data() + size_t(j) * s.c * s.h * s.w;
+        for (int ch = 0; ch < s.c; ++ch)
+            for (int ki = 0; ki < s.kh; ++ki)
+                for (int kj = 0; kj < s.kw; ++kj)
+                    for (int oy = 0; oy < oh; ++oy)
+                        for (int ox = 0; ox < ow; ++ox) {
+                            const int iy = oy * s.stride - s.pad + ki, ix = ox * s.stride - s.pad + kj;
+                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                            dxj[(size_t(ch) * s.h + iy) * s.w + ix] +=
+                                dcol[size_t((ch * s.kh + ki) * s.kw + kj) * pixels + oy * ow + ox];
+                        }
+    }
+    REQUIRE(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("round_to_tf32 keeps 10 bits of fraction, to nearest, ties away from zero", "[kernels][conv][dense]") {
     const float one = 1.0f, ulp = std::ldexp(1.0f, -10);  // TF32's step at 1
     const float in[] = {one + ulp / 2, -(one + ulp / 2), one + ulp / 2 - std::ldexp(1.0f, -23), one + ulp / 4,

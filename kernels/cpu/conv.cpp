@@ -83,31 +83,43 @@ void col2im(float* dx, const float* dcol, const ConvShape& s, int ld) {
             }
 }
 
-// col2im where an input row fits a vector (stride 1, no padding: LeNet's
-// conv2 folds 13-pixel rows): each row of dx is summed in a register over
-// the taps that reach it, in col2im's order (ki, then kj: the same sums,
-// the same bits), and stored once, instead of read and written again for
-// each of the kh * kw taps. The whole of dx (c, h, w) is written.
-bool fold_in_registers(const ConvShape& s) { return s.stride == 1 && s.pad == 0 && s.w <= detail::lanes; }
+// col2im where an input row fits a vector (LeNet's conv2 folds 13-pixel
+// rows, ResNet-18's stride-2 convolutions 12- and 6-pixel ones): each row
+// of dx is summed in a register over the taps that reach it, in col2im's
+// order (ki, then kj: the same sums, the same bits), and stored once,
+// instead of read and written again for each of the kh * kw taps. A tap's
+// run of outputs is moved onto the columns it lands on by one permutation
+// (for stride 2, every other lane). The whole of dx (c, h, w) is written.
+constexpr int fold_widest_filter = 8;
+bool fold_in_registers(const ConvShape& s) { return s.w <= detail::lanes && s.kw <= fold_widest_filter; }
 
-void col2im_rows(float* dx, const float* dcol, const ConvShape& s, int ld) {
+// dcol's rows end at `end`: a run read as a whole vector from there on is
+// copied first, the lanes past it zeros.
+void col2im_rows(float* dx, const float* dcol, const float* end, const ConvShape& s, int ld) {
     using vf = float __attribute__((vector_size(detail::lanes * sizeof(float))));
     using vi = int __attribute__((vector_size(detail::lanes * sizeof(int))));
-    vi lane;
-    for (int l = 0; l < detail::lanes; ++l) lane[l] = l;
     const int oh = s.oh(), ow = s.ow();
+    // Lane x of a row of dx takes, from tap column kj, output column
+    // (x + pad - kj) / stride, where that is whole and inside the row.
+    vi from[fold_widest_filter] = {}, takes[fold_widest_filter] = {};
+    for (int kj = 0; kj < s.kw; ++kj)
+        for (int x = 0; x < s.w; ++x) {
+            const int q = x + s.pad - kj;
+            if (q < 0 || q % s.stride != 0 || q / s.stride >= ow) continue;
+            from[kj][x] = q / s.stride;
+            takes[kj][x] = -1;
+        }
     for (int ch = 0; ch < s.c; ++ch)
         for (int iy = 0; iy < s.h; ++iy) {
             vf sum = {};
-            for (int ki = std::max(0, iy - oh + 1); ki <= std::min(s.kh - 1, iy); ++ki) {
-                // Tap (ki, kj)'s run of ow outputs lands at columns kj to kj + ow - 1:
-                // read it shifted by kj (the lanes around it are its row's neighbours
-                // in dcol, within the scratch space, and left out).
-                const float* run = dcol + size_t((ch * s.kh + ki) * s.kw) * ld + (iy - ki) * ow;
+            for (int ki = 0; ki < s.kh; ++ki) {
+                const int q = iy + s.pad - ki;  // oy * stride
+                if (q < 0 || q % s.stride != 0 || q / s.stride >= oh) continue;
+                const float* run = dcol + size_t((ch * s.kh + ki) * s.kw) * ld + (q / s.stride) * ow;
                 for (int kj = 0; kj < s.kw; ++kj, run += ld) {
-                    vf v;
-                    std::memcpy(&v, run - kj, sizeof v);
-                    sum = lane >= kj && lane < kj + ow ? sum + v : sum;
+                    vf v = {};
+                    std::memcpy(&v, run, end - run >= detail::lanes ? sizeof v : size_t(ow) * sizeof(float));
+                    sum = takes[kj] ? sum + __builtin_shuffle(v, from[kj]) : sum;
                 }
             }
             // The whole vector where it ends inside this sample's dx (past
@@ -275,7 +287,7 @@ void conv2d_backward_data_gemm(float* dx, const float* dy, const float* w,
         for (int j = 0; j < g.count; ++j) {
             float* dxj = dx + (g.first + j) * in_stride;
             const float* dcol = g.col + size_t(j) * pixels;
-            if (in_registers) col2im_rows(dxj, dcol, s, g.cols);
+            if (in_registers) col2im_rows(dxj, dcol, g.col + size_t(rows) * g.cols, s, g.cols);
             else col2im(dxj, dcol, s, g.cols);
         }
     });

@@ -103,6 +103,10 @@ template <int MR, bool RowPointers>
     if constexpr (RowPointers)
 #pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) row[r] = a + size_t(std::min(r, rows - 1)) * lda;
+    // Four steps of k a pass: the row pointers then advance once every
+    // four steps, not each step (eight of them in place: their increments
+    // took the ports the FMAs need).
+#pragma GCC unroll 4
     for (int kk = 0; kk < kc; ++kk) {
         const vf b0 = load(b), b1 = load(b + lanes);
 #pragma GCC unroll 12
@@ -114,17 +118,13 @@ template <int MR, bool RowPointers>
         if constexpr (!RowPointers) a += lda;
         b += ldb;
     }
-    if (rows == MR && cols == NR) {
+    if (cols == NR) {  // whole rows of the tile (all MR of them but at A's last rows)
 #pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) {
+            if (r >= rows) break;
             float* out = c + size_t(r) * ldc;
-            if (accumulate) {
-                store(out, load(out) + acc[r][0]);
-                store(out + lanes, load(out + lanes) + acc[r][1]);
-            } else {
-                store(out, acc[r][0]);
-                store(out + lanes, acc[r][1]);
-            }
+            store(out, accumulate ? load(out) + acc[r][0] : acc[r][0]);
+            store(out + lanes, accumulate ? load(out + lanes) + acc[r][1] : acc[r][1]);
         }
         return;
     }

@@ -25,6 +25,7 @@
 
 #include "cpu/kernels.hpp"
 #include "devices/device.hpp"
+#include "devices/pages.hpp"
 #include "fma_peak.hpp"
 #include "model/models.hpp"
 
@@ -82,8 +83,9 @@ class TimedKernels : public cpu::KernelSet {
 struct Replica {
     const Model& model;
     int part, chunk;
-    std::vector<float> params, grads, x, memory;
+    std::vector<float> params, grads, x;
     std::vector<int32_t> labels;
+    PageFloats memory;  // as a CPU device holds its activations
     Activations act;
     TimedKernels kernels;
     double peak = 0;  // GFLOP/s of this device's core, measured
@@ -96,9 +98,9 @@ struct Replica {
           grads(m.gradient_floats()),
           x(size_t(part_samples) * m.input().size()),
           labels(size_t(part_samples)),
+          memory(m.activation_floats(chunk, m.scratch_floats<cpu::KernelSet>(chunk))),
           kernels(m.layer_count()) {
         const size_t scratch = m.scratch_floats<cpu::KernelSet>(chunk);
-        memory.resize(m.activation_floats(chunk, scratch));
         act = m.carve(memory.data(), chunk, scratch);
         unsigned state = seed;
         const auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };

@@ -31,6 +31,7 @@
 #include "cpu/kernels.hpp"
 #include "devices/cpu_stream.hpp"
 #include "devices/device.hpp"
+#include "devices/pages.hpp"
 
 namespace dpt {
 
@@ -465,7 +466,7 @@ class CpuDevice final : public Device {
     std::vector<float> input_;           // the loaded part (capacity, 784), in [0, 1]
     std::vector<int32_t> input_labels_;  // (capacity)
     std::vector<float> outputs_;         // (capacity, 10): the logits of the last forward
-    std::vector<float> activation_memory_;
+    PageFloats activation_memory_;       // activations and the kernels' scratch (pages.hpp)
     Activations act_;                    // for chunk_ samples; input, labels and logits are per chunk (chunk_of)
     cpu::KernelSet kernels_{setup_.math};
     std::vector<uint32_t> eval_index_;  // 0, 1, 2, ... for gathering test samples in order

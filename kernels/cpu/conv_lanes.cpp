@@ -218,7 +218,7 @@ void lanes_transpose_out(float* dst, const float* src, size_t planes, int count)
         for (int l = 0; l < count; ++l) dst[l * planes + p] = src[p * lanes + l];
 }
 
-bool lanes_conv_fits(const ConvShape& s, ConvPass pass) {
+bool lanes_conv_fits(const ConvShape& s, [[maybe_unused]] ConvPass pass) {  // (unused without AVX2)
 #if defined(__AVX512F__) || defined(__AVX2__)
     const bool vectors_suit = lanes == 16 || pass == ConvPass::data;
 #else

@@ -100,7 +100,9 @@ TEST_CASE("the data gradient's fold in registers: the bits of the tap-by-tap fol
                                  ConvShape{2, 8, 12, 12, 16, 1, 1, 2, 0},  // its 1x1 shortcut, stride 2
                                  ConvShape{2, 2, 9, 9, 3, 5, 5, 2, 2},     // 5x5, stride 2, padding 2
                                  ConvShape{1, 3, 8, 7, 5, 2, 3, 2, 1},     // non-square kernel and image
-                                 ConvShape{2, 20, 13, 13, 50, 5, 5, 1, 0}  // LeNet's conv2
+                                 ConvShape{2, 20, 13, 13, 50, 5, 5, 1, 0}, // LeNet's conv2
+                                 ConvShape{2, 3, 6, 6, 4, 1, 1, 1, 2},     // padding wider than the kernel
+                                 ConvShape{1, 2, 16, 16, 3, 1, 1, 1, 2}    // output rows wider than the input's
     );
     CAPTURE(s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride, s.pad);
     const auto w = testing::random_vector(s.weight_size(), 1), dy = testing::random_vector(s.out_size(), 2);

@@ -83,15 +83,18 @@ void col2im(float* dx, const float* dcol, const ConvShape& s, int ld) {
             }
 }
 
-// col2im where an input row fits a vector (LeNet's conv2 folds 13-pixel
-// rows, ResNet-18's stride-2 convolutions 12- and 6-pixel ones): each row
-// of dx is summed in a register over the taps that reach it, in col2im's
-// order (ki, then kj: the same sums, the same bits), and stored once,
-// instead of read and written again for each of the kh * kw taps. A tap's
-// run of outputs is moved onto the columns it lands on by one permutation
-// (for stride 2, every other lane). The whole of dx (c, h, w) is written.
+// col2im where an input row and an output row fit a vector (LeNet's conv2
+// folds 13-pixel rows, ResNet-18's stride-2 convolutions 12- and 6-pixel
+// ones): each row of dx is summed in a register over the taps that reach
+// it, in col2im's order (ki, then kj: the same sums, the same bits), and
+// stored once, instead of read and written again for each of the kh * kw
+// taps. A tap's run of outputs is moved onto the columns it lands on by
+// one permutation (for stride 2, every other lane). The whole of dx (c, h,
+// w) is written.
 constexpr int fold_widest_filter = 8;
-bool fold_in_registers(const ConvShape& s) { return s.w <= detail::lanes && s.kw <= fold_widest_filter; }
+bool fold_in_registers(const ConvShape& s) {
+    return s.w <= detail::lanes && s.ow() <= detail::lanes && s.kw <= fold_widest_filter;
+}
 
 // dcol's rows end at `end`: a run read as a whole vector from there on is
 // copied first, the lanes past it zeros.

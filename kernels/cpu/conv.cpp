@@ -96,6 +96,20 @@ bool fold_in_registers(const ConvShape& s) {
     return s.w <= detail::lanes && s.ow() <= detail::lanes && s.kw <= fold_widest_filter;
 }
 
+// v's lanes in the order `from` gives: one permutation instruction with
+// GCC's __builtin_shuffle; Clang has no shuffle whose order is known only
+// at run time, so there a lane at a time.
+template <class V, class I>
+V permuted(V v, I from) {
+#if defined(__clang__)
+    V r;
+    for (int l = 0; l < detail::lanes; ++l) r[l] = v[from[l]];
+    return r;
+#else
+    return __builtin_shuffle(v, from);
+#endif
+}
+
 // dcol's rows end at `end`: a run read as a whole vector from there on is
 // copied first, the lanes past it zeros.
 void col2im_rows(float* dx, const float* dcol, const float* end, const ConvShape& s, int ld) {
@@ -122,7 +136,7 @@ void col2im_rows(float* dx, const float* dcol, const float* end, const ConvShape
                 for (int kj = 0; kj < s.kw; ++kj, run += ld) {
                     vf v = {};
                     std::memcpy(&v, run, end - run >= detail::lanes ? sizeof v : size_t(ow) * sizeof(float));
-                    sum = takes[kj] ? sum + __builtin_shuffle(v, from[kj]) : sum;
+                    sum = takes[kj] ? sum + permuted(v, from[kj]) : sum;
                 }
             }
             // The whole vector where it ends inside this sample's dx (past

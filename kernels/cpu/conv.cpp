@@ -110,12 +110,16 @@ V permuted(V v, I from) {
 #endif
 }
 
-// dcol's rows end at `end`: a run read as a whole vector from there on is
-// copied first, the lanes past it zeros.
-void col2im_rows(float* dx, const float* dcol, const float* end, const ConvShape& s, int ld) {
+// dx (count, c, h, w) from the folded dcol (c*kh*kw, count*oh*ow; row
+// stride ld) of `count` samples, sample j's columns from j*oh*ow. A run
+// read as a whole vector past dcol's end is copied first, the lanes past
+// it zeros.
+void col2im_rows(float* dx, const float* dcol, int count, const ConvShape& s, int ld) {
     using vf = float __attribute__((vector_size(detail::lanes * sizeof(float))));
     using vi = int __attribute__((vector_size(detail::lanes * sizeof(int))));
     const int oh = s.oh(), ow = s.ow();
+    const size_t in = size_t(s.c) * s.h * s.w;
+    const float* end = dcol + size_t(s.col_rows()) * ld;
     // Lane x of a row of dx takes, from tap column kj, output column
     // (x + pad - kj) / stride, where that is whole and inside the row.
     vi from[fold_widest_filter] = {}, takes[fold_widest_filter] = {};
@@ -126,25 +130,27 @@ void col2im_rows(float* dx, const float* dcol, const float* end, const ConvShape
             from[kj][x] = q / s.stride;
             takes[kj][x] = -1;
         }
-    for (int ch = 0; ch < s.c; ++ch)
-        for (int iy = 0; iy < s.h; ++iy) {
-            vf sum = {};
-            for (int ki = 0; ki < s.kh; ++ki) {
-                const int q = iy + s.pad - ki;  // oy * stride
-                if (q < 0 || q % s.stride != 0 || q / s.stride >= oh) continue;
-                const float* run = dcol + size_t((ch * s.kh + ki) * s.kw) * ld + (q / s.stride) * ow;
-                for (int kj = 0; kj < s.kw; ++kj, run += ld) {
-                    vf v = {};
-                    std::memcpy(&v, run, end - run >= detail::lanes ? sizeof v : size_t(ow) * sizeof(float));
-                    sum = takes[kj] ? sum + permuted(v, from[kj]) : sum;
+    for (int j = 0; j < count; ++j)
+        for (int ch = 0; ch < s.c; ++ch)
+            for (int iy = 0; iy < s.h; ++iy) {
+                vf sum = {};
+                for (int ki = 0; ki < s.kh; ++ki) {
+                    const int q = iy + s.pad - ki;  // oy * stride
+                    if (q < 0 || q % s.stride != 0 || q / s.stride >= oh) continue;
+                    const float* run = dcol + size_t((ch * s.kh + ki) * s.kw) * ld + size_t(j) * oh * ow +
+                                       (q / s.stride) * ow;
+                    for (int kj = 0; kj < s.kw; ++kj, run += ld) {
+                        vf v = {};
+                        std::memcpy(&v, run, end - run >= detail::lanes ? sizeof v : size_t(ow) * sizeof(float));
+                        sum = takes[kj] ? sum + permuted(v, from[kj]) : sum;
+                    }
                 }
+                // The whole vector where it ends inside this sample's dx (past
+                // the row: the next rows', written after it), else the row alone.
+                const size_t at = (size_t(ch) * s.h + iy) * s.w;
+                const bool room = at + detail::lanes <= in;
+                std::memcpy(dx + j * in + at, &sum, room ? sizeof sum : size_t(s.w) * sizeof(float));
             }
-            // The whole vector where it ends inside this sample's dx (past
-            // the row: the next rows', written after it), else the row alone.
-            const size_t at = (size_t(ch) * s.h + iy) * s.w;
-            const bool room = at + detail::lanes <= size_t(s.c) * s.h * s.w;
-            std::memcpy(dx + at, &sum, room ? sizeof sum : size_t(s.w) * sizeof(float));
-        }
 }
 
 // Group layout shared by the three kernels: scratch holds the unfolded group
@@ -301,12 +307,8 @@ void conv2d_backward_data_gemm(float* dx, const float* dy, const float* w,
     for_each_group(s, scratch, [&](const Group& g) {
         const float* dyg = group_dy(dy, s, g);
         gemm(g.col, w, dyg, rows, g.cols, s.oc, true, false, false);  // dcol (K, cols) = w^T (K, oc) . dy (oc, cols)
-        for (int j = 0; j < g.count; ++j) {
-            float* dxj = dx + (g.first + j) * in_stride;
-            const float* dcol = g.col + size_t(j) * pixels;
-            if (in_registers) col2im_rows(dxj, dcol, g.col + size_t(rows) * g.cols, s, g.cols);
-            else col2im(dxj, dcol, s, g.cols);
-        }
+        if (in_registers) return col2im_rows(dx + g.first * in_stride, g.col, g.count, s, g.cols);
+        for (int j = 0; j < g.count; ++j) col2im(dx + (g.first + j) * in_stride, g.col + size_t(j) * pixels, s, g.cols);
     });
 }
 

@@ -381,10 +381,12 @@ TEST_CASE("the settings table writes the header, reads it back and makes --resum
         }
     }
     // And the other way: each setting named above is kept.
-    for (const auto& [key, args] : other)
+    for (const auto& entry : other) {
+        const std::string_view key = entry.first;  // not a structured binding: Clang 14 captures none
         CHECK(std::ranges::count_if(run_settings(), [&](const RunSetting& s) {
                   return s.key == key && s.on_resume == OnResume::kept;
               }) == 1);
+    }
     const std::optional<TrainConfig> more = resumed({"--epochs", "12"});
     REQUIRE(more);
     CHECK(more->epochs == 12);

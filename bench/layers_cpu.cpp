@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"
+#include "cpu/winograd.hpp"
 #include "devices/device.hpp"
 #include "devices/pages.hpp"
 #include "fma_peak.hpp"
@@ -141,6 +142,28 @@ double flops(const Model& m, size_t i, Part part, int n) {
     return 0;
 }
 
+// Layer i's kind as the summary groups it (the row after the last layer:
+// the loss), convolutions by the algorithm the CPU kernels take for their
+// shape: Winograd's, or the others' (implicit GEMM, direct sums, lanes).
+std::string kind_of(const Model& m, size_t i, int n) {
+    if (i == m.layer_count()) return "loss";
+    switch (m.layer_info(i).kind) {
+        case LayerKind::conv: return cpu::winograd_fits(m.conv_shape(i, n)) ? "conv, Winograd" : "conv, other";
+        case LayerKind::relu: return "relu";
+        case LayerKind::pool: return "pool";
+        case LayerKind::flatten: return "flatten";
+        case LayerKind::dense: return "dense";
+        case LayerKind::batch_norm: return "batch norm";
+        case LayerKind::add: return "residual add";
+    }
+    return "other";
+}
+
+struct KindTotal {
+    std::string kind;
+    double ms = 0, flops = 0;
+};
+
 // Bytes the part must read and write at least over n samples: its input,
 // output (or their gradients) and weights, once each.
 double bytes(const Model& m, size_t i, Part part, int n) {
@@ -235,8 +258,8 @@ int main(int argc, char** argv) {
                 }
             }
             const double ms = seconds * 1e3;
-            if (ms < 0.0005 * step_ms) continue;  // under 0.05% of the step
             total_flops += f;
+            if (ms < 0.0005 * step_ms) continue;  // under 0.05% of the step
             listed_ms += ms;
             const std::string name = i < model.layer_count() ? model.layer_info(i).name : "loss";
             std::printf("%-10s %-12s %9.3f %5.1f%% %9.1f", name.c_str(), part_names[p], ms, 100 * ms / step_ms,
@@ -251,4 +274,25 @@ int main(int argc, char** argv) {
                 total_flops / step_ms / 1e6, 100 * total_flops / step_ms / 1e6 / peak);
     std::printf("(rows under 0.05%% of the step left out: %.3f ms; the step also waits for the slower device)\n",
                 step_ms - listed_ms);
+
+    // The same step by kind of layer, most time first.
+    std::vector<KindTotal> kinds;
+    for (size_t i = 0; i < rows; ++i)
+        for (int p = 0; p < parts; ++p)
+            for (const Replica& r : replicas) {
+                const std::string kind = kind_of(model, i, r.part);
+                auto total = std::find_if(kinds.begin(), kinds.end(), [&](const KindTotal& k) { return k.kind == kind; });
+                if (total == kinds.end()) total = kinds.insert(kinds.end(), KindTotal{kind});
+                total->ms += r.kernels.seconds()[i][size_t(p)] / steps / devices * 1e3;
+                if (i < model.layer_count()) total->flops += flops(model, i, Part(p), r.part) / devices;
+            }
+    std::sort(kinds.begin(), kinds.end(), [](const KindTotal& a, const KindTotal& b) { return a.ms > b.ms; });
+    std::printf("\n%-23s %9s %6s %9s %8s %7s\n", "by kind of layer", "ms/step", "share", "MFLOP", "GFLOP/s", "% peak");
+    for (const KindTotal& k : kinds) {
+        if (k.ms < 0.0005 * step_ms) continue;  // under 0.05% of the step, as above
+        std::printf("%-23s %9.3f %5.1f%% %9.1f", k.kind.c_str(), k.ms, 100 * k.ms / step_ms, k.flops / 1e6);
+        if (k.flops > 0 && k.ms > 0)
+            std::printf(" %8.1f %6.1f%%", k.flops / k.ms / 1e6, 100 * k.flops / k.ms / 1e6 / peak);
+        std::printf("\n");
+    }
 }

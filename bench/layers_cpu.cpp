@@ -144,7 +144,8 @@ double flops(const Model& m, size_t i, Part part, int n) {
 
 // Layer i's kind as the summary groups it (the row after the last layer:
 // the loss), convolutions by the algorithm the CPU kernels take for their
-// shape: Winograd's, or the others' (implicit GEMM, direct sums, lanes).
+// shape (n samples; the choice does not depend on n): Winograd's, or the
+// others' (implicit GEMM, direct sums, lanes).
 std::string kind_of(const Model& m, size_t i, int n) {
     if (i == m.layer_count()) return "loss";
     switch (m.layer_info(i).kind) {
@@ -244,9 +245,12 @@ int main(int argc, char** argv) {
     std::printf("%-10s %-12s %9s %6s %9s %8s %7s %8s %7s\n", "layer", "part", "ms/step", "share", "MFLOP", "GFLOP/s",
                 "% peak", "MB", "FLOP/B");
     // A row per (layer, part) that took time: the mean over the devices,
-    // per device (each device does its part of the batch).
+    // per device (each device does its part of the batch). Every row, shown
+    // or not, also goes to its kind's total.
     double total_flops = 0, listed_ms = 0;
+    const double shown_ms = 0.0005 * step_ms;  // rows under 0.05% of the step are left out
     const size_t rows = model.layer_count() + 1;
+    std::vector<KindTotal> kinds;
     for (size_t i = 0; i < rows; ++i)
         for (int p = 0; p < parts; ++p) {
             double seconds = 0, f = 0, b = 0;
@@ -259,7 +263,11 @@ int main(int argc, char** argv) {
             }
             const double ms = seconds * 1e3;
             total_flops += f;
-            if (ms < 0.0005 * step_ms) continue;  // under 0.05% of the step
+            const std::string kind = kind_of(model, i, replicas[0].part);
+            auto total = std::find_if(kinds.begin(), kinds.end(), [&](const KindTotal& k) { return k.kind == kind; });
+            if (total == kinds.end()) total = kinds.insert(kinds.end(), KindTotal{kind});
+            total->ms += ms, total->flops += f;
+            if (ms < shown_ms) continue;
             listed_ms += ms;
             const std::string name = i < model.layer_count() ? model.layer_info(i).name : "loss";
             std::printf("%-10s %-12s %9.3f %5.1f%% %9.1f", name.c_str(), part_names[p], ms, 100 * ms / step_ms,
@@ -276,22 +284,12 @@ int main(int argc, char** argv) {
                 step_ms - listed_ms);
 
     // The same step by kind of layer, most time first.
-    std::vector<KindTotal> kinds;
-    for (size_t i = 0; i < rows; ++i)
-        for (int p = 0; p < parts; ++p)
-            for (const Replica& r : replicas) {
-                const std::string kind = kind_of(model, i, r.part);
-                auto total = std::find_if(kinds.begin(), kinds.end(), [&](const KindTotal& k) { return k.kind == kind; });
-                if (total == kinds.end()) total = kinds.insert(kinds.end(), KindTotal{kind});
-                total->ms += r.kernels.seconds()[i][size_t(p)] / steps / devices * 1e3;
-                if (i < model.layer_count()) total->flops += flops(model, i, Part(p), r.part) / devices;
-            }
     std::sort(kinds.begin(), kinds.end(), [](const KindTotal& a, const KindTotal& b) { return a.ms > b.ms; });
     std::printf("\n%-23s %9s %6s %9s %8s %7s\n", "by kind of layer", "ms/step", "share", "MFLOP", "GFLOP/s", "% peak");
     for (const KindTotal& k : kinds) {
-        if (k.ms < 0.0005 * step_ms) continue;  // under 0.05% of the step, as above
+        if (k.ms < shown_ms) continue;
         std::printf("%-23s %9.3f %5.1f%% %9.1f", k.kind.c_str(), k.ms, 100 * k.ms / step_ms, k.flops / 1e6);
-        if (k.flops > 0 && k.ms > 0)
+        if (k.flops > 0)
             std::printf(" %8.1f %6.1f%%", k.flops / k.ms / 1e6, 100 * k.flops / k.ms / 1e6 / peak);
         std::printf("\n");
     }

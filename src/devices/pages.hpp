@@ -17,8 +17,8 @@
 namespace dpt {
 
 class PageFloats {
-public:
-    explicit PageFloats(size_t floats) : size_(floats) {
+   public:
+    explicit PageFloats(size_t floats) {
         constexpr size_t huge = size_t(2) << 20;
         const size_t bytes = (floats * sizeof(float) + huge - 1) / huge * huge;
         if (bytes == 0) return;
@@ -30,14 +30,12 @@ public:
         std::memset(data_.get(), 0, bytes);  // after the advice: the first touch sets the page size
     }
     float* data() const { return data_.get(); }
-    size_t size() const { return size_; }
 
-private:
+   private:
     struct Free {
         void operator()(float* p) const { std::free(p); }
     };
     std::unique_ptr<float[], Free> data_;
-    size_t size_;
 };
 
 }  // namespace dpt
